@@ -1,0 +1,74 @@
+"""Errors as values: a diagnostic names what is wrong and where, never how to print it.
+
+A `Diagnostic` carries a stable code (a rule id such as ``G2-BACKEND`` or a
+loader code such as ``YAML-SYNTAX``), the JSON pointer it blames, a message
+without any position, and a hint saying what to do.  Positions are attached by
+`locate` from the span table built at load time; reporters format them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+from .spans import Span, SpanTable
+
+
+@dataclass(frozen=True, order=False)
+class Diagnostic:
+    code: str
+    pointer: str
+    message: str
+    hint: str = ""
+    span: Span | None = None
+    source: str = ""
+    severity: str = "error"
+
+    @property
+    def dotted(self) -> str:
+        return pointer_to_dotted(self.pointer)
+
+    def sort_key(self):
+        span = self.span or Span(0, 0)
+        return (self.source, span.line, span.col, self.pointer, self.code, self.message)
+
+
+class CompileError(Exception):
+    """Raised inside a pass to stop the pipeline with diagnostics."""
+
+    def __init__(self, diagnostics: Iterable[Diagnostic]):
+        self.diagnostics = tuple(diagnostics)
+        super().__init__("; ".join(d.message for d in self.diagnostics))
+
+
+def pointer_to_dotted(pointer: str) -> str:
+    if not pointer:
+        return "(document)"
+    parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
+    out = ""
+    for part in parts:
+        if part.isdigit():
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + part
+    return out
+
+
+def join_pointer(*parts) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def split_pointer(pointer: str) -> tuple[str, ...]:
+    if not pointer:
+        return ()
+    return tuple(p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:])
+
+
+def locate(diagnostics: Iterable[Diagnostic], spans: SpanTable | None, source: str) -> tuple[Diagnostic, ...]:
+    """Attach file name and position to each diagnostic, then sort them."""
+    located = []
+    for d in diagnostics:
+        span = d.span
+        if span is None and spans is not None:
+            span = spans.find(d.pointer, key=d.code.startswith("SCHEMA-UNKNOWN"))
+        located.append(replace(d, span=span, source=d.source or (span.source if span else "") or source))
+    return tuple(sorted(set(located), key=Diagnostic.sort_key))

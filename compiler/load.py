@@ -1,0 +1,267 @@
+"""Load pass: source bytes -> (plain document, span table), or diagnostics.
+
+YAML goes through ruamel.yaml's composer so that every key and value keeps its
+line and column; the node graph is then turned into plain dicts/lists here,
+which is where duplicate keys, alias blow-up and non-string keys are refused.
+JSON is parsed by the standard library (fast, exact numbers); its positions are
+computed lazily from a lark grammar, only when a diagnostic needs them.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+from .diagnostics import CompileError, Diagnostic, join_pointer
+from .spans import Span, SpanTable
+
+MAX_BYTES = 64 * 1024 * 1024
+MAX_EXPANDED_NODES = 200_000  # nodes after alias expansion (billion-laughs guard)
+MAX_ALIASES = 1_000
+
+
+@dataclass(frozen=True)
+class Loaded:
+    document: Any
+    spans: SpanTable
+    syntax: str  # "yaml" | "json"
+
+
+def _fail(code: str, message: str, hint: str, line: int = 1, col: int = 1, pointer: str = "") -> CompileError:
+    return CompileError([Diagnostic(code, pointer, message, hint, span=Span(line, col))])
+
+
+def decode(data: bytes) -> str:
+    if len(data) > MAX_BYTES:
+        raise _fail("LOAD-SIZE", f"file is {len(data)} bytes, more than the {MAX_BYTES}-byte limit",
+                    "split the input or give the requests as a trace file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[: exc.start]
+        line = before.count(b"\n") + 1
+        col = exc.start - (before.rfind(b"\n") + 1) + 1
+        raise _fail("LOAD-ENCODING", f"byte 0x{data[exc.start]:02x} is not valid UTF-8",
+                    "save the file as UTF-8", line, col) from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def detect_syntax(name: str, text: str) -> str:
+    lowered = name.lower()
+    if lowered.endswith(".json"):
+        return "json"
+    if lowered.endswith((".yaml", ".yml")):
+        return "yaml"
+    return "json" if text.lstrip().startswith(("{", "[")) else "yaml"
+
+
+def load_bytes(data: bytes, name: str = "<input>") -> Loaded:
+    text = decode(data)
+    syntax = detect_syntax(name, text)
+    loaded = load_json(text) if syntax == "json" else load_yaml(text)
+    if not isinstance(loaded.document, dict):
+        kind = "empty" if loaded.document is None else type(loaded.document).__name__
+        if loaded.document is None:
+            raise _fail("LOAD-EMPTY", "the document is empty", "write a mapping with at least an `engine` key")
+        raise _fail("LOAD-NOT-MAPPING", f"the document is a {_kind_name(loaded.document)}, not a mapping",
+                    "the top level must be a mapping such as `engine: {...}`")
+    return loaded
+
+
+def _kind_name(value: Any) -> str:
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(value), "value")
+
+
+# --------------------------------------------------------------------------- YAML
+
+def load_yaml(text: str) -> Loaded:
+    yaml = YAML(typ="rt", pure=True)
+    try:
+        nodes = list(yaml.compose_all(text))
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        problem = (exc.problem or exc.context or "invalid YAML").strip()
+        raise _fail("YAML-SYNTAX", f"YAML syntax error: {problem}",
+                    "fix the YAML syntax at this position (check indentation, colons and quotes)", line, col) from None
+    except YAMLError as exc:
+        raise _fail("YAML-SYNTAX", f"YAML syntax error: {str(exc).splitlines()[0]}", "fix the YAML syntax") from None
+    nodes = [n for n in nodes if n is not None]
+    if not nodes:
+        return Loaded(None, SpanTable(), "yaml")
+    if len(nodes) > 1:
+        mark = nodes[1].start_mark
+        raise _fail("YAML-MULTI-DOC", "the file holds more than one YAML document",
+                    "keep one configuration per file", mark.line + 1, mark.column + 1)
+    builder = _YamlBuilder()
+    document = builder.build(nodes[0], "")
+    return Loaded(document, SpanTable(builder.values, builder.keys), "yaml")
+
+
+class _YamlBuilder:
+    def __init__(self) -> None:
+        self.values: dict[str, Span] = {}
+        self.keys: dict[str, Span] = {}
+        self.expanded = 0
+        self.aliases = 0
+        self._seen: set[int] = set()
+        self._scalars = YAML(typ="safe", pure=True).constructor
+
+    def build(self, node, pointer: str) -> Any:
+        self.expanded += 1
+        if id(node) in self._seen:
+            self.aliases += 1
+        self._seen.add(id(node))
+        if self.expanded > MAX_EXPANDED_NODES or self.aliases > MAX_ALIASES:
+            mark = node.start_mark
+            raise _fail("YAML-ALIAS-BOUND",
+                        f"alias expansion exceeds the limit ({MAX_ALIASES} aliases, {MAX_EXPANDED_NODES} nodes)",
+                        "write the repeated parts out or use fewer anchors", mark.line + 1, mark.column + 1, pointer)
+        self.values.setdefault(pointer, _span(node))
+        if isinstance(node, MappingNode):
+            return self._mapping(node, pointer)
+        if isinstance(node, SequenceNode):
+            return [self.build(item, f"{pointer}/{i}") for i, item in enumerate(node.value)]
+        return self._scalar(node)
+
+    def _scalar(self, node: ScalarNode) -> Any:
+        tag = node.tag
+        if tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool",
+                   "tag:yaml.org,2002:null"):
+            return self._scalars.construct_object(node, deep=True)
+        return str(node.value)
+
+    def _mapping(self, node: MappingNode, pointer: str) -> dict:
+        result: dict[str, Any] = {}
+        first_seen: dict[str, Span] = {}
+        merged: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+                for source in sources:
+                    if not isinstance(source, MappingNode):
+                        raise _fail("YAML-MERGE", "a `<<` merge key needs a mapping or a list of mappings",
+                                    "merge only anchored mappings", *_pos(source), pointer)
+                    for k, v in self._mapping(source, pointer).items():
+                        merged.setdefault(k, v)
+                continue
+            if not isinstance(key_node, ScalarNode) or key_node.tag not in ("tag:yaml.org,2002:str",):
+                raise _fail("YAML-KEY-TYPE", f"mapping key {key_node.value!r} is not a string",
+                            "quote the key or remove it", *_pos(key_node), pointer)
+            key = str(key_node.value)
+            child = join_pointer_part(pointer, key)
+            if key in first_seen:
+                first = first_seen[key]
+                raise _fail("YAML-DUPLICATE-KEY", f"key `{key}` appears twice (first at line {first.line})",
+                            "remove one of the two entries", *_pos(key_node), child)
+            first_seen[key] = _span(key_node)
+            self.keys[child] = _span(key_node)
+            result[key] = self.build(value_node, child)
+        for k, v in merged.items():
+            result.setdefault(k, v)
+        return result
+
+
+def join_pointer_part(pointer: str, key: str) -> str:
+    return pointer + join_pointer(key)
+
+
+def _span(node) -> Span:
+    return Span(node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def _pos(node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+# --------------------------------------------------------------------------- JSON
+
+def load_json(text: str) -> Loaded:
+    duplicates: list[str] = []
+
+    def pairs(items):
+        out: dict[str, Any] = {}
+        for k, v in items:
+            if k in out:
+                duplicates.append(k)
+            out[k] = v
+        return out
+
+    def constant(name):
+        raise ValueError(f"{name} is not valid JSON")
+
+    try:
+        document = json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
+    except json.JSONDecodeError as exc:
+        raise _fail("JSON-SYNTAX", f"JSON syntax error: {exc.msg}", "fix the JSON syntax at this position",
+                    exc.lineno, exc.colno) from None
+    except ValueError as exc:
+        raise _fail("JSON-SYNTAX", f"JSON syntax error: {exc}", "use a finite number") from None
+    except RecursionError:
+        raise _fail("JSON-SYNTAX", "JSON nesting is too deep", "flatten the document") from None
+    spans = SpanTable(builder=lambda: json_spans(text))
+    if duplicates:
+        dup = _json_duplicates(text)
+        first = dup[0] if dup else ("", Span(1, 1))
+        raise CompileError([Diagnostic("JSON-DUPLICATE-KEY", first[0],
+                                       f"key `{first[0].rsplit('/', 1)[-1]}` appears twice in one object",
+                                       "remove one of the two entries", span=first[1])])
+    return Loaded(document, spans, "json")
+
+
+def _walk_json(text: str):
+    """Yield (pointer, key span or None, value span, duplicate flag) for every JSON value."""
+    from lark import Token, Tree
+    from lark.exceptions import LarkError
+
+    from kvreplay.grammar import JSON, parser
+
+    try:
+        tree = parser(JSON).parse(text)
+    except (LarkError, RecursionError):
+        return
+    stack = [(tree, "", None)]
+    while stack:
+        node, pointer, key_span = stack.pop()
+        meta_line = getattr(getattr(node, "meta", None), "line", None)
+        if isinstance(node, Token):
+            value_span = Span(node.line, node.column)
+        else:
+            value_span = Span(meta_line or 1, node.meta.column if meta_line else 1)
+        yield pointer, key_span, value_span, False
+        if isinstance(node, Tree) and node.data == "object":
+            seen = set()
+            for pair in node.children:
+                if pair is None:
+                    continue
+                key_tok, value = pair.children
+                key = json.loads(key_tok)
+                child = pointer + join_pointer(key)
+                kspan = Span(key_tok.line, key_tok.column)
+                if key in seen:
+                    yield child, kspan, kspan, True
+                seen.add(key)
+                stack.append((value, child, kspan))
+        elif isinstance(node, Tree) and node.data == "array":
+            for i, item in enumerate(c for c in node.children if c is not None):
+                stack.append((item, f"{pointer}/{i}", None))
+
+
+def json_spans(text: str) -> tuple[dict, dict]:
+    values: dict[str, Span] = {}
+    keys: dict[str, Span] = {}
+    for pointer, key_span, value_span, duplicate in _walk_json(text):
+        if duplicate:
+            continue
+        values[pointer] = value_span
+        if key_span is not None:
+            keys[pointer] = key_span
+    return values, keys
+
+
+def _json_duplicates(text: str) -> list[tuple[str, Span]]:
+    return [(p, k) for p, k, _, dup in _walk_json(text) if dup]

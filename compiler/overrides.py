@@ -1,0 +1,338 @@
+"""Apply `--set PATH=VALUE` overrides to a loaded document, left to right.
+
+Each override is parsed with ``grammar/overrides.lark``; its path must exist in
+the predict schema, and a quantity (`80 GiB`, `32 GB/s`, `1.5 ms`) is converted
+to the unit its field is stored in (the schema's ``x-unit``).  Whether a value
+has the right type is left to the validate pass, which runs after all
+overrides; units are checked here because they are gone once converted.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Mapping, NamedTuple, Sequence
+
+from lark import Token
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from ..grammar import OVERRIDES, parser
+from ..schema import PREDICT, load_schema
+from .diagnostics import CompileError, Diagnostic, join_pointer, pointer_to_dotted, split_pointer
+from .passes.validate import describe, suggest
+from .spans import Span, SpanTable
+
+# ------------------------------------------------------------------ quantities
+
+# Each unit as an exact multiple of its dimension's base (byte, byte/s, ns), so
+# 80 GiB -> bytes or 250 us -> ms is exact rather than float-rounded.
+_FACTORS = {
+    "size": {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+             "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40},
+    "bandwidth": {"MB/s": 10**6, "GB/s": 10**9, "TB/s": 10**12, "Gb/s": 10**9 // 8, "GiB/s": 2**30},
+    "duration": {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "min": 60 * 10**9},
+}
+_UNITS = {unit: (dim, Fraction(f)) for dim, table in _FACTORS.items() for unit, f in table.items()}
+# dimension -> (what a quantity of it is, what a field of it takes, an example)
+_WORDS = {"size": ("a size", "bytes", "80 GiB"), "bandwidth": ("a bandwidth", "a bandwidth", "32 GB/s"),
+          "duration": ("a duration", "a duration", "1.5 ms")}
+
+
+class Quantity(NamedTuple):
+    magnitude: float  # an int when written without a decimal point or exponent
+    unit: str | None  # None for a bare number
+
+    def __str__(self) -> str:
+        return f"{self.magnitude}{self.unit or ''}"
+
+
+class UnitError(ValueError):
+    def __init__(self, message: str, hint: str):
+        super().__init__(message)
+        self.hint = hint
+
+
+def parse_quantity(text: str) -> Quantity:
+    """`80 GiB` -> Quantity(80, "GiB"); `1.5` -> Quantity(1.5, None). Raises CompileError."""
+    try:
+        tree = parser(OVERRIDES, "quantity").parse(text)
+    except UnexpectedInput as error:
+        raise CompileError([Diagnostic("QUANTITY-SYNTAX", "", f"`{text.strip()}` is not a number with a unit",
+                                       "write e.g. `80 GiB`, `32 GB/s` or `1.5 ms`",
+                                       Span(1, max(error.column, 1)))]) from None
+    value = _scalar(tree.data, tree.children[0])
+    return value if isinstance(value, Quantity) else Quantity(value, None)
+
+
+def _number(text: str) -> int | float:
+    return int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else float(text)
+
+
+def convert(quantity: Quantity, target_unit: str | None, *, integer: bool = False,
+            field: str = "this field") -> int | float:
+    """`quantity` in `target_unit`: an exact int if `integer`, else a float. Raises UnitError."""
+    magnitude, unit = quantity
+    if unit is None:
+        return magnitude
+    if target_unit is None:
+        raise UnitError(f"`{field}` takes a plain number, not a quantity like `{Quantity(*quantity)}`",
+                        f"drop the unit `{unit}`, or quote the value to pass it as a string")
+    (dimension, factor), (wanted, target_factor) = _UNITS[unit], _UNITS[target_unit]
+    if dimension != wanted:
+        raise UnitError(f"`{Quantity(*quantity)}` is {_WORDS[dimension][0]} but `{field}` takes "
+                        f"{_WORDS[wanted][1]}", f"write {_WORDS[wanted][0]} such as `{_WORDS[wanted][2]}`")
+    if not math.isfinite(magnitude):
+        raise UnitError(f"`{Quantity(*quantity)}` is not a finite number", "write a finite number")
+    value = Fraction(repr(magnitude)) * factor / target_factor  # repr: the decimal the user wrote
+    if integer and value.denominator != 1:
+        raise UnitError(f"`{Quantity(*quantity)}` is {float(value):g} {target_unit}, but `{field}` takes a "
+                        f"whole number of {target_unit}", f"write a whole number, e.g. `{math.ceil(value)}`")
+    return int(value) if integer else float(value)
+
+
+# ------------------------------------------------------------------ parsing
+
+@dataclass(frozen=True)
+class Override:
+    text: str
+    index: int  # 1-based position among the --set options
+    path: tuple[str | int, ...]
+    pointer: str
+    value: Any  # plain data; quantities stay Quantity until their field's unit is known
+    part_columns: tuple[int, ...]  # 1-based column of each path part
+    value_columns: Mapping[str, int]  # pointer relative to the value ("" = the value) -> column
+
+    @property
+    def source(self) -> str:
+        return f"--set #{self.index}"
+
+    def span(self, column: int) -> Span:
+        return Span(1, column, source=self.source)
+
+
+class _BadValue(Exception):
+    """(column, message, hint) of a value the grammar accepts but YAML would not."""
+
+
+def parse_override(text: str, index: int) -> Override:
+    """One `PATH=VALUE`; raises CompileError with a SET-SYNTAX diagnostic."""
+    try:
+        path_tree, value_tree = parser(OVERRIDES).parse(text).children
+        columns: dict[str, int] = {}
+        value = _read(value_tree, "", columns)
+    except (UnexpectedInput, _BadValue) as error:
+        column, message, hint = error.args if isinstance(error, _BadValue) else _explain(text, error)
+        source = f"--set #{index}"
+        raise CompileError([Diagnostic("SET-SYNTAX", "", message, hint, Span(1, column, source), source)]) from None
+    path = tuple(int(t) if t.type == "INDEX" else str(t) for t in path_tree.children)
+    return Override(text, index, path, join_pointer(*path), value,
+                    tuple(t.column for t in path_tree.children), columns)
+
+
+def _read(node, rel: str, columns: dict[str, int]) -> Any:
+    """Plain data from a value tree, recording the column of every value under `rel`."""
+    if node.data not in ("list", "map"):
+        columns[rel] = node.children[0].column
+        return _scalar(node.data, node.children[0])
+    opener, *items = node.children  # `[` or `{`, kept by the grammar for its column
+    columns[rel] = opener.column
+    if node.data == "list":
+        return [_read(item, f"{rel}/{i}", columns) for i, item in enumerate(items)]
+    mapping: dict[str, Any] = {}
+    for key_token, item in (pair.children for pair in items):
+        key = _scalar("key", key_token)
+        if key in mapping:  # as the YAML loader does: a second value would silently win
+            raise _BadValue(key_token.column, f"key `{key}` appears twice in one mapping", "remove one of them")
+        mapping[key] = _read(item, rel + join_pointer(key), columns)
+    return mapping
+
+
+_CONSTANTS = {"true": True, "false": False, "null": None}
+_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "0": "\0"}
+
+
+def _scalar(kind: str, token: Token) -> Any:
+    text = str(token)
+    if kind in _CONSTANTS:
+        return _CONSTANTS[kind]
+    if kind == "quantity":  # the token is NUMBER [blanks] UNIT, and units hold no digits
+        number, unit = re.fullmatch(r"(.*?)[ \t]*([A-Za-z/]+)", text.strip()).groups()
+        return Quantity(_number(number), unit)
+    if kind in ("integer", "float"):
+        return _number(text)
+    if token.type == "STRING_SQ":
+        return text[1:-1].replace("''", "'")
+    if token.type == "STRING_DQ":
+        return re.sub(r"\\(x..|u....|.)", lambda m: _ESCAPES.get(m[1]) or chr(int(m[1][1:], 16)), text[1:-1])
+    return text.rstrip()  # a bare string or a key: trailing blanks are not part of it
+
+
+_VALUE_TERMINAL = re.compile(r".*_[TF]|STRING_..|LSQB|LBRACE")
+_WORDS_FOR = {"KEY": "a key (letters, digits, `_`, `-`)", "INDEX": "a list index"}
+
+
+def _explain(text: str, error: UnexpectedInput) -> tuple[int, str, str]:
+    """(column, message, hint) for a lark error, in the words of the override language."""
+    at_end = isinstance(error, UnexpectedToken) and error.token.type == "$END"
+    column = len(text) + 1 if at_end or error.column < 1 else error.column
+    expected = getattr(error, "accepts", None) or getattr(error, "expected", None) or getattr(error, "allowed", ())
+    if "=" not in text:
+        return column, "an override needs PATH=VALUE but has no `=`", "write e.g. `engine.backend=sglang`"
+    if at_end and text.rstrip().endswith("="):
+        return column, "there is no value after `=`", 'write a value; `null` (or `~`) for none, `""` for an empty string'
+    if isinstance(error, UnexpectedCharacters) and text[column - 1] in "\"'":
+        return column, "this quoted string is not closed or has an unknown escape", \
+            'close the quote; inside double quotes write \\" \\\\ \\n \\t or \\uXXXX'
+    # `[` starts an index after a path part (where `=` may come too) but a list in a value
+    words = sorted({"a value" if _VALUE_TERMINAL.fullmatch(name) and "EQUAL" not in expected else
+                    _WORDS_FOR.get(name) or f"`{parser(OVERRIDES).get_terminal(name).pattern.value}`"
+                    for name in expected}) or ["something else"]
+    message = "the override ends too early" if at_end else f"unexpected `{text[column - 1]}` in the override"
+    return column, message, "expected " + (", ".join(words[:-1]) + " or " if len(words) > 1 else "") + words[-1]
+
+
+# ------------------------------------------------------------------ the schema
+
+def _applicable(schema: dict, root: dict) -> list[dict]:
+    """`schema` and every subschema that applies to the same value ($ref, anyOf, allOf, then, ...)."""
+    found, todo, seen = [], [schema], set()
+    while todo:
+        node = todo.pop()
+        if not isinstance(node, dict) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        found.append(node)
+        if "$ref" in node:
+            target = root
+            for part in split_pointer(node["$ref"].removeprefix("#")):
+                target = target[part]
+            todo.append(target)
+        todo.extend(sub for key in ("anyOf", "oneOf", "allOf") for sub in node.get(key, ()))
+        todo.extend(node[key] for key in ("then", "else") if key in node)
+    return found
+
+
+def _step(schemas: list[dict], part: str | int, root: dict) -> list[dict]:
+    """The schemas of `part` under any of `schemas` (empty if none of them has it)."""
+    found = []
+    for schema in schemas:
+        extra = schema.get("additionalProperties")
+        child = schema.get("items") if isinstance(part, int) else \
+            schema.get("properties", {}).get(part, extra if isinstance(extra, dict) else None)
+        found.extend(_applicable(child, root) if isinstance(child, dict) else ())
+    return found
+
+
+def _schemas_at(override: Override, root: dict) -> list[dict] | Diagnostic:
+    """The schemas of the override's field, or a SET-PATH diagnostic at the first unknown part."""
+    schemas = _applicable(root, root)
+    for i, part in enumerate(override.path):
+        found = _step(schemas, part, root)
+        if found:
+            schemas = found
+            continue
+        parent = pointer_to_dotted(join_pointer(*override.path[:i]))
+        keys = sorted({key for schema in schemas for key in schema.get("properties", {})})
+        if isinstance(part, int):
+            message, hint = f"`{parent}` is not a list, so it has no item `[{part}]`", f"remove `[{part}]`"
+        elif keys:
+            message, hint = f"unknown key `{part}` " + (f"in `{parent}`" if i else "at the top level"), suggest(part, keys)
+        elif any("items" in schema for schema in schemas):
+            message, hint = f"`{parent}` is a list, not a mapping", f"pick an item by index, e.g. `{parent}[0]`"
+        else:
+            message, hint = f"`{parent}` takes a single value, so it has no key `{part}`", f"set `{parent}` itself"
+        return _path_problem(override, i, message, hint)
+    return schemas
+
+
+def _path_problem(override: Override, i: int, message: str, hint: str) -> Diagnostic:
+    return Diagnostic("SET-PATH", join_pointer(*override.path[: i + 1]), message, hint,
+                      override.span(override.part_columns[i]), override.source)
+
+
+def _with_units(value: Any, rel: str, override: Override, schemas: list[dict], root: dict,
+                problems: list[Diagnostic]) -> Any:
+    """`value` with every Quantity converted to the x-unit of its field."""
+    if isinstance(value, dict):
+        return {k: _with_units(v, rel + join_pointer(k), override, _step(schemas, k, root), root, problems)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_units(v, f"{rel}/{i}", override, _step(schemas, i, root), root, problems)
+                for i, v in enumerate(value)]
+    if not isinstance(value, Quantity):
+        return value
+    if not schemas:  # a key the schema does not know: keep the text; validate names the key
+        return str(value)
+    unit = next((s["x-unit"] for s in schemas if "x-unit" in s), None)
+    types = {t for s in schemas for t in (s["type"] if isinstance(s.get("type"), list) else [s.get("type")])}
+    pointer = override.pointer + rel
+    try:
+        return convert(value, unit, integer="integer" in types and "number" not in types,
+                       field=pointer_to_dotted(pointer))
+    except UnitError as error:
+        span = override.span(override.value_columns[rel])
+        problems.append(Diagnostic("SET-UNIT", pointer, str(error), error.hint, span, override.source))
+        return value
+
+
+# ------------------------------------------------------------------ applying
+
+def _assign(document: dict, override: Override, value: Any) -> dict[str, Span] | Diagnostic:
+    """Write `value` at the override's path in `document` (in place), creating missing
+    containers; return the spans of everything written, or why it cannot be written."""
+    written: dict[str, Span] = {}
+    node: Any = document
+    for i, part in enumerate(override.path):
+        here = pointer_to_dotted(join_pointer(*override.path[:i]))
+        if not isinstance(node, list if isinstance(part, int) else dict):
+            kind = "a list" if isinstance(part, int) else "a mapping"
+            return _path_problem(override, i, f"`{here}` holds {describe(node)}, not {kind}",
+                                 f"set `{here}` itself, e.g. `{here}=" + ("[...]`" if kind == "a list" else "{...}`"))
+        if isinstance(part, int) and part > len(node):
+            return _path_problem(override, i, f"`{here}` has {len(node)} item(s), so `[{part}]` is out of range",
+                                 f"use an index up to {len(node)} (`[{len(node)}]` appends)")
+        last = i == len(override.path) - 1
+        child = value if last else node.get(part) if isinstance(node, dict) else \
+            node[part] if part < len(node) else None
+        if child is None and not last:  # missing (or YAML's empty `key:`): create it
+            child = [] if isinstance(override.path[i + 1], int) else {}
+            written[join_pointer(*override.path[: i + 1])] = override.span(override.part_columns[i])
+        if isinstance(node, list) and part == len(node):
+            node.append(child)
+        else:
+            node[part] = child
+        node = child
+    written.update({override.pointer + rel: override.span(col) for rel, col in override.value_columns.items()})
+    return written
+
+
+def apply_overrides(document: dict, spans: SpanTable | None,
+                    overrides: Sequence[str]) -> tuple[dict, SpanTable]:
+    """`document` with `overrides` applied left to right (a later one wins), and spans
+    that point each overridden value at its `--set #i`. Raises CompileError with every problem."""
+    root = load_schema(PREDICT)
+    result = copy.deepcopy(document)  # the caller's document is never changed
+    written: dict[str, Span] = {}
+    problems: list[Diagnostic] = []
+    for index, text in enumerate(overrides, start=1):
+        try:
+            override = parse_override(text, index)
+        except CompileError as error:
+            problems.extend(error.diagnostics)
+            continue
+        schemas = _schemas_at(override, root)
+        if isinstance(schemas, Diagnostic):
+            problems.append(schemas)
+            continue
+        unit_problems: list[Diagnostic] = []
+        value = _with_units(override.value, "", override, schemas, root, unit_problems)
+        outcome = unit_problems or _assign(result, override, value)
+        if isinstance(outcome, dict):
+            written.update(outcome)
+        else:
+            problems.extend(outcome if isinstance(outcome, list) else [outcome])
+    if problems:
+        raise CompileError(problems)
+    return result, (spans or SpanTable()).with_overrides(written)

@@ -1,0 +1,31 @@
+"""Front-end pass: recognise the input language and produce the canonical Spec.
+
+Predict YAML is already in the canonical (predict) shape.  A native ReplaySpec
+(`version` + `requests`) and an opal JSON config (`worker.vllm_params`) are
+recognised so that they get a precise message until their front-ends exist.
+"""
+from __future__ import annotations
+
+from pyrsistent import freeze
+
+from ..diagnostics import CompileError, Diagnostic
+from ..load import Loaded
+from ..spec import Spec
+
+
+def detect(document: dict) -> str:
+    if "version" in document and ("requests" in document or "topology" in document):
+        return "replayspec"
+    if "worker" in document and isinstance(document["worker"], dict) and "vllm_params" in document["worker"]:
+        return "opal"
+    return "predict"
+
+
+def run(loaded: Loaded, source: str) -> Spec:
+    kind = detect(loaded.document)
+    if kind != "predict":
+        names = {"replayspec": "native ReplaySpec", "opal": "opal JSON config"}
+        raise CompileError([Diagnostic("FRONTEND-UNSUPPORTED", "", f"this is a {names[kind]}; this version of "
+                                       "kvreplay reads predict YAML only", "convert it to a predict YAML config "
+                                       "(see examples/)")])
+    return Spec(doc=freeze(loaded.document), source=source, frontend=kind, spans=loaded.spans)

@@ -1,0 +1,81 @@
+"""The compiler as an ordered tuple of passes, and the one result object it returns.
+
+    load -> overrides -> frontend -> validate -> defaults -> rules(spec)
+         -> geometry -> rules(geometry) -> plan
+
+Every pass after the front-end is `Spec -> Spec`; `PASSES` is a plain tuple so
+a test can run any prefix of it.  Diagnostics of the first failing stage are
+returned together, located and sorted; no exception escapes for bad input.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .diagnostics import CompileError, Diagnostic, locate
+from .load import load_bytes
+from .overrides import apply_overrides
+from .passes import defaults, frontend, geometry, plan, rules, validate
+from .passes.plan import Plan
+from .spec import Spec
+
+PASSES: tuple[tuple[str, Callable[[Spec], Spec]], ...] = (
+    ("validate", validate.run),
+    ("defaults", defaults.run),
+    ("rules", rules.run_spec_rules),
+    ("geometry", geometry.run),
+    ("rules-geometry", rules.run_geometry_rules),
+)
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    source: str
+    plan: Plan | None = None
+    spec: Spec | None = None
+    diagnostics: tuple[Diagnostic, ...] = field(default_factory=tuple)
+    stage: str = ""  # the stage that failed, if any
+
+    @property
+    def ok(self) -> bool:
+        return self.plan is not None and not self.diagnostics
+
+
+def run_passes(spec: Spec, passes=PASSES) -> Spec:
+    for _, step in passes:
+        spec = step(spec)
+    return spec
+
+
+def compile_bytes(data: bytes, source: str = "<input>", overrides: Sequence[str] = ()) -> CompileResult:
+    stage, spans, spec = "load", None, None
+    try:
+        loaded = load_bytes(data, source)
+        spans = loaded.spans
+        if overrides:
+            stage = "overrides"
+            document, spans = apply_overrides(loaded.document, loaded.spans, overrides)
+            loaded = type(loaded)(document, spans, loaded.syntax)
+        stage = "frontend"
+        spec = frontend.run(loaded, source)
+        for stage, step in PASSES:
+            spec = step(spec)
+        stage = "plan"
+        return CompileResult(source, plan=plan.run(spec), spec=spec)
+    except CompileError as error:
+        return CompileResult(source, spec=spec, diagnostics=locate(error.diagnostics, spans, source), stage=stage)
+    except RecursionError:
+        diagnostic = Diagnostic("LOAD-DEPTH", "", "the document is nested too deeply", "flatten the document")
+        return CompileResult(source, diagnostics=locate([diagnostic], spans, source), stage=stage)
+
+
+def compile_file(path: str | Path, overrides: Sequence[str] = ()) -> CompileResult:
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        diagnostic = Diagnostic("LOAD-FILE", "", f"cannot read the file: {error.strerror or error}",
+                                "check the path and permissions")
+        return CompileResult(str(path), diagnostics=locate([diagnostic], None, str(path)), stage="load")
+    return compile_bytes(data, str(path), overrides)

@@ -1,0 +1,38 @@
+"""Rules of KVCR peer fetch."""
+from __future__ import annotations
+
+from . import Rule, has_kv, kv, par, role_check
+
+SECTION = "kv-cache-tiers.md: KVCR peer fetch / Supported"
+BLAME = ("kv_cache", "kvcr")
+
+
+def _kvcr(predicate):
+    return lambda spec, role: has_kv(spec, role, "kvcr") and predicate(spec, role)
+
+
+RULES = (
+    Rule("KVCR-REQUIRES-HOST", SECTION, "KVCR pulls into the rank's private G2 and needs `host_offload`",
+         "add `host_offload: {num_host_blocks: ...}` with the default `scope: dp_rank_local`",
+         role_check(_kvcr(lambda s, r: not has_kv(s, r, "host_offload")), *BLAME)),
+    Rule("KVCR-SHARED-HOST", SECTION, "KVCR needs a private G2 (`host_offload.scope: dp_rank_local`)",
+         "set `host_offload.scope: dp_rank_local` or remove `kvcr`",
+         role_check(_kvcr(lambda s, r: kv(s, r, "host_offload", "scope") == "cluster_shared"),
+                    "kv_cache", "host_offload", "scope")),
+    Rule("KVCR-CONNECTOR", SECTION, "KVCR needs `host_offload.connector: offloading_v0_24`",
+         "use the default connector, or remove `kvcr`",
+         role_check(_kvcr(lambda s, r: kv(s, r, "host_offload", "connector", default="offloading_v0_24")
+                          != "offloading_v0_24"), "kv_cache", "host_offload", "connector")),
+    Rule("KVCR-G3", SECTION, "KVCR cannot be combined with `g3_offload`",
+         "keep either `kvcr` or `g3_offload`",
+         role_check(_kvcr(lambda s, r: has_kv(s, r, "g3_offload")), *BLAME)),
+    Rule("KVCR-DECODE", SECTION, "KVCR is not supported on the decode role (it pulls between prefill ranks)",
+         "remove `kvcr` from `workers.decode`",
+         role_check(_kvcr(lambda s, r: True), *BLAME, roles=("decode",))),
+    Rule("KVCR-PIPELINE", SECTION, "KVCR needs `parallelism.pipeline: 1`",
+         "set `pipeline: 1` or remove `kvcr`",
+         role_check(_kvcr(lambda s, r: par(s, r, "pipeline") > 1), "parallelism", "pipeline")),
+    Rule("KVCR-PREFILL-CONTEXT", SECTION, "KVCR needs `parallelism.prefill_context: 1`",
+         "set `prefill_context: 1` or remove `kvcr`",
+         role_check(_kvcr(lambda s, r: par(s, r, "prefill_context") > 1), "parallelism", "prefill_context")),
+)

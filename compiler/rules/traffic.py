@@ -1,0 +1,75 @@
+"""Rules of the traffic block: which stop conditions and loads fit which sources."""
+from __future__ import annotations
+
+from ..spec import Spec
+from . import Rule
+
+SECTION = "REFERENCE.md: traffic.stop / traffic.load"
+SESSION_SOURCES = ("synthetic-session", "agentx")
+
+
+def _source(spec: Spec) -> str:
+    return spec.get("/traffic/source/type", "synthetic")
+
+
+def _stop_keys(spec: Spec) -> set[str]:
+    return set(spec.get("/traffic/stop", {}) or {})
+
+
+def _exactly_one(source_types: tuple[str, ...], keys: tuple[str, ...]):
+    def check(spec: Spec):
+        if _source(spec) in source_types and len(_stop_keys(spec) & set(keys)) != 1:
+            yield "/traffic/stop"
+    return check
+
+
+def _foreign_stops(spec: Spec):
+    allowed = {"synthetic": {"requests", "requests_per_load_unit", "max_virtual_time_seconds"},
+               "trace": {"max_virtual_time_seconds"}}.get(_source(spec),
+                                                          {"sessions", "sessions_per_load_unit",
+                                                           "max_virtual_time_seconds"})
+    for key in sorted(_stop_keys(spec) - allowed):
+        yield f"/traffic/stop/{key}"
+
+
+def _rate_keys(spec: Spec):
+    load = spec.get("/traffic/load", {}) or {}
+    if load.get("type") not in ("poisson", "constant_rate"):
+        return
+    wanted = "sessions_per_second" if _source(spec) in SESSION_SOURCES else "requests_per_second"
+    given = [k for k in ("requests_per_second", "sessions_per_second") if k in load]
+    if given != [wanted]:
+        yield "/traffic/load"
+
+
+def _trace_timestamps(spec: Spec):
+    is_trace = _source(spec) == "trace"
+    uses_timestamps = spec.get("/traffic/load/type") == "trace_timestamps"
+    if uses_timestamps and not is_trace:
+        yield "/traffic/load/type"
+
+
+RULES = (
+    Rule("TRAFFIC-STOP-REQUESTS", SECTION,
+         "synthetic traffic needs exactly one of `stop.requests` and `stop.requests_per_load_unit`",
+         "add `stop: {requests: 100}` (or `requests_per_load_unit`), not both",
+         _exactly_one(("synthetic",), ("requests", "requests_per_load_unit"))),
+    Rule("TRAFFIC-STOP-SESSIONS", SECTION,
+         "session traffic needs exactly one of `stop.sessions` and `stop.sessions_per_load_unit`",
+         "add `stop: {sessions: 16}` (or `sessions_per_load_unit`), not both",
+         _exactly_one(SESSION_SOURCES, ("sessions", "sessions_per_load_unit"))),
+    Rule("TRAFFIC-STOP-KIND", SECTION,
+         "this stop condition does not apply to this traffic source (traces stop only on "
+         "`max_virtual_time_seconds`; synthetic on requests; sessions on sessions)",
+         "remove this key from `traffic.stop`",
+         _foreign_stops),
+    Rule("TRAFFIC-LOAD-RATE", SECTION,
+         "a rate load needs exactly one rate: `sessions_per_second` for session traffic, "
+         "`requests_per_second` otherwise",
+         "keep the one rate that matches `traffic.source.type`",
+         _rate_keys),
+    Rule("TRAFFIC-LOAD-TIMESTAMPS", SECTION,
+         "`trace_timestamps` load needs a `trace` source (synthetic requests carry no timestamps)",
+         "use `concurrency`, `poisson` or `constant_rate` load",
+         _trace_timestamps),
+)

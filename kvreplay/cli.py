@@ -1,0 +1,146 @@
+"""The `kvreplay` command line: argument parsing and dispatch, nothing else.
+
+Exit codes: 0 ok, 1 an input is invalid, 2 usage error (bad arguments, an
+unreadable file, refusing to overwrite).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import orjson
+
+from . import explain as explain_mod
+from . import report
+from .compiler.pipeline import CompileResult, compile_file
+from .compiler.rules import all_rules
+from .schema import schema_text
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+def _exit_code(results: Sequence[CompileResult]) -> int:
+    if any(d.code == "LOAD-FILE" for r in results for d in r.diagnostics):
+        return EXIT_USAGE
+    return EXIT_INVALID if any(r.diagnostics for r in results) else EXIT_OK
+
+
+def _write(data: bytes | str) -> None:
+    sys.stdout.buffer.write(data.encode() if isinstance(data, str) else data)
+    sys.stdout.flush()
+
+
+def cmd_validate(args) -> int:
+    results = [compile_file(path, args.set) for path in args.files]
+    if args.format == "json":
+        _write(report.json_report(results))
+    elif not args.quiet or any(r.diagnostics for r in results):
+        _write(report.text_report(results, context=not args.no_context))
+    return _exit_code(results)
+
+
+def _compile_one(args) -> CompileResult | int:
+    result = compile_file(args.file, args.set)
+    if result.diagnostics:
+        sys.stderr.write(report.text_report([result]))
+        return _exit_code([result])
+    return result
+
+
+def cmd_compile(args) -> int:
+    result = _compile_one(args)
+    if isinstance(result, int):
+        return result
+    data = result.plan.canonical_json()
+    if args.output:
+        Path(args.output).write_bytes(data)
+    else:
+        _write(data)
+    return EXIT_OK
+
+
+def cmd_explain(args) -> int:
+    result = _compile_one(args)
+    if isinstance(result, int):
+        return result
+    _write(explain_mod.json_text(result.spec) if args.format == "json" else explain_mod.text(result.spec))
+    return EXIT_OK
+
+
+def cmd_schema(args) -> int:
+    _write(schema_text())
+    return EXIT_OK
+
+
+def cmd_rules(args) -> int:
+    rules = all_rules()
+    if args.format == "json":
+        table = [{"id": r.id, "stage": r.stage, "section": r.section, "message": r.message, "hint": r.hint}
+                 for r in rules]
+        _write(orjson.dumps(table, option=orjson.OPT_INDENT_2) + b"\n")
+        return EXIT_OK
+    if args.format == "markdown":
+        lines = ["| id | stage | message | section |", "| --- | --- | --- | --- |"]
+        lines += [f"| `{r.id}` | {r.stage} | {r.message} | {r.section} |" for r in rules]
+        _write("\n".join(lines) + "\n")
+        return EXIT_OK
+    width = max(len(r.id) for r in rules)
+    _write("".join(f"{r.id:<{width}}  {r.stage:<8}  {r.message}\n{'':<{width}}  {'':<8}  ({r.section})\n"
+                   for r in rules))
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kvreplay", description="Compile, check and replay LLM-serving "
+                                     "KV-cache configurations.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add_set(p):
+        p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                       help="override a config value (applied left to right, e.g. "
+                            "engine.workers.aggregated.kv_cache.block_size=32 or ...capacity.bytes=80GiB)")
+
+    p = sub.add_parser("validate", help="check config files; all errors at once")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--quiet", "-q", action="store_true", help="print nothing when every file is valid")
+    p.add_argument("--no-context", action="store_true", help="do not quote the offending source line")
+    add_set(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("compile", help="compile one config into its canonical resolved plan (JSON)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("-o", "--output", metavar="PLAN.json")
+    add_set(p)
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("explain", help="show every resolved knob with its value and provenance")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_set(p)
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of predict configs (for editors)")
+    p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("rules", help="print the table of rules with their ids and spec sections")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.set_defaults(func=cmd_rules)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        return EXIT_OK
+    except KeyboardInterrupt:
+        sys.stderr.write("kvreplay: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

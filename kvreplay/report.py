@@ -1,0 +1,73 @@
+"""Reporters: turn compile results into text for people or JSON for tools.
+
+The text form is ``file:line:col: error[CODE] dotted.path: message`` followed
+by the offending source line with a caret and a ``hint:`` line.  Positions come
+from the diagnostics (the compiler located them); reporters only format.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable
+
+import orjson
+
+from .compiler.diagnostics import Diagnostic
+from .compiler.pipeline import CompileResult
+
+
+@lru_cache(maxsize=64)
+def _source_lines(path: str) -> tuple[str, ...]:
+    try:
+        return tuple(Path(path).read_text(encoding="utf-8", errors="replace").splitlines())
+    except OSError:
+        return ()
+
+
+def _position(d: Diagnostic) -> str:
+    span = d.span
+    return f"{d.source}:{span.line}:{span.col}" if span and span.line else d.source
+
+
+def format_diagnostic(d: Diagnostic, context: bool = True) -> str:
+    path = f" {d.dotted}:" if d.pointer else ""
+    lines = [f"{_position(d)}: {d.severity}[{d.code}]{path} {d.message}"]
+    if context and d.span and d.span.line and not d.span.source:
+        source = _source_lines(d.source)
+        if 0 < d.span.line <= len(source):
+            text = source[d.span.line - 1]
+            lines.append(f"    {text}")
+            lines.append("    " + " " * (d.span.col - 1) + "^")
+    if d.hint:
+        lines.append(f"  hint: {d.hint}")
+    return "\n".join(lines)
+
+
+def text_report(results: Iterable[CompileResult], context: bool = True) -> str:
+    results = list(results)
+    blocks = [format_diagnostic(d, context) for r in results for d in r.diagnostics]
+    bad = sum(1 for r in results if r.diagnostics)
+    errors = sum(len(r.diagnostics) for r in results)
+    if bad:
+        blocks.append(f"{errors} error{'s' * (errors != 1)} in {bad} of {len(results)} "
+                      f"file{'s' * (len(results) != 1)}")
+    else:
+        blocks.append(f"{len(results)} file{'s' * (len(results) != 1)} valid")
+    return "\n".join(blocks) + "\n"
+
+
+def diagnostic_dict(d: Diagnostic) -> dict:
+    span = d.span
+    return {"code": d.code, "severity": d.severity, "file": d.source,
+            "line": span.line if span else 0, "column": span.col if span else 0,
+            "origin": span.source if span and span.source else None,
+            "path": d.dotted if d.pointer else "", "pointer": d.pointer, "message": d.message, "hint": d.hint}
+
+
+def json_report(results: Iterable[CompileResult]) -> bytes:
+    results = list(results)
+    files = [{"file": r.source, "valid": not r.diagnostics, "stage": r.stage or None,
+              "diagnostics": [diagnostic_dict(d) for d in r.diagnostics]} for r in results]
+    summary = {"files": len(files), "invalid_files": sum(1 for f in files if not f["valid"]),
+               "errors": sum(len(f["diagnostics"]) for f in files)}
+    return orjson.dumps({"files": files, "summary": summary}, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"

@@ -1,0 +1,18 @@
+"""JSON Schema 2020-12 documents (data) and a cached loader for them."""
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib.resources import files
+
+import orjson
+
+PREDICT = "predict.schema.json"
+
+
+@lru_cache(maxsize=None)
+def load_schema(name: str = PREDICT) -> dict:
+    return orjson.loads(files(__package__).joinpath(name).read_bytes())
+
+
+def schema_text(name: str = PREDICT) -> str:
+    return files(__package__).joinpath(name).read_text(encoding="utf-8")
