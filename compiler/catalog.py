@@ -9,9 +9,10 @@ from __future__ import annotations
 import difflib
 from functools import lru_cache
 from importlib.resources import files
-from typing import Any
+from typing import Any, Mapping
 
 import orjson
+from pyrsistent import thaw
 
 from .diagnostics import Diagnostic
 
@@ -44,8 +45,8 @@ def _index(table: dict[str, dict]) -> dict[str, str]:
 
 
 def _resolve(table: dict[str, dict], value: Any, what: str, pointer: str) -> tuple[dict | None, Diagnostic | None]:
-    if isinstance(value, dict):
-        return dict(value), None
+    if isinstance(value, Mapping):
+        return thaw(value), None
     key = _index(table).get(str(value).lower())
     if key is not None:
         return {"name": key, **table[key]}, None

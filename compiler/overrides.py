@@ -73,22 +73,23 @@ def _number(text: str) -> int | float:
 def convert(quantity: Quantity, target_unit: str | None, *, integer: bool = False,
             field: str = "this field") -> int | float:
     """`quantity` in `target_unit`: an exact int if `integer`, else a float. Raises UnitError."""
+    quantity = Quantity(*quantity)  # a plain (magnitude, unit) tuple is fine too
     magnitude, unit = quantity
     if unit is None:
         return magnitude
     if target_unit is None:
-        raise UnitError(f"`{field}` takes a plain number, not a quantity like `{Quantity(*quantity)}`",
+        raise UnitError(f"`{field}` takes a plain number, not a quantity like `{quantity}`",
                         f"drop the unit `{unit}`, or quote the value to pass it as a string")
     (dimension, factor), (wanted, target_factor) = _UNITS[unit], _UNITS[target_unit]
     if dimension != wanted:
-        raise UnitError(f"`{Quantity(*quantity)}` is {_WORDS[dimension][0]} but `{field}` takes "
-                        f"{_WORDS[wanted][1]}", f"write {_WORDS[wanted][0]} such as `{_WORDS[wanted][2]}`")
+        raise UnitError(f"`{quantity}` is {_WORDS[dimension][0]} but `{field}` takes {_WORDS[wanted][1]}",
+                        f"write {_WORDS[wanted][0]} such as `{_WORDS[wanted][2]}`")
     if not math.isfinite(magnitude):
-        raise UnitError(f"`{Quantity(*quantity)}` is not a finite number", "write a finite number")
+        raise UnitError(f"`{quantity}` is not a finite number", "write a finite number")
     value = Fraction(repr(magnitude)) * factor / target_factor  # repr: the decimal the user wrote
     if integer and value.denominator != 1:
-        raise UnitError(f"`{Quantity(*quantity)}` is {float(value):g} {target_unit}, but `{field}` takes a "
-                        f"whole number of {target_unit}", f"write a whole number, e.g. `{math.ceil(value)}`")
+        raise UnitError(f"`{quantity}` is {float(value):g} {target_unit}, but `{field}` takes a whole number "
+                        f"of {target_unit}", f"write a whole number of {target_unit}, e.g. `{math.ceil(value)}`")
     return int(value) if integer else float(value)
 
 
@@ -170,7 +171,7 @@ def _scalar(kind: str, token: Token) -> Any:
 
 
 _VALUE_TERMINAL = re.compile(r".*_[TF]|STRING_..|LSQB|LBRACE")
-_WORDS_FOR = {"KEY": "a key (letters, digits, `_`, `-`)", "INDEX": "a list index"}
+_WORDS_FOR = {"KEY": "a key (letters, digits, `_`, `-`)", "INDEX": "a list index", "$END": "the end of the value"}
 
 
 def _explain(text: str, error: UnexpectedInput) -> tuple[int, str, str]:
@@ -293,12 +294,13 @@ def _assign(document: dict, override: Override, value: Any) -> dict[str, Span] |
         if isinstance(part, int) and part > len(node):
             return _path_problem(override, i, f"`{here}` has {len(node)} item(s), so `[{part}]` is out of range",
                                  f"use an index up to {len(node)} (`[{len(node)}]` appends)")
-        last = i == len(override.path) - 1
-        child = value if last else node.get(part) if isinstance(node, dict) else \
-            node[part] if part < len(node) else None
-        if child is None and not last:  # missing (or YAML's empty `key:`): create it
-            child = [] if isinstance(override.path[i + 1], int) else {}
-            written[join_pointer(*override.path[: i + 1])] = override.span(override.part_columns[i])
+        if i == len(override.path) - 1:
+            child = value
+        else:
+            child = node.get(part) if isinstance(node, dict) else node[part] if part < len(node) else None
+            if child is None:  # missing (or YAML's empty `key:`): create it
+                child = [] if isinstance(override.path[i + 1], int) else {}
+                written[join_pointer(*override.path[: i + 1])] = override.span(override.part_columns[i])
         if isinstance(node, list) and part == len(node):
             node.append(child)
         else:
@@ -328,11 +330,14 @@ def apply_overrides(document: dict, spans: SpanTable | None,
             continue
         unit_problems: list[Diagnostic] = []
         value = _with_units(override.value, "", override, schemas, root, unit_problems)
-        outcome = unit_problems or _assign(result, override, value)
-        if isinstance(outcome, dict):
-            written.update(outcome)
+        if unit_problems:
+            problems.extend(unit_problems)
+            continue
+        outcome = _assign(result, override, value)
+        if isinstance(outcome, Diagnostic):
+            problems.append(outcome)
         else:
-            problems.extend(outcome if isinstance(outcome, list) else [outcome])
+            written.update(outcome)
     if problems:
         raise CompileError(problems)
     return result, (spans or SpanTable()).with_overrides(written)

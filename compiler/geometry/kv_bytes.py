@@ -30,6 +30,10 @@ def kv_heads_per_rank(model: dict, tensor: int) -> int:
 
 
 def native_bytes_per_token(model: dict, dtype: str, tensor: int) -> int:
+    if model.get("family") == "deepseek_v4":
+        from .deepseek_v4 import deepseek_v4_state  # its KV rate is one pool row per 256 tokens
+
+        return deepseek_v4_state(model)["bytes_per_token"]
     layers = model.get("kv_layers", model["num_layers"])
     width = DTYPE_BYTES[dtype]
     if model.get("attention") == "mla":
@@ -38,6 +42,8 @@ def native_bytes_per_token(model: dict, dtype: str, tensor: int) -> int:
 
 
 def describe_rate(model: dict, dtype: str, tensor: int) -> str:
+    if model.get("family") == "deepseek_v4":
+        return "DeepSeek V4 pool row (fp8_ds_mla, compressed KV and indexer) per 256 tokens"
     layers = model.get("kv_layers", model["num_layers"])
     if model.get("attention") == "mla":
         return (f"{layers} layers x ({model['kv_lora_rank']} + {model['qk_rope_head_dim']}) MLA latent x "

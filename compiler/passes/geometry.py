@@ -59,7 +59,7 @@ def _role(spec: Spec, role: str, model: dict, hardware: dict) -> Spec:
                 "dp_ranks": _par(spec, role, "replicas") * _par(spec, role, "attention_data")}
 
     bpt_pointer = role_pointer(role, "kv_cache", "bytes_per_token")
-    if spec.get(bpt_pointer) == "auto" and model.get("family") != "deepseek_v4":
+    if spec.get(bpt_pointer) == "auto":
         spec = spec.infer(bpt_pointer, native_bytes_per_token(model, dtype, tensor),
                           describe_rate(model, dtype, tensor))
     state = _state_geometry(spec, role, model, tensor, spec.get(bpt_pointer)
