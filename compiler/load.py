@@ -64,7 +64,6 @@ def load_bytes(data: bytes, name: str = "<input>") -> Loaded:
     syntax = detect_syntax(name, text)
     loaded = load_json(text) if syntax == "json" else load_yaml(text)
     if not isinstance(loaded.document, dict):
-        kind = "empty" if loaded.document is None else type(loaded.document).__name__
         if loaded.document is None:
             raise _fail("LOAD-EMPTY", "the document is empty", "write a mapping with at least an `engine` key")
         raise _fail("LOAD-NOT-MAPPING", f"the document is a {_kind_name(loaded.document)}, not a mapping",

@@ -9,89 +9,20 @@ overrides; units are checked here because they are gone once converted.
 from __future__ import annotations
 
 import copy
-import math
 import re
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, Sequence
 
 from lark import Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from ..grammar import OVERRIDES, parser
 from ..schema import PREDICT, load_schema
-from .diagnostics import CompileError, Diagnostic, join_pointer, pointer_to_dotted, split_pointer
+from .diagnostics import CompileError, Diagnostic, join_pointer, pointer_to_dotted
 from .passes.validate import describe, suggest
+from .schema_walk import applicable, schema_step
 from .spans import Span, SpanTable
-
-# ------------------------------------------------------------------ quantities
-
-# Each unit as an exact multiple of its dimension's base (byte, byte/s, ns), so
-# 80 GiB -> bytes or 250 us -> ms is exact rather than float-rounded.
-_FACTORS = {
-    "size": {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-             "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40},
-    "bandwidth": {"MB/s": 10**6, "GB/s": 10**9, "TB/s": 10**12, "Gb/s": 10**9 // 8, "GiB/s": 2**30},
-    "duration": {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "min": 60 * 10**9},
-}
-_UNITS = {unit: (dim, Fraction(f)) for dim, table in _FACTORS.items() for unit, f in table.items()}
-# dimension -> (what a quantity of it is, what a field of it takes, an example)
-_WORDS = {"size": ("a size", "bytes", "80 GiB"), "bandwidth": ("a bandwidth", "a bandwidth", "32 GB/s"),
-          "duration": ("a duration", "a duration", "1.5 ms")}
-
-
-class Quantity(NamedTuple):
-    magnitude: float  # an int when written without a decimal point or exponent
-    unit: str | None  # None for a bare number
-
-    def __str__(self) -> str:
-        return f"{self.magnitude}{self.unit or ''}"
-
-
-class UnitError(ValueError):
-    def __init__(self, message: str, hint: str):
-        super().__init__(message)
-        self.hint = hint
-
-
-def parse_quantity(text: str) -> Quantity:
-    """`80 GiB` -> Quantity(80, "GiB"); `1.5` -> Quantity(1.5, None). Raises CompileError."""
-    try:
-        tree = parser(OVERRIDES, "quantity").parse(text)
-    except UnexpectedInput as error:
-        raise CompileError([Diagnostic("QUANTITY-SYNTAX", "", f"`{text.strip()}` is not a number with a unit",
-                                       "write e.g. `80 GiB`, `32 GB/s` or `1.5 ms`",
-                                       Span(1, max(error.column, 1)))]) from None
-    value = _scalar(tree.data, tree.children[0])
-    return value if isinstance(value, Quantity) else Quantity(value, None)
-
-
-def _number(text: str) -> int | float:
-    return int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else float(text)
-
-
-def convert(quantity: Quantity, target_unit: str | None, *, integer: bool = False,
-            field: str = "this field") -> int | float:
-    """`quantity` in `target_unit`: an exact int if `integer`, else a float. Raises UnitError."""
-    quantity = Quantity(*quantity)  # a plain (magnitude, unit) tuple is fine too
-    magnitude, unit = quantity
-    if unit is None:
-        return magnitude
-    if target_unit is None:
-        raise UnitError(f"`{field}` takes a plain number, not a quantity like `{quantity}`",
-                        f"drop the unit `{unit}`, or quote the value to pass it as a string")
-    (dimension, factor), (wanted, target_factor) = _UNITS[unit], _UNITS[target_unit]
-    if dimension != wanted:
-        raise UnitError(f"`{quantity}` is {_WORDS[dimension][0]} but `{field}` takes {_WORDS[wanted][1]}",
-                        f"write {_WORDS[wanted][0]} such as `{_WORDS[wanted][2]}`")
-    if not math.isfinite(magnitude):
-        raise UnitError(f"`{quantity}` is not a finite number", "write a finite number")
-    value = Fraction(repr(magnitude)) * factor / target_factor  # repr: the decimal the user wrote
-    if integer and value.denominator != 1:
-        raise UnitError(f"`{quantity}` is {float(value):g} {target_unit}, but `{field}` takes a whole number "
-                        f"of {target_unit}", f"write a whole number of {target_unit}, e.g. `{math.ceil(value)}`")
-    return int(value) if integer else float(value)
-
+from .units import Quantity, UnitError, convert, number
 
 # ------------------------------------------------------------------ parsing
 
@@ -115,6 +46,18 @@ class Override:
 
 class _BadValue(Exception):
     """(column, message, hint) of a value the grammar accepts but YAML would not."""
+
+
+def parse_quantity(text: str) -> Quantity:
+    """`80 GiB` -> Quantity(80, "GiB"); `1.5` -> Quantity(1.5, None). Raises CompileError."""
+    try:
+        tree = parser(OVERRIDES, "quantity").parse(text)
+    except UnexpectedInput as error:
+        raise CompileError([Diagnostic("QUANTITY-SYNTAX", "", f"`{text.strip()}` is not a number with a unit",
+                                       "write e.g. `80 GiB`, `32 GB/s` or `1.5 ms`",
+                                       Span(1, max(error.column, 1)))]) from None
+    value = _scalar(tree.data, tree.children[0])
+    return value if isinstance(value, Quantity) else Quantity(value, None)
 
 
 def parse_override(text: str, index: int) -> Override:
@@ -159,10 +102,10 @@ def _scalar(kind: str, token: Token) -> Any:
     if kind in _CONSTANTS:
         return _CONSTANTS[kind]
     if kind == "quantity":  # the token is NUMBER [blanks] UNIT, and units hold no digits
-        number, unit = re.fullmatch(r"(.*?)[ \t]*([A-Za-z/]+)", text.strip()).groups()
-        return Quantity(_number(number), unit)
+        magnitude, unit = re.fullmatch(r"(.*?)[ \t]*([A-Za-z/]+)", text.strip()).groups()
+        return Quantity(number(magnitude), unit)
     if kind in ("integer", "float"):
-        return _number(text)
+        return number(text)
     if token.type == "STRING_SQ":
         return text[1:-1].replace("''", "'")
     if token.type == "STRING_DQ":
@@ -195,42 +138,11 @@ def _explain(text: str, error: UnexpectedInput) -> tuple[int, str, str]:
 
 
 # ------------------------------------------------------------------ the schema
-
-def _applicable(schema: dict, root: dict) -> list[dict]:
-    """`schema` and every subschema that applies to the same value ($ref, anyOf, allOf, then, ...)."""
-    found, todo, seen = [], [schema], set()
-    while todo:
-        node = todo.pop()
-        if not isinstance(node, dict) or id(node) in seen:
-            continue
-        seen.add(id(node))
-        found.append(node)
-        if "$ref" in node:
-            target = root
-            for part in split_pointer(node["$ref"].removeprefix("#")):
-                target = target[part]
-            todo.append(target)
-        todo.extend(sub for key in ("anyOf", "oneOf", "allOf") for sub in node.get(key, ()))
-        todo.extend(node[key] for key in ("then", "else") if key in node)
-    return found
-
-
-def _step(schemas: list[dict], part: str | int, root: dict) -> list[dict]:
-    """The schemas of `part` under any of `schemas` (empty if none of them has it)."""
-    found = []
-    for schema in schemas:
-        extra = schema.get("additionalProperties")
-        child = schema.get("items") if isinstance(part, int) else \
-            schema.get("properties", {}).get(part, extra if isinstance(extra, dict) else None)
-        found.extend(_applicable(child, root) if isinstance(child, dict) else ())
-    return found
-
-
 def _schemas_at(override: Override, root: dict) -> list[dict] | Diagnostic:
     """The schemas of the override's field, or a SET-PATH diagnostic at the first unknown part."""
-    schemas = _applicable(root, root)
+    schemas = applicable(root, root)
     for i, part in enumerate(override.path):
-        found = _step(schemas, part, root)
+        found = schema_step(schemas, part, root)
         if found:
             schemas = found
             continue
@@ -257,10 +169,10 @@ def _with_units(value: Any, rel: str, override: Override, schemas: list[dict], r
                 problems: list[Diagnostic]) -> Any:
     """`value` with every Quantity converted to the x-unit of its field."""
     if isinstance(value, dict):
-        return {k: _with_units(v, rel + join_pointer(k), override, _step(schemas, k, root), root, problems)
+        return {k: _with_units(v, rel + join_pointer(k), override, schema_step(schemas, k, root), root, problems)
                 for k, v in value.items()}
     if isinstance(value, list):
-        return [_with_units(v, f"{rel}/{i}", override, _step(schemas, i, root), root, problems)
+        return [_with_units(v, f"{rel}/{i}", override, schema_step(schemas, i, root), root, problems)
                 for i, v in enumerate(value)]
     if not isinstance(value, Quantity):
         return value

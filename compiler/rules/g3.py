@@ -1,7 +1,7 @@
 """Rules of the G3 storage tier."""
 from __future__ import annotations
 
-from ..spec import Spec, role_pointer
+from ..spec import role_pointer
 from . import Rule, disaggregated, has_kv, kv, native_mtp, par, role_check
 
 SECTION = "kv-cache-tiers.md: G3 offload"

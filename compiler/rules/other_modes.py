@@ -1,7 +1,7 @@
 """Rules of the other cache modes: grouped caches, Belady eviction, agentic traffic with G2."""
 from __future__ import annotations
 
-from ..spec import Spec, role_pointer
+from ..spec import Spec
 from . import Rule, backend, disaggregated, has_kv, kv, par, role_check
 
 GROUPED = "kv-cache-tiers.md: Other cache modes / Grouped caches"

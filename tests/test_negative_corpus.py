@@ -1,0 +1,117 @@
+"""The negative corpus: one small config per diagnostic code, in golden/specs/negative/.
+
+Each file is named after the code it must produce (`G2-BACKEND.yaml` ->
+``G2-BACKEND``) and is otherwise a valid config, so compiling it yields
+diagnostics of exactly that code.  Rule ids come from
+`kvreplay.compiler.rules.all_rules()`; the loader/schema/catalog codes
+(YAML-*, JSON-*, LOAD-*, SCHEMA-*, CATALOG-*) have files of their own.
+The JSON report of every file is pinned with a syrupy snapshot
+(tests/__snapshots__/); regenerate with
+``python -m pytest tests/test_negative_corpus.py --snapshot-update``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from kvreplay.compiler.pipeline import compile_file
+from kvreplay.compiler.rules import all_rules
+from kvreplay.report import json_report
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NEGATIVE_DIR = REPO_ROOT / "golden" / "specs" / "negative"
+CORPUS_SUFFIXES = (".yaml", ".yml", ".json")
+
+# Belady constraints are checked only when `spec.frontend != "predict"`: a predict
+# YAML with `kv_eviction_policy: belady` reports BELADY-PREDICT and nothing else,
+# and the native ReplaySpec front-end does not exist yet (it is refused with
+# FRONTEND-UNSUPPORTED).  These rules cannot fire today, so they have no file.
+NEEDS_REPLAYSPEC = frozenset({
+    "BELADY-ATTENTION-DATA",
+    "BELADY-OFFLOAD",
+    "BELADY-PREFIX-CACHING",
+    "BELADY-AGGREGATED",
+})
+
+# Rules that cannot be isolated: every config that triggers them necessarily
+# triggers another rule too.  Their file expects these extra codes as well.
+COMPANIONS: dict[str, frozenset[str]] = {
+    # G3 requires `host_offload` (else G3-REQUIRES-HOST), and G2 with native MTP
+    # is itself rejected, so G3-MTP always comes with G2-MTP.
+    "G3-MTP": frozenset({"G2-MTP"}),
+    # Grouped caches need `prefix_caching: false` (else GROUPS-PREFIX-CACHING);
+    # G2 without prefix caching is rejected (G2-PREFIX-CACHING), and G3/KVCR
+    # without G2 fire G3-REQUIRES-HOST / KVCR-REQUIRES-HOST.
+    "GROUPS-OFFLOAD": frozenset({"G2-PREFIX-CACHING"}),
+}
+
+
+def corpus_files() -> list[Path]:
+    return sorted(p for p in NEGATIVE_DIR.iterdir() if p.is_file() and p.suffix in CORPUS_SUFFIXES)
+
+
+FILES = corpus_files()
+
+
+def relative(path: str) -> str:
+    try:
+        return Path(path).resolve().relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        return path
+
+
+@pytest.fixture
+def snapshot_json(snapshot):
+    return snapshot.use_extension(JSONSnapshotExtension)
+
+
+def test_corpus_is_not_empty():
+    assert len(FILES) >= len(all_rules()) - len(NEEDS_REPLAYSPEC)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_negative_file_fails_with_its_code(path: Path):
+    result = compile_file(path)
+    assert not result.ok, f"{path.name} compiled cleanly"
+    codes = {d.code for d in result.diagnostics}
+    assert codes == {path.stem} | COMPANIONS.get(path.stem, frozenset())
+    for d in result.diagnostics:
+        assert d.span is not None, d
+        assert d.span.line >= 1, d
+        assert d.span.col >= 1, d
+        assert d.message.strip(), d
+        assert d.hint.strip(), d
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_negative_file_json_report(path: Path, snapshot_json):
+    report = json.loads(json_report([compile_file(path)]))
+    for entry in report["files"]:
+        entry["file"] = relative(entry["file"])
+        for diagnostic in entry["diagnostics"]:
+            diagnostic["file"] = relative(diagnostic["file"])
+    assert report == snapshot_json
+
+
+def test_every_rule_has_a_negative_file():
+    stems = {p.stem for p in FILES}
+    missing = sorted(r.id for r in all_rules() if r.id not in NEEDS_REPLAYSPEC and r.id not in stems)
+    assert not missing, f"rules without a file in {NEGATIVE_DIR.relative_to(REPO_ROOT)}: {missing}"
+
+
+def test_exemption_lists_are_current():
+    ids = {r.id for r in all_rules()}
+    stems = {p.stem for p in FILES}
+    assert NEEDS_REPLAYSPEC <= ids
+    assert not NEEDS_REPLAYSPEC & stems, "a NEEDS_REPLAYSPEC rule now has a file: drop it from the list"
+    for rule_id, extra in COMPANIONS.items():
+        assert rule_id in stems and rule_id in ids
+        assert extra <= ids
+
+
+def test_file_names_are_unique_codes():
+    stems = [p.stem for p in FILES]
+    assert len(stems) == len(set(stems))
