@@ -84,6 +84,6 @@ def test_session_traffic_defaults():
     traffic = result.plan.to_dict()["traffic"]
     assert traffic["source"] == {"type": "synthetic-session", "new_input_tokens_per_turn": 1024,
                                  "output_tokens_per_turn": 128,
-                                 "session": {"turns": 4, "shared_prefix_ratio": 0.0, "prefix_groups": 1,
+                                 "session": {"turns": 4, "shared_prefix_ratio": 0.0, "prefix_groups": 0,
                                              "inter_turn_delay_ms": 0.0}}
     assert traffic["load"]["seed"] == 42

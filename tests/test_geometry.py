@@ -55,7 +55,7 @@ engine:
   kvcache_quant_mode: fp8
   workers:
     aggregated:
-      parallelism: {tensor: 8}
+      parallelism: {tensor: 8, moe_expert: 8}
       kv_cache:
         block_size: 128
         capacity: {type: fixed, blocks: 100}
@@ -91,7 +91,7 @@ engine:
   hardware: b200_sxm
   workers:
     aggregated:
-      parallelism: {tensor: 8}
+      parallelism: {tensor: 8, moe_expert: 8}
       kv_cache:
         capacity: {type: fixed, blocks: 1000}
         state_cache: {}
@@ -109,9 +109,10 @@ def test_deepseek_v4_flash_rows_and_state():
     assert geometry["state_blocks_per_request"] == 26
 
 
-@pytest.mark.parametrize("draft", ["engine.nextn=1", "engine.speculation={kind: ngram, num_speculative_tokens: 1}"])
+@pytest.mark.parametrize("draft", [["engine.nextn=1", "engine.nextn_accepted=0.7"],
+                                   ["engine.speculation={kind: ngram, num_speculative_tokens: 1}"]])
 def test_deepseek_v4_one_draft_token_gives_30_rows(draft):
-    plan = plan_of(DSV4, [draft])
+    plan = plan_of(DSV4, draft)
     assert plan["geometry"]["aggregated"]["state_rows"] == 30
     assert plan["engine"]["workers"]["aggregated"]["kv_cache"]["state_cache"]["bytes_per_request"] == 30 * 1_002_240
 

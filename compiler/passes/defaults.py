@@ -79,10 +79,8 @@ ROLE_DEFAULTS = tuple(
         Default(("scheduler", "max_batched_tokens"), 8192, "spec: scheduler default"),
         Default(("scheduler", "max_sequences"), lambda s, r: 1 if r == "prefill" else 256,
                 "spec: 256, 1 on the prefill role"),
-        Default(("scheduler", "prefill_schedule_interval"), 1, "vLLM: prefill may join every pass",
-                lambda s, r: _backend(s) == "vllm"),
-        Default(("scheduler", "prefill_decode_interval"), 1, "SGLang: prefill may join every pass",
-                lambda s, r: _backend(s) == "sglang"),
+        Default(("scheduler", "prefill_schedule_interval"), 1, "vLLM knob: prefill may join every pass"),
+        Default(("scheduler", "prefill_decode_interval"), 0, "SGLang knob: no forced decode interleave"),
         Default(("timing", "type"), "default", "spec: roofline model from the catalogs"),
         Default(("kv_cache", "block_size"), _backend_value("block_size"), "backend block size (vLLM 64, SGLang 1, "
                 "TensorRT-LLM 32)", lambda s, r: s.get(role_pointer(r, "kv_cache", "block_size")) is None),
@@ -119,7 +117,7 @@ TRAFFIC_DEFAULTS = {
     "synthetic": (("input_tokens", 1024), ("output_tokens", 128), ("cached_prefix_tokens", 0)),
     "synthetic-session": (("new_input_tokens_per_turn", 1024), ("output_tokens_per_turn", 128),
                           ("session", "turns", 4), ("session", "shared_prefix_ratio", 0.0),
-                          ("session", "prefix_groups", 1), ("session", "inter_turn_delay_ms", 0.0)),
+                          ("session", "prefix_groups", 0), ("session", "inter_turn_delay_ms", 0.0)),
     "trace": (("format", "mooncake"), ("block_size", 512)),
 }
 LOAD_DEFAULTS = {
@@ -156,7 +154,7 @@ def _traffic(spec: Spec) -> Spec:
 def run(spec: Spec) -> Spec:
     for default in ENGINE_DEFAULTS:
         spec = _apply(spec, "/" + "/".join(default.path), default, "")
-    if not spec.has("/engine/workers") and spec.get("/engine/mode") == "aggregated":
+    if not spec.roles() and spec.get("/engine/mode") == "aggregated":
         spec = spec.default("/engine/workers/aggregated", {}, "aggregated mode has one aggregated role")
     for role in spec.roles():
         for default in ROLE_DEFAULTS:

@@ -11,7 +11,9 @@ from ..spec import Spec
 
 
 def check(spec: Spec, stage: str) -> list:
-    return [d for rule in all_rules() if rule.stage == stage for d in rule.diagnostics(spec)]
+    fired = {rule.id: list(rule.diagnostics(spec)) for rule in all_rules() if rule.stage == stage}
+    replaced = {old for rule in all_rules() if fired.get(rule.id) for old in rule.supersedes}
+    return [d for rule_id, diagnostics in fired.items() if rule_id not in replaced for d in diagnostics]
 
 
 def _run(stage: str):

@@ -25,6 +25,7 @@ class Rule:
     hint: str
     check: Check
     stage: str = "spec"
+    supersedes: tuple[str, ...] = ()  # rules whose diagnostics this one replaces when both fire (a more specific reason)
 
     def diagnostics(self, spec: Spec) -> Iterator[Diagnostic]:
         for pointer in self.check(spec):

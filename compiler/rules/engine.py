@@ -33,9 +33,9 @@ def _acceptance_length(spec: Spec):
 
 
 def _nextn_accepted(spec: Spec):
-    accepted = spec.get("/engine/nextn_accepted")
-    if accepted is not None and accepted > (spec.get("/engine/nextn") or 0):
-        yield "/engine/nextn_accepted"
+    accepted, nextn = spec.get("/engine/nextn_accepted"), spec.get("/engine/nextn") or 0
+    if (accepted is None) != (nextn == 0) or (accepted is not None and accepted > nextn):
+        yield "/engine/nextn_accepted" if accepted is not None else "/engine/nextn"
 
 
 def _context_too_long(spec: Spec):
@@ -45,6 +45,36 @@ def _context_too_long(spec: Spec):
     context = spec.get("/engine/context_length")
     if model and isinstance(context, int) and context > model.get("max_context", context):
         yield "/engine/context_length"
+
+
+ENGINE_CONTROLS = ("kvcache_quant_mode", "nextn")
+
+
+def _controls_without_default_timing(spec: Spec):
+    controls = [k for k in ENGINE_CONTROLS if spec.user_set(f"/engine/{k}") and spec.get(f"/engine/{k}") not in
+                (0, "auto")]
+    for role in spec.roles():
+        if controls and spec.get(role_pointer(role, "timing", "type")) != "default":
+            yield role_pointer(role, "timing", "type")
+
+
+def _moe_width(spec: Spec):
+    from ..catalog import resolve_model
+
+    model, _ = resolve_model(spec.get("/engine/model"))
+    if not (model or {}).get("num_experts"):
+        return
+    for role in spec.roles():
+        par = lambda k: spec.get(role_pointer(role, "parallelism", k), 1)  # noqa: E731
+        if par("moe_tensor") * par("moe_expert") != par("tensor") * par("attention_data"):
+            yield role_pointer(role, "parallelism")
+
+
+def _decode_context(spec: Spec):
+    for role in spec.roles():
+        context = spec.get(role_pointer(role, "parallelism", "decode_context"), 1)
+        if spec.get(role_pointer(role, "parallelism", "tensor"), 1) % context:
+            yield role_pointer(role, "parallelism", "decode_context")
 
 
 RULES = (
@@ -77,21 +107,32 @@ RULES = (
          "give exactly `num_speculative_tokens` rates",
          _acceptance_length),
     Rule("NEXTN-ACCEPTED", SECTION_ENGINE,
-         "`nextn_accepted` cannot exceed `nextn` draft tokens",
-         "lower `nextn_accepted` or raise `nextn`",
+         "`nextn_accepted` (mean accepted draft tokens) is required when `nextn` > 0, and at most `nextn`",
+         "set `nextn_accepted` between 0 and `nextn`, or remove it when `nextn` is 0",
          _nextn_accepted),
+    Rule("TIMING-ENGINE-CONTROLS", SECTION_ENGINE, "`engine.kvcache_quant_mode` and `engine.nextn` shape the "
+         "step-time model and need `timing.type: default` in every role",
+         "use the default timing, or drop the engine control", _controls_without_default_timing),
+    Rule("PARALLEL-MOE-WIDTH", SECTION_ENGINE, "for a MoE model `moe_tensor x moe_expert` must equal "
+         "`tensor x attention_data`", "e.g. `tensor: 8, moe_expert: 8` (or `moe_tensor: 8`)", _moe_width),
+    Rule("PARALLEL-DECODE-CONTEXT", SECTION_ENGINE, "`decode_context` must divide `tensor`",
+         "pick a divisor of `tensor`", _decode_context),
+    Rule("SGLANG-CHUNKED-PREFILL", SECTION_ENGINE, "SGLang always chunks prefill; `enable_chunked_prefill: false` "
+         "is not supported", "remove `enable_chunked_prefill` or use vLLM",
+         engine_check(lambda s: backend(s) == "sglang" and s.get("/engine/enable_chunked_prefill") is False,
+                      "/engine/enable_chunked_prefill")),
     Rule("CONTEXT-LENGTH", SECTION_ENGINE, "`context_length` exceeds the model's maximum context",
          "lower `context_length`, or write `max` for the model's maximum", _context_too_long),
     Rule("SCHEDULER-PREFILL-SCHEDULE-INTERVAL", SECTION_ENGINE,
-         "`prefill_schedule_interval` is a vLLM scheduler knob",
+         "`prefill_schedule_interval` is a vLLM scheduler knob; other backends leave it at 1",
          "remove it, or use `prefill_decode_interval` for SGLang",
-         role_check(lambda s, r: backend(s) != "vllm" and s.has(role_pointer(r, "scheduler",
-                                                                             "prefill_schedule_interval")),
+         role_check(lambda s, r: backend(s) != "vllm"
+                    and s.get(role_pointer(r, "scheduler", "prefill_schedule_interval"), 1) != 1,
                     "scheduler", "prefill_schedule_interval")),
     Rule("SCHEDULER-PREFILL-DECODE-INTERVAL", SECTION_ENGINE,
-         "`prefill_decode_interval` is an SGLang scheduler knob",
+         "`prefill_decode_interval` is an SGLang scheduler knob; other backends leave it at 0",
          "remove it, or use `prefill_schedule_interval` for vLLM",
-         role_check(lambda s, r: backend(s) != "sglang" and s.has(role_pointer(r, "scheduler",
-                                                                               "prefill_decode_interval")),
+         role_check(lambda s, r: backend(s) != "sglang"
+                    and s.get(role_pointer(r, "scheduler", "prefill_decode_interval"), 0) != 0,
                     "scheduler", "prefill_decode_interval")),
 )

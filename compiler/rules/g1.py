@@ -39,10 +39,10 @@ RULES = (
          role_check(lambda s, r: _capacity_type(s, r) != "default" and _user(s, r, "capacity", "memory_fraction"),
                     "kv_cache", "capacity", "memory_fraction")),
     Rule("G1-CUDA-GRAPH-SCOPE", SECTION,
-         "`cuda_graph_reserved_bytes` applies to `capacity.type: default` only",
+         "a non-zero `cuda_graph_reserved_bytes` applies to `capacity.type: default` only",
          "remove `cuda_graph_reserved_bytes`, or use `type: default`",
          role_check(lambda s, r: _capacity_type(s, r) != "default"
-                    and _user(s, r, "capacity", "cuda_graph_reserved_bytes"),
+                    and kv(s, r, "capacity", "cuda_graph_reserved_bytes", default=0) != 0,
                     "kv_cache", "capacity", "cuda_graph_reserved_bytes")),
     Rule("G1-BLOCKS-SCOPE", SECTION,
          "`capacity.blocks` and `capacity.bytes` apply to `capacity.type: fixed` only",

@@ -26,7 +26,7 @@ RULES = (
          role_check(_g3(lambda s, r: disaggregated(s)), *BLAME)),
     Rule("G3-MTP", SECTION, "G3 offload is rejected with native MTP (`nextn` > 0)",
          "set `engine.nextn: 0` or remove `g3_offload`",
-         role_check(_g3(lambda s, r: native_mtp(s)), *BLAME)),
+         role_check(_g3(lambda s, r: native_mtp(s)), *BLAME), supersedes=("G2-MTP",)),
     Rule("G3-ATTENTION-DATA", SECTION, "G3 offload needs `parallelism.attention_data: 1`",
          "set `attention_data: 1` or remove `g3_offload`",
          role_check(_g3(lambda s, r: par(s, r, "attention_data") != 1), "parallelism", "attention_data")),

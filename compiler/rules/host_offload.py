@@ -31,8 +31,8 @@ def _shared_roles(spec: Spec) -> list[str]:
 
 
 POOL_KEYS = (
-    ("parallel shape", lambda s, r: tuple(par(s, r, k) for k in ("tensor", "pipeline", "attention_data",
-                                                                  "prefill_context"))),
+    ("parallel shape", lambda s, r: (par(s, r, "tensor"), par(s, r, "pipeline"))),
+    ("timing model", lambda s, r: s.get(role_pointer(r, "timing", "type")) == "default"),
     ("KV precision", lambda s, r: s.geometry.get(r, {}).get("kv_dtype")),
     ("block geometry", lambda s, r: (kv(s, r, "block_size"), kv(s, r, "bytes_per_token"))),
     ("pool capacity", lambda s, r: kv(s, r, "host_offload", "num_host_blocks")),

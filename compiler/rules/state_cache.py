@@ -8,7 +8,6 @@ SECTION = "kv-cache-tiers.md: State cache"
 FIELDS = "kv-cache-tiers.md: KV cache fields"
 BLAME = ("kv_cache", "state_cache")
 INFERRED_FAMILIES = ("kimi_k3", "deepseek_v4")
-BLACKWELL_DATACENTER = ("b200_sxm", "gb200")
 
 
 def _state(predicate):
@@ -30,14 +29,17 @@ def _dtype_for_other_family(field: str, family: str):
                   and model_family(s) != family)
 
 
-def _hardware_name(spec: Spec, role: str) -> str:
+def _architecture(spec: Spec, role: str) -> str:
+    from ..catalog import resolve_hardware
+
     value = spec.get(role_pointer(role, "hardware")) or spec.get("/engine/hardware")
-    return value if isinstance(value, str) else (value or {}).get("name", "")
+    record, _ = resolve_hardware(value)
+    return (record or {}).get("architecture", "")
 
 
 def _mxfp4_off_blackwell(spec: Spec, role: str) -> bool:
     return (kv(spec, role, "state_cache", "indexer_cache_dtype") == "mxfp4"
-            and _hardware_name(spec, role).lower() not in BLACKWELL_DATACENTER)
+            and _architecture(spec, role) != "blackwell")
 
 
 def _pmu(predicate):

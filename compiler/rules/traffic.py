@@ -24,10 +24,8 @@ def _exactly_one(source_types: tuple[str, ...], keys: tuple[str, ...]):
 
 
 def _foreign_stops(spec: Spec):
-    allowed = {"synthetic": {"requests", "requests_per_load_unit", "max_virtual_time_seconds"},
-               "trace": {"max_virtual_time_seconds"}}.get(_source(spec),
-                                                          {"sessions", "sessions_per_load_unit",
-                                                           "max_virtual_time_seconds"})
+    allowed = {"synthetic": {"requests", "requests_per_load_unit"},
+               "trace": {"max_virtual_time_seconds"}}.get(_source(spec), {"sessions", "sessions_per_load_unit"})
     for key in sorted(_stop_keys(spec) - allowed):
         yield f"/traffic/stop/{key}"
 
@@ -49,6 +47,29 @@ def _trace_timestamps(spec: Spec):
         yield "/traffic/load/type"
 
 
+def _trace_load(spec: Spec):
+    if _source(spec) == "trace" and spec.get("/traffic/load/type") not in ("trace_timestamps", "concurrency"):
+        yield "/traffic/load/type"
+
+
+def _one_trace_file(spec: Spec):
+    if _source(spec) == "trace" and len(spec.get("/traffic/source/paths") or ()) > 1:
+        yield "/traffic/source/paths"
+
+
+def _prefix_groups(spec: Spec):
+    session = spec.get("/traffic/source/session") or {}
+    if _source(spec) == "synthetic-session" and session.get("shared_prefix_ratio", 0) > 0 \
+            and session.get("prefix_groups", 0) < 1:
+        yield "/traffic/source/session/prefix_groups" if "prefix_groups" in session else "/traffic/source/session"
+
+
+def _cached_prefix(spec: Spec):
+    if _source(spec) == "synthetic" and (spec.get("/traffic/source/cached_prefix_tokens") or 0) > \
+            (spec.get("/traffic/source/input_tokens") or 0):
+        yield "/traffic/source/cached_prefix_tokens"
+
+
 RULES = (
     Rule("TRAFFIC-STOP-REQUESTS", SECTION,
          "synthetic traffic needs exactly one of `stop.requests` and `stop.requests_per_load_unit`",
@@ -60,7 +81,7 @@ RULES = (
          _exactly_one(SESSION_SOURCES, ("sessions", "sessions_per_load_unit"))),
     Rule("TRAFFIC-STOP-KIND", SECTION,
          "this stop condition does not apply to this traffic source (traces stop only on "
-         "`max_virtual_time_seconds`; synthetic on requests; sessions on sessions)",
+         "`max_virtual_time_seconds`, synthetic traffic on a request count, sessions on a session count)",
          "remove this key from `traffic.stop`",
          _foreign_stops),
     Rule("TRAFFIC-LOAD-RATE", SECTION,
@@ -72,4 +93,12 @@ RULES = (
          "`trace_timestamps` load needs a `trace` source (synthetic requests carry no timestamps)",
          "use `concurrency`, `poisson` or `constant_rate` load",
          _trace_timestamps),
+    Rule("TRAFFIC-TRACE-LOAD", SECTION, "a trace source replays with `trace_timestamps` or `concurrency` load only",
+         "use `load: {type: trace_timestamps}` (or `concurrency`)", _trace_load),
+    Rule("TRAFFIC-TRACE-PATHS", SECTION, "a Mooncake trace source reads exactly one file",
+         "give one path (concatenate the traces first)", _one_trace_file),
+    Rule("TRAFFIC-PREFIX-GROUPS", SECTION, "a shared prefix (`shared_prefix_ratio` > 0) needs `prefix_groups` >= 1",
+         "set `prefix_groups` to the number of distinct shared prefixes", _prefix_groups),
+    Rule("TRAFFIC-CACHED-PREFIX", SECTION, "`cached_prefix_tokens` cannot exceed `input_tokens`",
+         "lower `cached_prefix_tokens`", _cached_prefix),
 )
