@@ -1,6 +1,6 @@
 """The compiler as an ordered tuple of passes, and the one result object it returns.
 
-    load -> overrides -> frontend -> validate -> defaults -> rules(spec)
+    load -> overrides -> frontend -> validate -> defaults -> resolve -> rules(spec)
          -> geometry -> rules(geometry) -> plan
 
 Every pass after the front-end is `Spec -> Spec`; `PASSES` is a plain tuple so
@@ -16,13 +16,14 @@ from typing import Callable, Sequence
 from .diagnostics import CompileError, Diagnostic, locate
 from .load import load_bytes
 from .overrides import apply_overrides
-from .passes import defaults, frontend, geometry, plan, rules, validate
+from .passes import defaults, frontend, geometry, plan, resolve, rules, validate
 from .passes.plan import Plan
 from .spec import Spec
 
 PASSES: tuple[tuple[str, Callable[[Spec], Spec]], ...] = (
     ("validate", validate.run),
     ("defaults", defaults.run),
+    ("resolve", resolve.run),
     ("rules", rules.run_spec_rules),
     ("geometry", geometry.run),
     ("rules-geometry", rules.run_geometry_rules),

@@ -27,6 +27,8 @@ class Spec:
     frontend: str = "predict"
     origin: PMap = field(default_factory=pmap)
     geometry: PMap = field(default_factory=pmap)
+    model: PMap = field(default_factory=pmap)  # resolved catalog record (resolve pass)
+    hardware: PMap = field(default_factory=pmap)  # role -> resolved hardware record
     spans: SpanTable | None = field(default=None, compare=False, hash=False)
 
     # ------------------------------------------------------------------ reading

@@ -2,7 +2,8 @@
 
 Each file is named after the code it must produce (`G2-BACKEND.yaml` ->
 ``G2-BACKEND``) and is otherwise a valid config, so compiling it yields
-diagnostics of exactly that code.  Rule ids come from
+diagnostics of exactly that code (where a config must also break a more general
+rule, the specific rule `supersedes` it, e.g. G3-MTP over G2-MTP).  Rule ids come from
 `kvreplay.compiler.rules.all_rules()`; the loader/schema/catalog codes
 (YAML-*, JSON-*, LOAD-*, SCHEMA-*, CATALOG-*) have files of their own.
 The JSON report of every file is pinned with a syrupy snapshot
@@ -36,18 +37,6 @@ NEEDS_REPLAYSPEC = frozenset({
     "BELADY-AGGREGATED",
 })
 
-# Rules that cannot be isolated: every config that triggers them necessarily
-# triggers another rule too.  Their file expects these extra codes as well.
-COMPANIONS: dict[str, frozenset[str]] = {
-    # G3 requires `host_offload` (else G3-REQUIRES-HOST), and G2 with native MTP
-    # is itself rejected, so G3-MTP always comes with G2-MTP.
-    "G3-MTP": frozenset({"G2-MTP"}),
-    # Grouped caches need `prefix_caching: false` (else GROUPS-PREFIX-CACHING);
-    # G2 without prefix caching is rejected (G2-PREFIX-CACHING), and G3/KVCR
-    # without G2 fire G3-REQUIRES-HOST / KVCR-REQUIRES-HOST.
-    "GROUPS-OFFLOAD": frozenset({"G2-PREFIX-CACHING"}),
-}
-
 
 def corpus_files() -> list[Path]:
     return sorted(p for p in NEGATIVE_DIR.iterdir() if p.is_file() and p.suffix in CORPUS_SUFFIXES)
@@ -77,7 +66,7 @@ def test_negative_file_fails_with_its_code(path: Path):
     result = compile_file(path)
     assert not result.ok, f"{path.name} compiled cleanly"
     codes = {d.code for d in result.diagnostics}
-    assert codes == {path.stem} | COMPANIONS.get(path.stem, frozenset())
+    assert codes == {path.stem}
     for d in result.diagnostics:
         assert d.span is not None, d
         assert d.span.line >= 1, d
@@ -107,9 +96,6 @@ def test_exemption_lists_are_current():
     stems = {p.stem for p in FILES}
     assert NEEDS_REPLAYSPEC <= ids
     assert not NEEDS_REPLAYSPEC & stems, "a NEEDS_REPLAYSPEC rule now has a file: drop it from the list"
-    for rule_id, extra in COMPANIONS.items():
-        assert rule_id in stems and rule_id in ids
-        assert extra <= ids
 
 
 def test_file_names_are_unique_codes():

@@ -9,8 +9,8 @@ without a knob of their own go to ``spec.geometry[role]``.
 """
 from __future__ import annotations
 
-from ..catalog import resolve_hardware, resolve_model
-from ..diagnostics import CompileError
+from pyrsistent import thaw
+
 from ..geometry.deepseek_v4 import deepseek_v4_state
 from ..geometry.kimi_k3 import kimi_k3_state
 from ..geometry.kv_bytes import describe_rate, kv_precision, native_bytes_per_token
@@ -110,20 +110,7 @@ def _role(spec: Spec, role: str, model: dict, hardware: dict) -> Spec:
 
 
 def run(spec: Spec) -> Spec:
-    diagnostics = []
-    model, problem = resolve_model(spec.get("/engine/model"))
-    if problem:
-        diagnostics.append(problem)
-    hardware_by_role = {}
+    model = thaw(spec.model)
     for role in spec.roles():
-        pointer = role_pointer(role, "hardware")
-        value = spec.get(pointer) if spec.has(pointer) else spec.get("/engine/hardware")
-        record, problem = resolve_hardware(value, pointer if spec.has(pointer) else "/engine/hardware")
-        if problem:
-            diagnostics.append(problem)
-        hardware_by_role[role] = record
-    if diagnostics:
-        raise CompileError(dict.fromkeys(diagnostics))
-    for role in spec.roles():
-        spec = _role(spec, role, model, hardware_by_role[role])
+        spec = _role(spec, role, model, thaw(spec.hardware[role]))
     return spec

@@ -101,10 +101,11 @@ def recommend(spec: Spec) -> bool:
 
 
 def model_family(spec: Spec) -> str:
-    from ..catalog import resolve_model
+    return spec.model.get("family", "")
 
-    model, _ = resolve_model(spec.get("/engine/model"))
-    return (model or {}).get("family", "")
+
+def architecture(spec: Spec, role: str) -> str:
+    return spec.hardware.get(role, {}).get("architecture", "")
 
 
 def _collect() -> tuple[Rule, ...]:

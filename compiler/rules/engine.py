@@ -39,11 +39,9 @@ def _nextn_accepted(spec: Spec):
 
 
 def _context_too_long(spec: Spec):
-    from ..catalog import resolve_model
-
-    model, _ = resolve_model(spec.get("/engine/model"))
+    model = spec.model
     context = spec.get("/engine/context_length")
-    if model and isinstance(context, int) and context > model.get("max_context", context):
+    if isinstance(context, int) and context > model.get("max_context", context):
         yield "/engine/context_length"
 
 
@@ -59,10 +57,7 @@ def _controls_without_default_timing(spec: Spec):
 
 
 def _moe_width(spec: Spec):
-    from ..catalog import resolve_model
-
-    model, _ = resolve_model(spec.get("/engine/model"))
-    if not (model or {}).get("num_experts"):
+    if not spec.model.get("num_experts"):
         return
     for role in spec.roles():
         par = lambda k: spec.get(role_pointer(role, "parallelism", k), 1)  # noqa: E731

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..spec import Spec, role_pointer
-from . import Rule, backend, disaggregated, has_kv, kv, model_family, par, role_check, speculation, native_mtp
+from . import Rule, architecture, backend, disaggregated, has_kv, kv, model_family, par, role_check, speculation, native_mtp
 
 SECTION = "kv-cache-tiers.md: State cache"
 FIELDS = "kv-cache-tiers.md: KV cache fields"
@@ -29,17 +29,9 @@ def _dtype_for_other_family(field: str, family: str):
                   and model_family(s) != family)
 
 
-def _architecture(spec: Spec, role: str) -> str:
-    from ..catalog import resolve_hardware
-
-    value = spec.get(role_pointer(role, "hardware")) or spec.get("/engine/hardware")
-    record, _ = resolve_hardware(value)
-    return (record or {}).get("architecture", "")
-
-
 def _mxfp4_off_blackwell(spec: Spec, role: str) -> bool:
     return (kv(spec, role, "state_cache", "indexer_cache_dtype") == "mxfp4"
-            and _architecture(spec, role) != "blackwell")
+            and architecture(spec, role) != "blackwell")
 
 
 def _pmu(predicate):
@@ -100,7 +92,8 @@ RULES = (
          "remove `indexer_cache_dtype`",
          role_check(_dtype_for_other_family("indexer_cache_dtype", "deepseek_v4"), *BLAME, "indexer_cache_dtype")),
     Rule("STATE-INDEXER-MXFP4-HARDWARE", SECTION, "vLLM supports an `mxfp4` indexer cache only on Blackwell "
-         "datacenter GPUs", "use `indexer_cache_dtype: fp8`, or `b200_sxm` / `gb200` hardware",
+         "datacenter GPUs", "use `indexer_cache_dtype: fp8`, or `b200_sxm` / `gb200` hardware (inline hardware: "
+         "`architecture: blackwell`)",
          role_check(_state(_mxfp4_off_blackwell), *BLAME, "indexer_cache_dtype")),
     Rule("STATE-PD-BOTH-ROLES", SECTION, "in disaggregated mode `state_cache` must be set on both `prefill` and "
          "`decode`", "add `state_cache` to the other role", _pd_one_sided),

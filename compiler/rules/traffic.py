@@ -61,7 +61,8 @@ def _prefix_groups(spec: Spec):
     session = spec.get("/traffic/source/session") or {}
     if _source(spec) == "synthetic-session" and session.get("shared_prefix_ratio", 0) > 0 \
             and session.get("prefix_groups", 0) < 1:
-        yield "/traffic/source/session/prefix_groups" if "prefix_groups" in session else "/traffic/source/session"
+        pointer = "/traffic/source/session/prefix_groups"
+        yield pointer if spec.user_set(pointer) else "/traffic/source/session"
 
 
 def _cached_prefix(spec: Spec):

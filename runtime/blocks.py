@@ -1,0 +1,78 @@
+"""Block identity: chained hashes of full blocks, compatible with Dynamo's KV events.
+
+A block hash is XXH3-64 (seed 1337) of the block's token ids as little-endian
+u32; a sequence hash is XXH3-64 of (parent sequence hash, block hash), so equal
+prefixes give equal chains.  Only full blocks are hashed.
+
+Synthetic prompts are concatenations of segments; a segment is a run of tokens
+from one numbered source (a shared prefix, a session's turn, a request's own
+tokens), token `p` of source `s` having id ``(s * SOURCE_STRIDE + p) mod 2**32``.
+Mooncake traces name each 512-token block by a prefix-chained id, so the engine
+blocks inside trace block `h` get cheap keys derived from `h` (the trace
+guarantees that equal ids have equal prefixes); real XXH3 hashes for them are
+computed only when KV events are written.
+"""
+from __future__ import annotations
+
+from array import array
+
+import sys
+
+import xxhash
+
+SEED = 1337
+SOURCE_STRIDE = 1_000_003
+TRACE_KEY_BASE = 1 << 62  # trace keys live apart from XXH3 sequence hashes (a 2**-2 slice of the space)
+_HASH = xxhash.xxh3_64_intdigest
+BIG_ENDIAN = sys.byteorder == "big"
+
+
+def token_ids(source: int, start: int, stop: int) -> array:
+    base = (source * SOURCE_STRIDE + start) & 0xFFFFFFFF
+    end = base + (stop - start)
+    if end <= 1 << 32:
+        return array("I", range(base, end))
+    return array("I", range(base, 1 << 32)) + array("I", range(0, end - (1 << 32)))
+
+
+def block_hash(tokens: array) -> int:
+    if BIG_ENDIAN:  # the hash is defined over little-endian u32
+        tokens = array("I", tokens)
+        tokens.byteswap()
+    return _HASH(tokens.tobytes(), SEED)
+
+
+def sequence_hash(parent: int | None, block: int) -> int:
+    payload = (parent or 0).to_bytes(8, "little") + block.to_bytes(8, "little")
+    return _HASH(payload, SEED)
+
+
+def segment_tokens(segments: tuple[tuple[int, int, int], ...]) -> array:
+    """Token ids of a prompt given as (source, start, stop) segments."""
+    out = array("I")
+    for source, start, stop in segments:
+        out.extend(token_ids(source, start, stop))
+    return out
+
+
+def chain_keys(tokens: array, block_size: int) -> list[int]:
+    """Sequence hashes of every full block of `tokens`."""
+    keys, parent = [], None
+    for start in range(0, len(tokens) - block_size + 1, block_size):
+        parent = sequence_hash(parent, block_hash(tokens[start:start + block_size]))
+        keys.append(parent)
+    return keys
+
+
+def trace_keys(hash_ids: list[int], tokens: int, trace_block: int, block_size: int) -> list[int]:
+    """Keys of the full engine blocks of a Mooncake request (`tokens` long, one id per `trace_block` tokens).
+
+    Trace ids are prefix-chained, so the id of the trace block holding an engine block's last token, plus
+    the engine block's offset from that trace block's start, identifies the engine block's whole prefix.
+    """
+    span = 2 * trace_block
+    keys = []
+    for start in range(0, tokens - block_size + 1, block_size):
+        last = (start + block_size - 1) // trace_block
+        keys.append(TRACE_KEY_BASE + hash_ids[last] * span + (start - last * trace_block + trace_block))
+    return keys

@@ -1,0 +1,111 @@
+"""G1: one rank's GPU block pool with vLLM's prefix cache.
+
+Blocks are ids 0..capacity-1.  A block is either held (reference count > 0)
+or free; free blocks form an LRU queue whose head is evicted first.  A free
+block may still carry the key (sequence hash) of the full block it held, so a
+later request whose prefix chain reaches that key reuses it and takes it out of
+the free queue.  Never-used blocks are handed out first, in id order, exactly
+as vLLM's initial free queue would; they are created lazily so that an
+"unbounded" G1 costs memory only for the blocks actually used.
+
+The pool is a linear value: the simulation owns exactly one reference to it and
+each transition consumes and returns it, so updating it in place is
+observationally pure (the old state is never read again).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+class BlockPool:
+    __slots__ = ("capacity", "caching", "cached", "free", "ref", "key_of", "created", "evicted_keys", "evictions")
+
+    def __init__(self, capacity: int, caching: bool = True):
+        self.capacity = capacity
+        self.caching = caching
+        self.cached: dict[int, int] = {}  # key -> block id
+        self.free: OrderedDict[int, None] = OrderedDict()  # LRU order: first = evicted next
+        self.ref: list[int] = []
+        self.key_of: list[int | None] = []
+        self.created = 0
+        self.evicted_keys: list[int] | None = None  # set to a list to record evictions (KV events)
+        self.evictions = 0
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def free_count(self) -> int:
+        return len(self.free) + self.capacity - self.created
+
+    @property
+    def used_count(self) -> int:
+        return self.capacity - self.free_count
+
+    def match(self, keys, limit: int) -> list[int]:
+        """Blocks holding the longest cached prefix of `keys`, at most `limit` blocks; stops at the first miss."""
+        if not self.caching:
+            return []
+        found = []
+        cached = self.cached
+        for key in keys[:limit]:
+            block = cached.get(key)
+            if block is None:
+                break
+            found.append(block)
+        return found
+
+    def free_among(self, blocks: list[int]) -> int:
+        """How many of `blocks` sit in the free queue (touching them takes them out of it)."""
+        ref = self.ref
+        return sum(1 for b in blocks if ref[b] == 0)
+
+    def can_allocate(self, new_blocks: int, touched: list[int] = ()) -> bool:
+        return self.free_count - self.free_among(touched) >= new_blocks
+
+    # ------------------------------------------------------------------ transitions
+    def touch(self, blocks: list[int]) -> None:
+        ref, free = self.ref, self.free
+        for b in blocks:
+            if ref[b] == 0:
+                del free[b]
+            ref[b] += 1
+
+    def allocate(self, count: int) -> list[int]:
+        """`count` blocks for new KV: never-used blocks first, then the LRU head (evicting its key)."""
+        out = []
+        ref, key_of = self.ref, self.key_of
+        while count and self.created < self.capacity:
+            out.append(self.created)
+            ref.append(1)
+            key_of.append(None)
+            self.created += 1
+            count -= 1
+        for _ in range(count):
+            block, _ = self.free.popitem(last=False)
+            key = key_of[block]
+            if key is not None:
+                if self.cached.get(key) == block:
+                    del self.cached[key]
+                key_of[block] = None
+                self.evictions += 1
+                if self.evicted_keys is not None:
+                    self.evicted_keys.append(key)
+            ref[block] = 1
+            out.append(block)
+        return out
+
+    def register(self, block: int, key: int) -> bool:
+        """Make a full block discoverable by its key; the first block with a key keeps it."""
+        if not self.caching or key in self.cached:
+            return False
+        self.cached[key] = block
+        self.key_of[block] = key
+        return True
+
+    def release(self, blocks: list[int]) -> None:
+        """Drop one reference from each block; freed ones join the queue tail last block first,
+        so a request's last blocks are evicted before its first ones."""
+        ref, free = self.ref, self.free
+        for b in reversed(blocks):
+            ref[b] -= 1
+            if ref[b] == 0:
+                free[b] = None

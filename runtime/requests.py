@@ -1,0 +1,114 @@
+"""Requests: the immutable spec the traffic makes, and the per-request replay record.
+
+A `RequestSpec` says what arrives: lengths, session position, when (or after
+how much think time) it arrives, and what its tokens are, as `Content`, from
+which block keys are derived per block size (and memoised).  A `Request` is
+the replay's record of one request: scheduler progress and everything the
+outputs report.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from . import blocks
+from .rng import bits
+
+OUTPUT_KEY_BASE = 1 << 63  # keys of blocks holding a trace request's own output tokens (never shared)
+
+
+@dataclass(frozen=True)
+class Content:
+    """Tokens of prompt + output: synthetic segments, or a Mooncake row."""
+
+    segments: tuple[tuple[int, int, int], ...] = ()  # (source, start, stop), prompt then output
+    hash_ids: tuple[int, ...] = ()
+    trace_block: int = 0
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    index: int
+    prompt_len: int
+    output_len: int
+    content: Content
+    arrival_ns: int | None = None  # None: the load decides (closed loop, session turns)
+    session_id: str | None = None
+    turn_index: int | None = None
+    think_ns: int = 0  # for a session turn: delay after the previous turn completes
+    _keys: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @property
+    def uuid(self) -> str:
+        return str(uuid.UUID(int=(bits(0x6B76, 1, self.index) << 64) | bits(0x6B76, 2, self.index), version=4))
+
+    def keys(self, block_size: int) -> list[int]:
+        """Keys of every full block of prompt + output tokens, for this block size."""
+        found = self._keys.get(block_size)
+        if found is None:
+            found = self._compute_keys(block_size)
+            self._keys[block_size] = found
+        return found
+
+    def _compute_keys(self, block_size: int) -> list[int]:
+        total = self.prompt_len + self.output_len
+        if self.content.hash_ids:
+            keys = blocks.trace_keys(list(self.content.hash_ids), self.prompt_len, self.content.trace_block,
+                                     block_size)
+            first_output_block = len(keys)
+            return keys + [OUTPUT_KEY_BASE + (self.index << 24) + i
+                           for i in range(first_output_block, total // block_size)]
+        return blocks.chain_keys(blocks.segment_tokens(self.content.segments), block_size)
+
+
+class Request:
+    """Replay record of one request on its rank (mutable, owned by one rank at a time)."""
+
+    __slots__ = ("spec", "keys", "arrival_ns", "rank", "num_tokens", "num_computed", "generated", "blocks",
+                 "status", "reason", "first_admit_ns", "first_token_ns", "second_token_ns", "last_token_ns",
+                 "terminal_ns", "gaps", "admissions", "reused_tokens", "first_reused_tokens", "committed_prefill",
+                 "max_blocks")
+
+    def __init__(self, spec: RequestSpec, arrival_ns: int, rank: int, block_size: int):
+        self.spec = spec
+        self.keys = spec.keys(block_size)
+        self.arrival_ns = arrival_ns
+        self.rank = rank
+        self.num_tokens = spec.prompt_len  # known tokens: prompt + sampled output
+        self.num_computed = 0
+        self.generated = 0
+        self.blocks: list[int] = []
+        self.status = "waiting"
+        self.reason = ""
+        self.first_admit_ns = None
+        self.first_token_ns = None
+        self.second_token_ns = None
+        self.last_token_ns = None
+        self.terminal_ns = None
+        self.gaps: list[list[int]] = []  # runs of [gap_ns, count] between consecutive tokens
+        self.admissions: list[dict] = []
+        self.reused_tokens = 0
+        self.first_reused_tokens = None
+        self.committed_prefill = 0  # prompt/recompute tokens computed (not reused), over all admissions
+        self.max_blocks = 0
+
+    def add_token(self, at_ns: int) -> None:
+        if self.first_token_ns is None:
+            self.first_token_ns = at_ns
+        else:
+            if self.second_token_ns is None:
+                self.second_token_ns = at_ns
+            self.add_gaps(at_ns - self.last_token_ns, 1)
+        self.last_token_ns = at_ns
+        self.generated += 1
+        self.num_tokens += 1
+
+    def add_gaps(self, gap: int, count: int) -> None:
+        if self.gaps and self.gaps[-1][0] == gap:
+            self.gaps[-1][1] += count
+        else:
+            self.gaps.append([gap, count])
+
+    @property
+    def done(self) -> bool:
+        return self.generated >= self.spec.output_len

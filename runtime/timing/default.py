@@ -1,0 +1,134 @@
+"""Default step times: a roofline of one pass from the model and hardware catalogs.
+
+One pass of one tensor-parallel rank (TP degree ``tp``) with prefill chunks
+``(n_i new tokens, c_i cached tokens)`` and ``R`` decoding requests whose
+contexts sum to ``C``:
+
+    T      = sum(n_i) + R                                   tokens in the batch
+    A      = sum(n_i * (c_i + n_i/2)) + C                   (query, key) pairs attended
+    FLOPs  = (2 * P_active * T + 4 * L_attn * H * D * A) / tp
+    t_comp = FLOPs / (peak_TFLOPS[weight precision] * 1e12 * E_COMPUTE[weight precision])
+
+    W      = weights_per_gpu(model, tp) - input embedding table (a row lookup, not read whole)
+    B_w    = W * min(1, T * P_active / P)                   MoE: only the experts touched
+    B_kv   = kv_bytes_per_token(rank) * (C + sum(c_i + n_i))  read cached KV, write new KV
+    t_mem  = B_w / (HBM * E_WEIGHTS[weight precision]) + B_kv / (HBM * E_KV)
+
+    t_ar   = 2 * L * (T * hidden * 2 B * 2(tp-1)/tp / NVLink + AR_LATENCY)   only when tp > 1
+    pass   = max(t_comp, t_mem) + PASS_OVERHEAD + t_ar       (0 for an empty pass)
+
+P = ``params``; P_active = ``active_params``, else for MoE an estimate
+``P - routed * (1 - k/E)`` with routed = min(P, L * E * 3 * hidden *
+moe_intermediate_size), else P.  L = ``num_layers``, L_attn = ``kv_layers`` (the
+layers that attend over the whole context; default L), H = attention heads,
+D = ``head_dim``.  Peak FLOPS follow the weight precision (bf16 -> bf16 TFLOPS,
+fp8 -> fp8, fp4 -> fp4, falling back to fp8 then bf16 when the GPU has no such
+units, e.g. fp8 weights on A100 run at bf16 rate).  HBM and NVLink are the
+catalog's decimal GB/s (NVLink per GPU, one direction; a ring all-reduce moves
+2(tp-1)/tp of the message per GPU).  KV bytes per token per rank come from the
+compiler's geometry (``native_bytes_per_token``: GQA heads split by TP, MLA
+latent replicated, only ``kv_layers``).
+
+Constants, calibrated against AISimulate op-level estimates (h200_sxm, vLLM,
+one request, TP1): Qwen3-32B-FP8 TTFT 66 ms @1k and 1,309 ms @16k (2 chunks of
+8192), decode 14.2-14.9 ms @1k-16k context; Llama-3.1-8B TTFT 21 ms @1k, decode
+4.9 ms.  Block-scaled FP8 GEMMs (per-128 scales, dynamic activation
+quantisation) reach only about half of the FP8 peak and of HBM bandwidth in
+those figures, bf16 GEMMs much more, hence per-precision efficiencies:
+
+    E_COMPUTE   bf16/fp16 0.80, fp8/fp4 0.52
+    E_WEIGHTS   bf16/fp16 0.75, fp8/fp4 0.50
+    E_KV        0.60 (decode attention reads; from the 14.2 -> 14.9 ms slope)
+    PASS_OVERHEAD 0.5 ms (scheduler, sampling, launch per pass)
+    AR_LATENCY  10 us per all-reduce (AISimulate's p2p_latency)
+
+The figures are vLLM's; SGLang and TensorRT-LLM use the same constants (no
+measured figures for them), so ``backend`` is only checked.  Pipeline
+parallelism is not modelled: a pass is one rank's whole forward.
+"""
+from __future__ import annotations
+
+from kvreplay.compiler.geometry.kv_bytes import native_bytes_per_token
+from kvreplay.compiler.geometry.memory import weights_per_gpu
+
+from . import PassWork, Timing
+
+BACKENDS = ("vllm", "sglang", "trtllm")
+LOW_PRECISION = ("fp8", "fp4")
+E_COMPUTE = {"high": 0.80, "low": 0.52}
+E_WEIGHTS = {"high": 0.75, "low": 0.50}
+E_KV = 0.60
+PASS_OVERHEAD_S = 0.5e-3
+AR_LATENCY_S = 10e-6
+ACTIVATION_BYTES = 2  # all-reduced hidden states are bf16 whatever the weights are
+# tensor-core precision to try for each weight precision, best first
+TFLOPS_KEYS = {"bfloat16": ("bf16",), "float16": ("fp16", "bf16"), "fp8": ("fp8", "bf16"),
+               "fp4": ("fp4", "fp8", "bf16")}
+KV_DTYPE_BY_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}
+
+
+def active_params(model: dict) -> float:
+    """Parameters one token passes through (all of them for a dense model)."""
+    if model.get("active_params"):
+        return model["active_params"]
+    experts, per_token = model.get("num_experts"), model.get("experts_per_token")
+    inter, hidden = model.get("moe_intermediate_size"), model.get("hidden_size")
+    if experts and per_token and inter and hidden:
+        routed = min(model["params"], model["num_layers"] * experts * 3 * hidden * inter)
+        return model["params"] - routed * (1 - per_token / experts)
+    return model["params"]
+
+
+def peak_flops(hardware: dict, weight_dtype: str) -> float:
+    table = hardware["tflops"]
+    for key in TFLOPS_KEYS.get(weight_dtype, ("bf16",)):
+        if key in table:
+            return table[key] * 1e12
+    raise ValueError(f"hardware has no tensor-core rate for {weight_dtype} weights")
+
+
+def decode_weight_bytes(model: dict, tensor: int) -> float:
+    """Weights a full forward reads per GPU: the input embedding is a row lookup, so leave it out."""
+    untied_embedding = 0 if model.get("tie_word_embeddings") else model.get("vocab_size", 0) * model.get("hidden_size", 0)
+    return weights_per_gpu(model, tensor, 1) - untied_embedding * 2 / tensor
+
+
+def default_timing(model: dict, hardware: dict, backend: str, tensor: int, kv_dtype_bytes: int) -> Timing:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}")
+    tp = tensor
+    dtype = model.get("weight_dtype", "bfloat16")
+    precision = "low" if dtype in LOW_PRECISION else "high"
+    layers = model["num_layers"]
+    heads = model["num_attention_heads"]
+    head_dim = model.get("head_dim") or model["hidden_size"] // heads
+    active = active_params(model)
+
+    flops_per_token = 2 * active / tp
+    flops_per_pair = 4 * model.get("kv_layers", layers) * heads * head_dim / tp
+    flops_per_s = peak_flops(hardware, dtype) * E_COMPUTE[precision]
+    hbm = hardware["memory_bandwidth_gbps"] * 1e9
+    weight_bytes = decode_weight_bytes(model, tp)
+    active_fraction = active / model["params"]
+    weight_s = weight_bytes / (hbm * E_WEIGHTS[precision])
+    kv_s_per_token = native_bytes_per_token(model, KV_DTYPE_BY_BYTES[kv_dtype_bytes], tp) / (hbm * E_KV)
+    if tp > 1:
+        ar_s_per_token = 2 * layers * model["hidden_size"] * ACTIVATION_BYTES * 2 * (tp - 1) / tp \
+            / (hardware["nvlink_bandwidth_gbps"] * 1e9)
+        ar_s_fixed = 2 * layers * AR_LATENCY_S
+    else:
+        ar_s_per_token = ar_s_fixed = 0.0
+
+    def timing(work: PassWork) -> int:
+        tokens = work.prefill_tokens + work.decode_requests
+        if tokens == 0:
+            return 0
+        pairs = work.decode_context + sum(n * (c + n / 2) for n, c in work.prefill_chunks)
+        kv_tokens = work.decode_context + sum(c + n for n, c in work.prefill_chunks)
+        compute = (flops_per_token * tokens + flops_per_pair * pairs) / flops_per_s
+        memory = weight_s * min(1.0, tokens * active_fraction) + kv_s_per_token * kv_tokens
+        seconds = max(compute, memory) + PASS_OVERHEAD_S + ar_s_fixed + ar_s_per_token * tokens
+        return round(seconds * 1e9)
+
+    return timing
+

@@ -1,0 +1,187 @@
+"""Traffic: which requests arrive when, as a small state machine driven by the replay.
+
+`Traffic.start()` gives the first arrivals; `Traffic.after(spec, now)` is told
+when a request ends (completed or rejected) and gives the arrivals that
+follow: the next request of a closed-loop slot, or a session's next turn after
+its think time.  Sources: `synthetic`, `synthetic-session`, `trace`
+(Mooncake rows, read by `mooncake.py`).  Loads: `concurrency` (closed loop; a
+session holds its slot through its think time), `poisson` (seeded,
+counter-based), `constant_rate`, `trace_timestamps` (with speedup).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .requests import Content, RequestSpec
+from .rng import exponential
+
+MS = 1_000_000
+SRC_SHARED = 0  # the synthetic source's `cached_prefix_tokens`
+SRC_GROUP = 1  # + prefix group index
+SRC_REQUEST = 1 << 20  # + 2 * request index (its new input), + 1 (its output)
+
+
+def count_limit(stop: dict, unit: str, load_units: float) -> int | None:
+    if unit in stop:
+        return stop[unit]
+    per = stop.get(f"{unit}_per_load_unit")
+    return None if per is None else max(1, round(per * load_units))
+
+
+@dataclass
+class _Session:
+    index: int
+    slot: int
+    turns: int
+    prompt: tuple  # segments of the previous turn's prompt + output, to extend
+
+
+class Traffic:
+    def __init__(self, traffic: dict, rows: list | None = None):
+        self.source = traffic["source"]
+        self.load = traffic["load"]
+        self.stop = traffic.get("stop", {}) or {}
+        self.kind = self.source["type"]
+        self.rows = rows or []
+        self.next_index = 0
+        self.sessions_started = 0
+        self.requests_made = 0
+        self.arrival_counter = 0
+        load_units = self.load.get("concurrency") or self.load.get("requests_per_second") \
+            or self.load.get("sessions_per_second") or 1
+        self.request_limit = count_limit(self.stop, "requests", load_units)
+        self.session_limit = count_limit(self.stop, "sessions", load_units)
+        seconds = self.stop.get("max_virtual_time_seconds")
+        self.stop_ns = None if seconds is None else int(round(seconds * 1e9))
+        self._session_of: dict[int, _Session] = {}
+
+    # ------------------------------------------------------------------ content
+    def _new_index(self) -> int:
+        index = self.next_index
+        self.next_index += 1
+        return index
+
+    def _synthetic(self, arrival_ns: int | None) -> RequestSpec:
+        index = self._new_index()
+        total_in, out, cached = (self.source["input_tokens"], self.source["output_tokens"],
+                                 self.source.get("cached_prefix_tokens", 0))
+        segments = ((SRC_SHARED, 0, cached),) if cached else ()
+        segments += ((SRC_REQUEST + 2 * index, 0, total_in - cached), (SRC_REQUEST + 2 * index + 1, 0, out))
+        self.requests_made += 1
+        return RequestSpec(index, total_in, out, Content(segments=segments), arrival_ns=arrival_ns)
+
+    def _turn(self, session: _Session, turn: int, arrival_ns: int | None, think_ns: int) -> RequestSpec:
+        index = self._new_index()
+        new, out = self.source["new_input_tokens_per_turn"], self.source["output_tokens_per_turn"]
+        own = SRC_REQUEST + 2 * index
+        prompt = session.prompt
+        if turn == 0:
+            info = self.source.get("session", {})
+            groups = info.get("prefix_groups", 0)
+            shared = round(new * info.get("shared_prefix_ratio", 0.0)) if groups else 0
+            prompt = ((SRC_GROUP + session.index % groups, 0, shared),) if shared else ()
+            prompt += ((own, 0, new - shared),)
+        else:
+            prompt = prompt + ((own, 0, new),)
+        prompt_len = sum(stop - start for _, start, stop in prompt)
+        session.prompt = prompt + ((own + 1, 0, out),)  # the next turn's prompt starts with this turn's output
+        self.requests_made += 1
+        spec = RequestSpec(index, prompt_len, out, Content(segments=session.prompt), arrival_ns=arrival_ns,
+                           session_id=f"session-{session.index:06d}", turn_index=turn, think_ns=think_ns)
+        self._session_of[index] = session
+        return spec
+
+    def _start_session(self, slot: int, arrival_ns: int | None) -> RequestSpec | None:
+        if self.session_limit is not None and self.sessions_started >= self.session_limit:
+            return None
+        session = _Session(self.sessions_started, slot, self.source.get("session", {}).get("turns", 4), ())
+        self.sessions_started += 1
+        return self._turn(session, 0, arrival_ns, 0)
+
+    def _next_synthetic(self, arrival_ns: int | None) -> RequestSpec | None:
+        if self.request_limit is not None and self.requests_made >= self.request_limit:
+            return None
+        return self._synthetic(arrival_ns)
+
+    def _trace_row(self, position: int, arrival_ns: int | None) -> RequestSpec | None:
+        if position >= len(self.rows):
+            return None
+        row = self.rows[position]
+        index = self._new_index()
+        self.requests_made += 1
+        content = Content(hash_ids=tuple(row["hash_ids"]), trace_block=self.source.get("block_size", 512))
+        return RequestSpec(index, row["input_length"], row["output_length"], content, arrival_ns=arrival_ns,
+                           session_id=row.get("session_id"))
+
+    # ------------------------------------------------------------------ arrivals
+    def _rate_times(self, rate: float):
+        """Arrival times (ns) of an open-loop load: Poisson (seeded) or evenly spaced."""
+        t = 0.0
+        seed = self.load.get("seed", 42)
+        while True:
+            if self.load["type"] == "poisson":
+                t += exponential(seed, 1, self.arrival_counter, rate)
+            else:
+                t += 1.0 / rate
+            self.arrival_counter += 1
+            yield int(round(t * 1e9))
+
+    def start(self) -> list[RequestSpec]:
+        """All arrivals known up front (open loop) or the first of each closed-loop slot."""
+        load = self.load["type"]
+        sessions = self.kind == "synthetic-session"
+        out: list[RequestSpec] = []
+        if self.kind == "trace":
+            if load == "trace_timestamps":
+                speedup = self.load.get("speedup", 1.0)
+                for position, row in enumerate(self.rows):
+                    arrival = int(round(row["timestamp"] * MS / speedup))
+                    if self.stop_ns is not None and arrival > self.stop_ns:
+                        break
+                    out.append(self._trace_row(position, arrival))
+            else:
+                self.trace_position = 0
+                for _ in range(self.load.get("concurrency", 10)):
+                    spec = self._trace_row(self.trace_position, 0)
+                    if spec is None:
+                        break
+                    self.trace_position += 1
+                    out.append(spec)
+            return out
+        if load == "concurrency":
+            for slot in range(self.load.get("concurrency", 10)):
+                spec = self._start_session(slot, 0) if sessions else self._next_synthetic(0)
+                if spec is None:
+                    break
+                out.append(spec)
+            return out
+        rate = self.load.get("sessions_per_second" if sessions else "requests_per_second")
+        limit = self.session_limit if sessions else self.request_limit
+        times = self._rate_times(rate)
+        while limit is None or len(out) < limit:
+            arrival = next(times)
+            if self.stop_ns is not None and arrival > self.stop_ns:
+                break
+            out.append(self._start_session(-1, arrival) if sessions else self._synthetic(arrival))
+        return out
+
+    def after(self, spec: RequestSpec, now_ns: int, completed: bool) -> list[RequestSpec]:
+        """Arrivals caused by `spec` ending at `now_ns` (closed loops and session turns)."""
+        session = self._session_of.pop(spec.index, None)
+        if session is not None:
+            turn = spec.turn_index + 1
+            if completed and turn < session.turns:
+                delay = int(round(self.source.get("session", {}).get("inter_turn_delay_ms", 0.0) * MS))
+                return [self._turn(session, turn, now_ns + delay, delay)]
+            if self.load["type"] == "concurrency":
+                follow = self._start_session(session.slot, now_ns)
+                return [follow] if follow is not None else []
+            return []
+        if self.load["type"] != "concurrency":
+            return []
+        if self.kind == "trace":
+            follow = self._trace_row(self.trace_position, now_ns)
+            self.trace_position += follow is not None
+            return [follow] if follow is not None else []
+        follow = self._next_synthetic(now_ns)
+        return [follow] if follow is not None else []
