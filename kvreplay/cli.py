@@ -13,7 +13,7 @@ from typing import Sequence
 import orjson
 
 from . import explain as explain_mod
-from . import report
+from . import predict, report
 from .compiler.pipeline import CompileResult, compile_file
 from .compiler.rules import all_rules
 from .schema import schema_text
@@ -121,6 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json"), default="text")
     add_set(p)
     p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("predict", help="replay a config and write prediction.json (and requests.jsonl)")
+    predict.add_arguments(p)
+    p.set_defaults(func=predict.run)
 
     p = sub.add_parser("schema", help="print the JSON Schema of predict configs (for editors)")
     p.set_defaults(func=cmd_schema)

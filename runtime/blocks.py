@@ -10,7 +10,9 @@ tokens), token `p` of source `s` having id ``(s * SOURCE_STRIDE + p) mod 2**32``
 Mooncake traces name each 512-token block by a prefix-chained id, so the engine
 blocks inside trace block `h` get cheap keys derived from `h` (the trace
 guarantees that equal ids have equal prefixes); real XXH3 hashes for them are
-computed only when KV events are written.
+computed only when KV events are written.  Those keys are small integers (fast
+in CPython); one replay never mixes trace and synthetic content, so they cannot
+meet an XXH3 key.
 """
 from __future__ import annotations
 
@@ -22,7 +24,6 @@ import xxhash
 
 SEED = 1337
 SOURCE_STRIDE = 1_000_003
-TRACE_KEY_BASE = 1 << 62  # trace keys live apart from XXH3 sequence hashes (a 2**-2 slice of the space)
 _HASH = xxhash.xxh3_64_intdigest
 BIG_ENDIAN = sys.byteorder == "big"
 
@@ -71,8 +72,12 @@ def trace_keys(hash_ids: list[int], tokens: int, trace_block: int, block_size: i
     the engine block's offset from that trace block's start, identifies the engine block's whole prefix.
     """
     span = 2 * trace_block
+    full = tokens // block_size
+    if trace_block % block_size == 0:  # the common case, as one comprehension
+        offsets = range(trace_block, 2 * trace_block, block_size)
+        return [base + offset for base in [h * span for h in hash_ids] for offset in offsets][:full]
     keys = []
-    for start in range(0, tokens - block_size + 1, block_size):
+    for start in range(0, full * block_size, block_size):
         last = (start + block_size - 1) // trace_block
-        keys.append(TRACE_KEY_BASE + hash_ids[last] * span + (start - last * trace_block + trace_block))
+        keys.append(hash_ids[last] * span + (start - last * trace_block + trace_block))
     return keys

@@ -71,41 +71,47 @@ class BlockPool:
 
     def allocate(self, count: int) -> list[int]:
         """`count` blocks for new KV: never-used blocks first, then the LRU head (evicting its key)."""
-        out = []
-        ref, key_of = self.ref, self.key_of
-        while count and self.created < self.capacity:
-            out.append(self.created)
-            ref.append(1)
-            key_of.append(None)
-            self.created += 1
-            count -= 1
-        for _ in range(count):
-            block, _ = self.free.popitem(last=False)
-            key = key_of[block]
-            if key is not None:
-                if self.cached.get(key) == block:
-                    del self.cached[key]
+        fresh = min(count, self.capacity - self.created)
+        out = list(range(self.created, self.created + fresh))
+        if fresh:
+            self.created += fresh
+            self.ref.extend([1] * fresh)
+            self.key_of.extend([None] * fresh)
+        rest = count - fresh
+        if rest:
+            pop, ref, key_of, cached = self.free.popitem, self.ref, self.key_of, self.cached
+            taken = [pop(False)[0] for _ in range(rest)]
+            keys = [key_of[b] for b in taken]
+            evicted = [k for k in keys if k is not None]  # only the block a key maps to carries it
+            for key in evicted:
+                del cached[key]
+            for block in taken:
                 key_of[block] = None
-                self.evictions += 1
-                if self.evicted_keys is not None:
-                    self.evicted_keys.append(key)
-            ref[block] = 1
-            out.append(block)
+                ref[block] = 1
+            self.evictions += len(evicted)
+            if self.evicted_keys is not None:
+                self.evicted_keys.extend(evicted)
+            out.extend(taken)
         return out
 
-    def register(self, block: int, key: int) -> bool:
-        """Make a full block discoverable by its key; the first block with a key keeps it."""
-        if not self.caching or key in self.cached:
-            return False
-        self.cached[key] = block
-        self.key_of[block] = key
-        return True
+    def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int) -> None:
+        """Make blocks[start:stop] discoverable by keys[start:stop]; a key already cached keeps its block."""
+        if not self.caching:
+            return
+        cached, key_of = self.cached, self.key_of
+        for index in range(start, stop):
+            key = keys[index]
+            if key not in cached:
+                block = blocks[index]
+                cached[key] = block
+                key_of[block] = key
 
     def release(self, blocks: list[int]) -> None:
         """Drop one reference from each block; freed ones join the queue tail last block first,
         so a request's last blocks are evicted before its first ones."""
         ref, free = self.ref, self.free
         for b in reversed(blocks):
-            ref[b] -= 1
-            if ref[b] == 0:
+            left = ref[b] - 1
+            ref[b] = left
+            if not left:
                 free[b] = None

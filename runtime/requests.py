@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from . import blocks
 from .rng import bits
 
-OUTPUT_KEY_BASE = 1 << 63  # keys of blocks holding a trace request's own output tokens (never shared)
 
 
 @dataclass(frozen=True)
@@ -56,8 +55,8 @@ class RequestSpec:
             keys = blocks.trace_keys(list(self.content.hash_ids), self.prompt_len, self.content.trace_block,
                                      block_size)
             first_output_block = len(keys)
-            return keys + [OUTPUT_KEY_BASE + (self.index << 24) + i
-                           for i in range(first_output_block, total // block_size)]
+            # blocks holding the request's own output are never shared: negative keys, unique per request
+            return keys + [-((self.index << 24) + i) - 1 for i in range(first_output_block, total // block_size)]
         return blocks.chain_keys(blocks.segment_tokens(self.content.segments), block_size)
 
 

@@ -55,6 +55,11 @@ class Traffic:
         self.stop_ns = None if seconds is None else int(round(seconds * 1e9))
         self._session_of: dict[int, _Session] = {}
 
+    @property
+    def open_loop(self) -> bool:
+        """True when a request's end never causes an arrival (no closed loop, no session turns)."""
+        return self.load["type"] != "concurrency" and self.kind != "synthetic-session"
+
     # ------------------------------------------------------------------ content
     def _new_index(self) -> int:
         index = self.next_index

@@ -52,7 +52,8 @@ def test_fixed_phases_sum_and_empty():
 
 
 def test_fixed_is_exact_decimal_with_half_even():
-    assert fixed_timing(0.1, 0.3)(MIXED) == 400_000  # binary floats would give 100000.00000000001 etc.
+    assert fixed_timing(0.1, 0.3)(MIXED) == 400_000
+    assert ms_to_ns(0.0001255) == 126  # exact 125.5 ns -> even; the float product 125.49999999999999 would give 125
     assert ms_to_ns(1e-6) == 1
     assert ms_to_ns(0.0000005) == 0 and ms_to_ns(0.0000015) == 2 and ms_to_ns(0.0000025) == 2
     assert fixed_timing(0.0, 0.0)(MIXED) == 0

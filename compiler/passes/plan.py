@@ -39,6 +39,7 @@ def run(spec: Spec) -> Plan:
         "engine": thaw(spec.doc.get("engine")),
         "traffic": thaw(spec.doc.get("traffic")),
         "geometry": thaw(spec.geometry),
+        "catalog": {"model": thaw(spec.model), "hardware": thaw(spec.hardware)},
         "provenance": thaw(spec.origin),
     }
     if "recommend" in spec.doc:

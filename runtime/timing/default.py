@@ -55,6 +55,7 @@ from . import PassWork, Timing
 
 BACKENDS = ("vllm", "sglang", "trtllm")
 LOW_PRECISION = ("fp8", "fp4")
+# "high": bf16/fp16 weights; "low": block-scaled fp8/fp4 weights, whose kernels reach a smaller share of peak
 E_COMPUTE = {"high": 0.80, "low": 0.52}
 E_WEIGHTS = {"high": 0.75, "low": 0.50}
 E_KV = 0.60

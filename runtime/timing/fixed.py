@@ -27,4 +27,5 @@ def fixed_timing(prefill_ms: float, decode_ms: float) -> Timing:
     def timing(work: PassWork) -> int:
         return (prefill_ns if work.prefill_tokens > 0 else 0) + (decode_ns if work.decode_requests > 0 else 0)
 
+    timing.decode_only_ns = decode_ns  # a pure decode pass costs this whatever the batch (macro steps use it)
     return timing

@@ -1,0 +1,89 @@
+"""`kvreplay predict`: compile a config, replay it, write and show the results.
+
+Exit codes follow AISimulate's predict: 0 ok, 1 run failure (the replay could
+not run, or no request completed), 2 config or usage error.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from . import report
+from .compiler.diagnostics import CompileError
+from .compiler.pipeline import compile_file
+from .runtime import metrics, outputs
+from .runtime.replay import ReplayUnsupported, build
+
+EXIT_OK, EXIT_RUN, EXIT_CONFIG = 0, 1, 2
+
+
+def add_arguments(p) -> None:
+    p.add_argument("-c", "--config", required=True, metavar="FILE", help="predict YAML config")
+    p.add_argument("--stack", default="engine", choices=("engine",), help="only the engine stack is replayed")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a config value")
+    p.add_argument("--output-dir", default="kvreplay-output", metavar="DIR")
+    p.add_argument("--overwrite", action="store_true", help="replace outputs already in --output-dir")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="what stdout shows")
+    p.add_argument("--capture-per-request", action="store_true", help="also write requests.jsonl")
+    p.add_argument("--single-step", action="store_true", help="advance one scheduler pass at a time (checking)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
+
+
+class Progress:
+    """A one-line progress bar on stderr, only when it is a terminal."""
+
+    def __init__(self, total_hint: int | None):
+        self.total = total_hint
+        self.ticks = 0
+
+    def __call__(self, replay) -> None:
+        self.ticks += 1
+        if self.ticks % 2000:
+            return
+        done = sum(1 for r in replay.requests if r.terminal_ns is not None)
+        total = f"/{self.total}" if self.total else ""
+        sys.stderr.write(f"\rreplaying: {done}{total} requests done, t = {replay.now / 1e9:,.1f} s virtual")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        sys.stderr.write("\r" + " " * 72 + "\r")
+
+
+def run(args) -> int:
+    result = compile_file(args.config, args.set)
+    if result.diagnostics:
+        sys.stderr.write(report.text_report([result]))
+        return EXIT_CONFIG
+    plan = result.plan.to_dict()
+    try:
+        replay = build(plan, Path(args.config).resolve().parent, single_step=args.single_step)
+    except ReplayUnsupported as error:
+        sys.stderr.write(f"kvreplay: {args.config}: {error}\n")
+        return EXIT_RUN
+    except CompileError as error:
+        sys.stderr.write(report.text_report([type(result)(args.config, diagnostics=error.diagnostics)]))
+        return EXIT_CONFIG
+    progress = None
+    if sys.stderr.isatty() and not args.no_progress:
+        progress = Progress(replay.traffic.request_limit)
+        replay.on_progress = progress
+    replay.run()
+    if progress:
+        progress.close()
+    end_ns = replay.stopped_at if replay.stopped_at is not None else replay.now
+    for request in replay.requests:
+        if request.terminal_ns is None:
+            request.status, request.terminal_ns = "incomplete", end_ns
+    summary = metrics.summary(replay.requests, end_ns, plan["engine"].get("kv_eviction_policy", "lru"))
+    prediction = {"summary": summary, "kvreplay_plan_version": plan["kvreplay_plan"]}
+    records = [metrics.request_record(r) for r in replay.requests] if args.capture_per_request else None
+    try:
+        outputs.write(Path(args.output_dir), prediction, records, args.overwrite)
+    except outputs.OutputExists as error:
+        sys.stderr.write(f"kvreplay: {error}\n")
+        return EXIT_CONFIG
+    sys.stdout.write(outputs.canonical(prediction).decode() if args.format == "json" else outputs.table(summary))
+    if not summary["completed_requests"]:
+        sys.stderr.write("kvreplay: no request completed\n")
+        return EXIT_RUN
+    return EXIT_OK

@@ -1,0 +1,157 @@
+"""The replay shell: one event queue, a virtual clock in integer nanoseconds, and workers.
+
+Events are ordered by ``(time_ns, kind_rank, seq)``: at one instant, pass ends
+are applied before arrivals, and arrivals before any pass starts, so a request
+arriving exactly when a pass ends joins the next pass.  `seq` is a counter kept
+here, never process-global state.  Everything else (scheduling, caching,
+timing) is delegated to the pure-ish modules; this loop only moves time.
+
+Macro steps: when every rank of a worker runs a pure decode pass (nothing
+waiting, no prefill, no request about to finish), the passes until the next
+event that could change its batch are applied at once; the state at the next
+real pass start is exactly what single stepping would produce.
+"""
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, field
+
+from sortedcontainers import SortedList
+
+from . import macro
+from .requests import Request, RequestSpec
+from .scheduler import Rank, finish_pass, schedule
+from .timing import Timing
+from .traffic import Traffic
+
+PASS_END, ARRIVAL = 0, 1
+
+
+@dataclass
+class Worker:
+    index: int
+    ranks: list[Rank]
+    timing: Timing
+    batches: list | None = None  # in-flight pass
+    passes: int = 0
+
+
+@dataclass
+class Replay:
+    workers: list[Worker]
+    traffic: Traffic
+    block_size: int
+    context_limit: int | None = None
+    single_step: bool = False
+    requests: list[Request] = field(default_factory=list)
+    queue: SortedList = field(default_factory=SortedList)
+    seq: int = 0
+    now: int = 0
+    placed: int = 0
+    stopped_at: int | None = None
+    on_progress: object = None
+
+    # ------------------------------------------------------------------ queue
+    def push(self, time_ns: int, kind: int, payload) -> None:
+        self.queue.add((time_ns, kind, self.seq, payload))
+        self.seq += 1
+
+    def ranks(self) -> list[Rank]:
+        return [rank for worker in self.workers for rank in worker.ranks]
+
+    # ------------------------------------------------------------------ arrivals
+    def _place(self) -> Rank:
+        """Round robin over workers first, then over each worker's DP ranks."""
+        count = len(self.workers)
+        worker = self.workers[self.placed % count]
+        rank = worker.ranks[(self.placed // count) % len(worker.ranks)]
+        self.placed += 1
+        return rank
+
+    def _arrive(self, spec: RequestSpec, now: int) -> None:
+        rank = self._place()
+        request = Request(spec, now, rank.index, self.block_size)
+        self.requests.append(request)
+        reason = self._never_fits(rank, spec)
+        if reason:
+            request.status, request.reason, request.terminal_ns = "rejected", reason, now
+            self._ended(request, now, completed=False)
+            return
+        rank.waiting.append(request)
+
+    def _never_fits(self, rank: Rank, spec: RequestSpec) -> str:
+        total = spec.prompt_len + spec.output_len
+        if self.context_limit is not None and total > self.context_limit:
+            return f"prompt plus output ({total} tokens) exceeds context_length {self.context_limit}"
+        needed = rank.blocks_for(total) + rank.state_blocks
+        if needed > rank.pool.capacity:
+            what = "prompt" if rank.blocks_for(spec.prompt_len) + rank.state_blocks > rank.pool.capacity \
+                else "prompt plus output"
+            return f"{what} needs {needed} G1 blocks but the rank holds {rank.pool.capacity}"
+        return ""
+
+    def _ended(self, request: Request, now: int, completed: bool) -> None:
+        for spec in self.traffic.after(request.spec, now, completed):
+            self.push(spec.arrival_ns if spec.arrival_ns is not None else now, ARRIVAL, spec)
+
+    # ------------------------------------------------------------------ passes
+    def _start_pass(self, worker: Worker, now: int) -> None:
+        batches = [schedule(rank, now) for rank in worker.ranks]
+        if not any(batches):
+            return
+        fused = None if self.single_step else macro.plan(
+            worker, batches, now, self.queue[0][0] if self.queue else None, self.traffic.stop_ns,
+            self.traffic.open_loop)
+        if fused is not None:
+            for request, end in macro.apply(fused):
+                self._ended(request, end, completed=True)
+            worker.batches = []
+            worker.passes += len(fused.ends)
+            self.push(fused.ends[-1], PASS_END, worker)
+            return
+        duration = max(worker.timing(b.work) for b in batches if b)
+        worker.batches = batches
+        worker.passes += 1
+        self.push(now + duration, PASS_END, worker)
+
+    def _end_pass(self, worker: Worker, now: int) -> None:
+        batches, worker.batches = worker.batches, None
+        for rank, batch in zip(worker.ranks, batches):
+            if batch is None:
+                continue
+            for request in finish_pass(rank, batch, now):
+                self._ended(request, now, completed=True)
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> None:
+        # the replay allocates millions of small objects and frees few: the cycle collector only costs time here
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._loop()
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _loop(self) -> None:
+        for spec in self.traffic.start():
+            self.push(spec.arrival_ns or 0, ARRIVAL, spec)
+        stop = self.traffic.stop_ns
+        queue = self.queue
+        while queue:
+            now = queue[0][0]
+            if stop is not None and now > stop:
+                self.stopped_at = stop
+                break
+            self.now = now
+            while queue and queue[0][0] == now:
+                _, kind, _, payload = queue.pop(0)
+                if kind == PASS_END:
+                    self._end_pass(payload, now)
+                else:
+                    self._arrive(payload, now)
+            for worker in self.workers:
+                if worker.batches is None and any(rank.busy for rank in worker.ranks):
+                    self._start_pass(worker, now)
+            if self.on_progress is not None:
+                self.on_progress(self)

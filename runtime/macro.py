@@ -1,0 +1,148 @@
+"""Macro steps: apply a run of pure decode passes of one worker at once.
+
+A pass is "pure decode" when no rank has a waiting request and every running
+request decodes one token.  Such passes change nothing but token counts,
+block allocations at block boundaries and (with open-loop traffic, where a
+completion triggers no arrival) completions, so they can be computed without
+the event queue, as long as the next real event (`horizon`) has not come:
+a pass must start before the horizon to be fused.  The result is exactly what
+single stepping gives: allocations happen at each pass start in running
+order, releases at the end of the pass that finishes a request, and every
+token gets the end time of its own pass.
+
+Cost is O(passes + requests + allocations), not O(passes x requests).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .scheduler import Batch, Rank, _register, release_finished
+from .timing import PassWork
+
+
+@dataclass
+class Macro:
+    ends: list[int]  # end time of each fused pass
+    events: list  # per active rank: sorted [(pass, order, position, request)] allocations (order 0) / finishes (1)
+    active: list  # [(rank, batch)]
+    last_pass: dict  # id(request) -> last fused pass that gives it a token
+
+
+def eligible(ranks: list[Rank], batches: list[Batch | None]) -> bool:
+    for rank, batch in zip(ranks, batches):
+        if rank.waiting or (batch is None and rank.running):
+            return False
+        if batch is not None and (batch.work.prefill_chunks or len(batch.items) != len(rank.running)):
+            return False
+    return any(batch is not None for batch in batches)
+
+
+def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, stop: int | None,
+         can_finish: bool) -> Macro | None:
+    """The longest run of fusable passes starting now (pass 0 is already scheduled), or None."""
+    if not eligible(worker.ranks, batches):
+        return None
+    active = [(rank, batch) for rank, batch in zip(worker.ranks, batches) if batch is not None]
+    finish_at = {id(r): r.spec.output_len - r.generated - 1 for _, b in active for r, _ in b.items}
+    limit = (max(finish_at.values()) + 1) if can_finish else min(finish_at.values())
+    constant = getattr(worker.timing, "decode_only_ns", None)
+
+    # per rank: [events in pass order, cursor, decoding requests, sum of (computed + 1), free blocks]
+    states = []
+    for rank, batch in active:
+        events, size, ref = [], rank.block_size, rank.pool.ref
+        for position, (request, _) in enumerate(batch.items):
+            done = finish_at[id(request)]
+            crossings = range(size - request.num_computed % size, min(done, limit - 1) + 1, size)
+            events.extend((j, 0, position, request, 0) for j in crossings)
+            if can_finish and done < limit:
+                # blocks it alone holds come back when it finishes (shared ones may not: counted as kept)
+                freed = sum(1 for b in request.blocks if ref[b] == 1) + len(crossings)
+                events.append((done, 1, position, request, freed))
+        events.sort(key=lambda e: (e[0], e[1], e[2]))
+        states.append([events, 0, len(batch.items), batch.work.decode_context, rank.pool.free_count])
+    ends, start, passes = [], now, 0
+    while passes < limit:
+        if passes and horizon is not None and start >= horizon:
+            break
+        short = False
+        for state in states:  # allocations at this pass's start
+            events, cursor, free = state[0], state[1], state[4]
+            while cursor < len(events) and events[cursor][0] == passes and events[cursor][1] == 0:
+                free -= 1
+                cursor += 1
+            short = short or free < 0
+            state[1], state[4] = cursor, free
+        if short:
+            break
+        if constant is not None:
+            duration = constant
+        else:
+            duration = max((worker.timing(PassWork((), n, base + n * passes)) for _, _, n, base, _ in states if n),
+                           default=0)
+        if stop is not None and start + duration > stop:
+            break
+        start += duration
+        ends.append(start)
+        for state in states:  # requests finishing in this pass release their blocks at its end
+            events, cursor = state[0], state[1]
+            while cursor < len(events) and events[cursor][0] == passes:
+                _, _, _, request, freed = events[cursor]
+                state[2] -= 1
+                state[3] -= request.num_computed + 1
+                state[4] += freed
+                cursor += 1
+            state[1] = cursor
+        passes += 1
+    if passes <= 1:
+        return None
+    last = passes - 1
+    return Macro(ends, [[e for e in s[0] if e[0] <= last] for s in states], active,
+                 {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items})
+
+
+def apply(macro: Macro) -> list[tuple[object, int]]:
+    """Apply the fused passes; returns (request, end time) of every request that finished."""
+    ends = macro.ends
+    gaps = _runs([b - a for a, b in zip(ends, ends[1:])])
+    finished = []
+    for (rank, batch), events in zip(macro.active, macro.events):
+        state = rank.state_blocks
+        for j, kind, _, request, _ in events:
+            if kind == 0:
+                (block,) = rank.pool.allocate(1)
+                request.blocks.insert(len(request.blocks) - state, block)
+            else:
+                _advance(rank, request, j + 1, ends, gaps)
+                release_finished(rank, [request], ends[j])
+                finished.append((request, ends[j]))
+        for request, _ in batch.items:
+            if request.status != "completed":
+                _advance(rank, request, macro.last_pass[id(request)] + 1, ends, gaps)
+    return finished
+
+
+def _runs(values: list[int]) -> list[list[int]]:
+    runs: list[list[int]] = []
+    for value in values:
+        if runs and runs[-1][0] == value:
+            runs[-1][1] += 1
+        else:
+            runs.append([value, 1])
+    return runs
+
+
+def _advance(rank: Rank, request, passes: int, ends: list[int], gaps: list[list[int]]) -> None:
+    """Give the request the tokens of passes 0..passes-1 (it already has its first token)."""
+    request.num_computed += passes
+    _register(rank, request, request.num_computed)
+    request.add_token(ends[0])
+    left = passes - 1
+    for gap, count in gaps:
+        if left <= 0:
+            break
+        request.add_gaps(gap, min(count, left))
+        left -= count
+    request.generated += passes - 1
+    request.num_tokens += passes - 1
+    request.last_token_ns = ends[passes - 1]

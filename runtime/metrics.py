@@ -1,0 +1,124 @@
+"""Summary and per-request records of a finished replay, as plain data.
+
+Latencies: TTFT = first token - arrival; TTST = second - first token; E2E =
+last token - arrival; TPOT per request = (last - first) / (output - 1); ITL =
+every gap between consecutive tokens, pooled over requests.  Only completed
+requests count.  Percentiles interpolate linearly between order statistics;
+std is the population std.  Times are reported in milliseconds (float) from
+integer nanoseconds, so the same run gives the same bytes.
+"""
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from itertools import accumulate
+
+from .requests import Request
+
+MS = 1e6
+PERCENTILES = (("median", 50), ("p75", 75), ("p90", 90), ("p95", 95), ("p99", 99))
+
+
+def weighted_stats(name: str, runs: list[tuple[float, int]]) -> dict:
+    """Stats of a sample given as (value, count) runs."""
+    merged: dict[float, int] = {}
+    for value, count in runs:
+        if count > 0:
+            merged[value] = merged.get(value, 0) + count
+    runs = sorted(merged.items())
+    total = sum(c for _, c in runs)
+    out = {f"num_{name}_samples": total}
+    keys = ["mean", "min", "max", "std"] + [p for p, _ in PERCENTILES]
+    if not total:
+        out.update({f"{k}_{name}_ms": None for k in keys})
+        return out
+    mean = math.fsum(v * c for v, c in runs) / total
+    variance = math.fsum(c * (v - mean) ** 2 for v, c in runs) / total
+    cumulative = list(accumulate(c for _, c in runs))
+
+    def at(position: int) -> float:  # value of the position-th order statistic (0-based)
+        return runs[bisect_right(cumulative, position)][0]
+
+    out.update({f"mean_{name}_ms": mean, f"min_{name}_ms": runs[0][0], f"max_{name}_ms": runs[-1][0],
+                f"std_{name}_ms": math.sqrt(variance)})
+    for label, q in PERCENTILES:
+        rank = q / 100 * (total - 1)
+        low = math.floor(rank)
+        value = at(low)
+        if rank > low:
+            value += (at(low + 1) - value) * (rank - low)
+        out[f"{label}_{name}_ms"] = value
+    return out
+
+
+def _ms(ns: int | None) -> float | None:
+    return None if ns is None else ns / MS
+
+
+def request_record(request: Request) -> dict:
+    spec = request.spec
+    completed = request.status == "completed"
+    itl = [(gap / MS, count) for gap, count in request.gaps]
+    gaps = sum(count for _, count in itl)
+    return {
+        "uuid": spec.uuid, "index": spec.index, "session_id": spec.session_id, "turn_index": spec.turn_index,
+        "arrival_time_ms": _ms(request.arrival_ns), "first_admit_ms": _ms(request.first_admit_ns),
+        "first_token_ms": _ms(request.first_token_ns), "last_token_ms": _ms(request.last_token_ns),
+        "terminal_time_ms": _ms(request.terminal_ns),
+        "ttft_ms": _ms(request.first_token_ns - request.arrival_ns) if request.first_token_ns is not None else None,
+        "ttst_ms": _ms(request.second_token_ns - request.first_token_ns)
+        if request.second_token_ns is not None else None,
+        "itl_ms": math.fsum(v * c for v, c in itl) / gaps if gaps else None,
+        "e2e_latency_ms": _ms(request.last_token_ns - request.arrival_ns) if completed else None,
+        "input_length": spec.prompt_len, "requested_output_length": spec.output_len,
+        "output_length": request.generated,
+        "reused_input_tokens": request.reused_tokens,
+        "first_admission_reused_input_tokens": request.first_reused_tokens,
+        "first_admission_g1_reused_input_tokens": request.first_reused_tokens,
+        "first_admission_host_reused_input_tokens": 0 if request.first_reused_tokens is not None else None,
+        "admission_history": [{**{k: v for k, v in a.items() if k != "at_ns"}, "at_ms": _ms(a["at_ns"])}
+                              for a in request.admissions],
+        "admission_count": len(request.admissions),
+        "readmission_count": max(0, len(request.admissions) - 1),
+        "terminal_status": request.status, "terminal_reason": request.reason or None,
+        "dp_rank": request.rank,
+    }
+
+
+def summary(requests: list[Request], end_ns: int, policy: str = "lru") -> dict:
+    completed = [r for r in requests if r.status == "completed"]
+    admitted = [r for r in requests if r.admissions]
+    start_ns = min((r.arrival_ns for r in requests), default=0)
+    duration_s = max(end_ns - start_ns, 0) / 1e9
+    input_tokens = sum(r.spec.prompt_len for r in admitted)
+    output_tokens = sum(r.generated for r in requests)
+    committed = sum(r.committed_prefill for r in admitted)
+    first_reused = sum(r.first_reused_tokens or 0 for r in admitted)
+    statuses = {}
+    for r in requests:
+        statuses[r.status] = statuses.get(r.status, 0) + 1
+    out = {
+        "num_requests": len(requests),
+        "completed_requests": len(completed),
+        "rejected_requests": statuses.get("rejected", 0),
+        "incomplete_requests": len(requests) - len(completed) - statuses.get("rejected", 0),
+        "duration_ms": duration_s * 1e3,
+        "total_input_tokens": input_tokens,
+        "total_output_tokens": output_tokens,
+        "request_throughput_rps": len(completed) / duration_s if duration_s else None,
+        "output_throughput_tok_s": output_tokens / duration_s if duration_s else None,
+        "total_throughput_tok_s": (input_tokens + output_tokens) / duration_s if duration_s else None,
+        "committed_prefill_tokens": committed,
+        "prefix_cache_reused_ratio": 1 - committed / input_tokens if input_tokens else None,
+        "first_admission_prefix_cache_reused_ratio": first_reused / input_tokens if input_tokens else None,
+        "kv_eviction_policy": policy,
+        "preemptions": sum(max(0, len(r.admissions) - 1) for r in requests),
+    }
+    out.update(weighted_stats("ttft", [((r.first_token_ns - r.arrival_ns) / MS, 1) for r in completed]))
+    out.update(weighted_stats("ttst", [((r.second_token_ns - r.first_token_ns) / MS, 1) for r in completed
+                                       if r.second_token_ns is not None]))
+    out.update(weighted_stats("tpot", [((r.last_token_ns - r.first_token_ns) / MS / (r.generated - 1), 1)
+                                       for r in completed if r.generated > 1]))
+    out.update(weighted_stats("itl", [(gap / MS, count) for r in completed for gap, count in r.gaps]))
+    out.update(weighted_stats("e2e_latency", [((r.last_token_ns - r.arrival_ns) / MS, 1) for r in completed]))
+    return out

@@ -1,0 +1,57 @@
+"""Write a replay's outputs: prediction.json, requests.jsonl, and the terminal summary table.
+
+Canonical JSON (sorted keys), requests in creation order, nothing wall-clock
+in the files; an existing output directory is refused unless `overwrite`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+SUMMARY_ROWS = (("requests (completed / total)", lambda s: f"{s['completed_requests']} / {s['num_requests']}"),
+                ("duration", lambda s: f"{s['duration_ms'] / 1e3:.3f} s"),
+                ("throughput", lambda s: _fmt(s["request_throughput_rps"], " req/s")),
+                ("output tokens/s", lambda s: _fmt(s["output_throughput_tok_s"], "")),
+                ("TTFT mean / p99", lambda s: f"{_fmt(s['mean_ttft_ms'], ' ms')} / {_fmt(s['p99_ttft_ms'], ' ms')}"),
+                ("TPOT mean", lambda s: _fmt(s["mean_tpot_ms"], " ms")),
+                ("E2E mean / p99", lambda s: f"{_fmt(s['mean_e2e_latency_ms'], ' ms')} / "
+                                             f"{_fmt(s['p99_e2e_latency_ms'], ' ms')}"),
+                ("prefix reuse (all / first admission)",
+                 lambda s: f"{_fmt(s['prefix_cache_reused_ratio'], '')} / "
+                           f"{_fmt(s['first_admission_prefix_cache_reused_ratio'], '')}"),
+                ("preemptions", lambda s: str(s["preemptions"])),
+                ("rejected", lambda s: str(s["rejected_requests"])))
+
+
+def _fmt(value, unit: str) -> str:
+    return "-" if value is None else f"{value:,.4g}{unit}" if abs(value) < 1 else f"{value:,.2f}{unit}"
+
+
+def canonical(value) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
+
+
+def jsonl(records) -> bytes:
+    return b"".join(orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in records)
+
+
+class OutputExists(FileExistsError):
+    pass
+
+
+def write(directory: Path, prediction: dict, records: list[dict] | None, overwrite: bool) -> list[Path]:
+    targets = [directory / "prediction.json"] + ([directory / "requests.jsonl"] if records is not None else [])
+    clobbered = [t for t in targets if t.exists()]
+    if clobbered and not overwrite:
+        raise OutputExists(f"{clobbered[0]} exists; pass --overwrite or choose another --output-dir")
+    directory.mkdir(parents=True, exist_ok=True)
+    targets[0].write_bytes(canonical(prediction))
+    if records is not None:
+        targets[1].write_bytes(jsonl(records))
+    return targets
+
+
+def table(summary: dict) -> str:
+    width = max(len(label) for label, _ in SUMMARY_ROWS)
+    return "".join(f"{label:<{width}}  {show(summary)}\n" for label, show in SUMMARY_ROWS)

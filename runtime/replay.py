@@ -1,0 +1,66 @@
+"""Build a replay from a compiled plan and run it: the runtime's one entry point.
+
+Aggregated mode: `replicas` workers of `attention_data` ranks each, every rank
+with its own G1 pool sized by the plan's geometry; a worker's ranks step in
+lockstep with the worker's timing provider.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .engine import Replay, Worker
+from .g1 import BlockPool
+from .mooncake import read_trace
+from .scheduler import Rank
+from .timing.factory import make_timing
+from .traffic import Traffic
+
+UNSUPPORTED_ROLES = ("prefill", "decode")
+
+
+class ReplayUnsupported(ValueError):
+    """The plan asks for something this runtime does not replay yet."""
+
+
+def _trace_rows(traffic: dict, base_dir: Path) -> list:
+    source = traffic["source"]
+    if source["type"] != "trace":
+        return []
+    rows = []
+    for path in source["paths"]:
+        full = Path(path) if Path(path).is_absolute() else base_dir / path
+        rows.extend(read_trace(full, source.get("block_size", 512)))
+    return rows
+
+
+def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> Replay:
+    engine = plan["engine"]
+    roles = engine["workers"]
+    if any(role in roles for role in UNSUPPORTED_ROLES):
+        raise ReplayUnsupported("disaggregated prefill/decode replay is not available yet")
+    if plan["traffic"]["source"]["type"] == "agentx":
+        raise ReplayUnsupported("agentx traffic replay is not available yet")
+    role = roles["aggregated"]
+    kv = role["kv_cache"]
+    for tier in ("host_offload", "g3_offload", "kvcr"):
+        if tier in kv:
+            raise ReplayUnsupported(f"`{tier}` replay is not available yet")
+    geometry = plan["geometry"]["aggregated"]
+    model, hardware = plan["catalog"]["model"], plan["catalog"]["hardware"]["aggregated"]
+    parallel = role["parallelism"]
+    scheduler = role["scheduler"]
+    workers, rank_index = [], 0
+    for w in range(parallel["replicas"]):
+        ranks = []
+        for d in range(parallel["attention_data"]):
+            pool = BlockPool(kv["capacity"]["blocks"], kv["prefix_caching"])
+            ranks.append(Rank(rank_index, w, pool, kv["block_size"], scheduler["max_batched_tokens"],
+                              scheduler["max_sequences"], engine.get("enable_chunked_prefill", True),
+                              geometry.get("state_blocks_per_request", 0), name=f"worker{w}.dp{d}"))
+            rank_index += 1
+        timing = make_timing(role, model, hardware, engine["backend"], geometry["kv_dtype"])
+        workers.append(Worker(w, ranks, timing))
+    traffic = Traffic(plan["traffic"], _trace_rows(plan["traffic"], base_dir))
+    context = engine.get("context_length")
+    return Replay(workers, traffic, kv["block_size"], context if isinstance(context, int) else None,
+                  single_step=single_step)
