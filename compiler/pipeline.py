@@ -15,7 +15,6 @@ from typing import Callable, Sequence
 
 from .diagnostics import CompileError, Diagnostic, locate
 from .load import load_bytes
-from .overrides import apply_overrides
 from .passes import defaults, frontend, geometry, plan, resolve, rules, validate
 from .passes.plan import Plan
 from .spec import Spec
@@ -55,6 +54,8 @@ def compile_bytes(data: bytes, source: str = "<input>", overrides: Sequence[str]
         loaded = load_bytes(data, source)
         spans = loaded.spans
         if overrides:
+            from .overrides import apply_overrides  # lark is loaded only when needed
+
             stage = "overrides"
             document, spans = apply_overrides(loaded.document, loaded.spans, overrides)
             loaded = type(loaded)(document, spans, loaded.syntax)

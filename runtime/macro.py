@@ -43,22 +43,23 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
     if not eligible(worker.ranks, batches):
         return None
     active = [(rank, batch) for rank, batch in zip(worker.ranks, batches) if batch is not None]
+    constant = getattr(worker.timing, "decode_only_ns", None)
+    first = constant if constant is not None else max(worker.timing(b.work) for _, b in active)
+    if horizon is not None and now + first >= horizon:
+        return None  # the second pass would start at or after the next event: nothing to fuse
     finish_at = {id(r): r.spec.output_len - r.generated - 1 for _, b in active for r, _ in b.items}
     limit = (max(finish_at.values()) + 1) if can_finish else min(finish_at.values())
-    constant = getattr(worker.timing, "decode_only_ns", None)
 
     # per rank: [events in pass order, cursor, decoding requests, sum of (computed + 1), free blocks]
     states = []
     for rank, batch in active:
-        events, size, ref = [], rank.block_size, rank.pool.ref
+        events, size = [], rank.block_size
         for position, (request, _) in enumerate(batch.items):
             done = finish_at[id(request)]
             crossings = range(size - request.num_computed % size, min(done, limit - 1) + 1, size)
-            events.extend((j, 0, position, request, 0) for j in crossings)
+            events.extend((j, 0, position, request) for j in crossings)
             if can_finish and done < limit:
-                # blocks it alone holds come back when it finishes (shared ones may not: counted as kept)
-                freed = sum(1 for b in request.blocks if ref[b] == 1) + len(crossings)
-                events.append((done, 1, position, request, freed))
+                events.append((done, 1, position, request))
         events.sort(key=lambda e: (e[0], e[1], e[2]))
         states.append([events, 0, len(batch.items), batch.work.decode_context, rank.pool.free_count])
     ends, start, passes = [], now, 0
@@ -78,8 +79,8 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
         if constant is not None:
             duration = constant
         else:
-            duration = max((worker.timing(PassWork((), n, base + n * passes)) for _, _, n, base, _ in states if n),
-                           default=0)
+            duration = max((worker.timing(PassWork((), n, base + n * passes)) for _, _, n, base, _ in states
+                            if n), default=0)
         if stop is not None and start + duration > stop:
             break
         start += duration
@@ -87,10 +88,11 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
         for state in states:  # requests finishing in this pass release their blocks at its end
             events, cursor = state[0], state[1]
             while cursor < len(events) and events[cursor][0] == passes:
-                _, _, _, request, freed = events[cursor]
+                request = events[cursor][3]
+                # a finishing request's blocks are not counted as freed: they may be shared, and a run
+                # that stops early only costs speed, never changes the result
                 state[2] -= 1
                 state[3] -= request.num_computed + 1
-                state[4] += freed
                 cursor += 1
             state[1] = cursor
         passes += 1
@@ -108,7 +110,7 @@ def apply(macro: Macro) -> list[tuple[object, int]]:
     finished = []
     for (rank, batch), events in zip(macro.active, macro.events):
         state = rank.state_blocks
-        for j, kind, _, request, _ in events:
+        for j, kind, _, request in events:
             if kind == 0:
                 (block,) = rank.pool.allocate(1)
                 request.blocks.insert(len(request.blocks) - state, block)

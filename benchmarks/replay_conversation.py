@@ -1,0 +1,73 @@
+"""Benchmark: the whole `kvreplay predict` process on the Mooncake conversation trace.
+
+One aggregated vLLM worker, block_size 64, a fixed 8,000-block G1, fixed timing
+(prefill 50 ms, decode 10 ms), open-loop trace timestamps: 12,031 requests.
+Targets (issue 3): at most 3 s wall and 400 MB peak RSS on the 2-core machine.
+Prints wall time, peak RSS and simulated requests per second of wall time;
+`--runs N` repeats and reports the best and the median.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACE = ROOT.parent / "shared" / "traces" / "conversation_trace.jsonl"
+CONFIG = """engine:
+  model: Qwen/Qwen3-8B
+  hardware: h200_sxm
+  workers:
+    aggregated:
+      timing: {{type: fixed, prefill_ms: 50.0, decode_ms: 10.0}}
+      kv_cache:
+        block_size: 64
+        capacity: {{type: fixed, blocks: 8000}}
+{extra}traffic:
+  source: {{type: trace, paths: ["{trace}"], format: mooncake, block_size: 512}}
+  load: {{type: trace_timestamps}}
+"""
+
+
+def run_once(config: Path, output: Path) -> tuple[float, float, dict]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "kvreplay", "predict", "-c", str(config), "--output-dir",
+                           str(output), "--overwrite", "--format", "json"], capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"kvreplay predict failed ({done.returncode}):\n{done.stderr}")
+    peak = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before) / 1024
+    return wall, peak, json.loads(done.stdout)["summary"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--host-blocks", type=int, default=0, help="add host_offload with this many blocks")
+    args = parser.parse_args()
+    if not TRACE.exists():
+        sys.exit(f"missing trace: {TRACE}")
+    extra = f"        host_offload: {{num_host_blocks: {args.host_blocks}}}\n" if args.host_blocks else ""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "conversation.yaml"
+        config.write_text(CONFIG.format(trace=TRACE, extra=extra))
+        results = [run_once(config, Path(tmp) / "out") for _ in range(args.runs)]
+    walls = sorted(r[0] for r in results)
+    peak = max(r[1] for r in results)
+    summary = results[0][2]
+    print(f"conversation trace: {summary['num_requests']} requests, {summary['completed_requests']} completed, "
+          f"reuse {summary['prefix_cache_reused_ratio']:.4f}, {summary['preemptions']} preemptions")
+    print(f"wall best {walls[0]:.2f} s, median {statistics.median(walls):.2f} s over {len(walls)} runs; "
+          f"peak RSS {peak:.0f} MB; {summary['num_requests'] / walls[0]:,.0f} simulated requests/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
