@@ -1,0 +1,82 @@
+"""Transfers that share bandwidth: one `Link` per pool and direction.
+
+A transfer waits `latency` and then moves its bytes at the rate the link
+grants it; rates come from `bandwidth.fair_rates` and are recomputed whenever
+a transfer starts moving bytes or ends.  The link only does arithmetic: the
+replay asks it for the next completion time and tells it the time when it
+advances, so it holds no clock of its own.  Times are integer nanoseconds;
+rates are bytes per nanosecond (decimal GB/s).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .bandwidth import fair_rates
+
+
+@dataclass
+class Transfer:
+    seq: int
+    group: object  # the rank whose limit applies
+    size: int  # bytes
+    payload: object = None
+    remaining: float = 0.0
+    rate: float = 0.0
+    moving_since: int = 0  # when bytes started moving (after the latency)
+    solo_ns: int = 0  # what it would take alone at its group's limit
+
+
+@dataclass
+class Link:
+    """Transfers of one direction of one pool."""
+
+    group_limits: dict  # group -> GB/s (None/0 = unlimited)
+    pool_limit: float | None = None  # GB/s
+    latency_ns: int = 0
+    moving: list = field(default_factory=list)
+    clock: int = 0  # time up to which `remaining` is accounted
+    seq: int = 0
+    waited_ns: int = 0  # total time transfers spent beyond their solo time (bandwidth contention)
+    bytes_moved: int = 0
+
+    def new(self, group, size: int, payload=None) -> Transfer:
+        self.seq += 1
+        limit = self.group_limits.get(group)
+        solo = 0 if not limit else math.ceil(size / limit)  # GB/s == bytes/ns
+        return Transfer(self.seq, group, size, payload, float(size), solo_ns=solo)
+
+    def start_moving(self, transfer: Transfer, now: int) -> None:
+        self._advance(now)
+        transfer.moving_since = now
+        self.moving.append(transfer)
+        self._rebalance()
+
+    def _advance(self, now: int) -> None:
+        elapsed = now - self.clock
+        if elapsed > 0:
+            for t in self.moving:
+                t.remaining = max(0.0, t.remaining - t.rate * elapsed)
+        self.clock = max(self.clock, now)
+
+    def _rebalance(self) -> None:
+        rates = fair_rates([t.group for t in self.moving], self.group_limits, self.pool_limit)
+        for t, rate in zip(self.moving, rates):
+            t.rate = rate
+
+    def next_done(self) -> tuple[int, Transfer] | None:
+        """(time, transfer) of the next completion, ties broken by start order."""
+        best = None
+        for t in self.moving:
+            when = self.clock if t.remaining <= 0 or math.isinf(t.rate) else \
+                self.clock + math.ceil(t.remaining / t.rate)
+            if best is None or (when, t.seq) < (best[0], best[1].seq):
+                best = (when, t)
+        return best
+
+    def finish(self, transfer: Transfer, now: int) -> None:
+        self._advance(now)
+        self.moving.remove(transfer)
+        self.bytes_moved += transfer.size
+        self.waited_ns += max(0, (now - transfer.moving_since) - transfer.solo_ns)
+        self._rebalance()
