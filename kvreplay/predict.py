@@ -75,6 +75,9 @@ def run(args) -> int:
         if request.terminal_ns is None:
             request.status, request.terminal_ns = "incomplete", end_ns
     summary = metrics.summary(replay.requests, end_ns, plan["engine"].get("kv_eviction_policy", "lru"))
+    pools = replay.host_pools()
+    if pools:
+        summary["g2_domains"] = [{"name": pool.name, **pool.summary()} for pool in pools]
     prediction = {"summary": summary, "kvreplay_plan_version": plan["kvreplay_plan"]}
     records = [metrics.request_record(r) for r in replay.requests] if args.capture_per_request else None
     try:

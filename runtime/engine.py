@@ -20,11 +20,11 @@ from sortedcontainers import SortedList
 
 from . import macro
 from .requests import Request, RequestSpec
-from .scheduler import Rank, finish_pass, schedule
+from .scheduler import Rank, finish_pass, restored, schedule, stored
 from .timing import Timing
 from .traffic import Traffic
 
-PASS_END, ARRIVAL = 0, 1
+PASS_END, TRANSFER_START, TRANSFER_DONE, ARRIVAL = 0, 1, 2, 3
 
 
 @dataclass
@@ -34,6 +34,7 @@ class Worker:
     timing: Timing
     batches: list | None = None  # in-flight pass
     passes: int = 0
+    blocked: bool = False  # a scheduled pass waits for GPU->host copies of blocks it reuses
 
 
 @dataclass
@@ -58,6 +59,10 @@ class Replay:
 
     def ranks(self) -> list[Rank]:
         return [rank for worker in self.workers for rank in worker.ranks]
+
+    def host_pools(self) -> list:
+        """The distinct G2 pools, in rank order."""
+        return list({id(r.host): r.host for r in self.ranks() if r.host is not None}.values())
 
     # ------------------------------------------------------------------ arrivals
     def _place(self) -> Rank:
@@ -97,8 +102,16 @@ class Replay:
     # ------------------------------------------------------------------ passes
     def _start_pass(self, worker: Worker, now: int) -> None:
         batches = [schedule(rank, now) for rank in worker.ranks]
+        self._start_jobs(worker, now)
         if not any(batches):
             return
+        if any(rank.pool.awaited for rank in worker.ranks):
+            worker.batches, worker.blocked = batches, True  # runs when the copies it waits for are done
+            return
+        self._run_pass(worker, batches, now)
+
+    def _run_pass(self, worker: Worker, batches: list, now: int) -> None:
+        worker.blocked = False
         fused = None if self.single_step else macro.plan(
             worker, batches, now, self.queue[0][0] if self.queue else None, self.traffic.stop_ns,
             self.traffic.open_loop)
@@ -121,6 +134,46 @@ class Replay:
                 continue
             for request in finish_pass(rank, batch, now):
                 self._ended(request, now, completed=True)
+        self._start_jobs(worker, now)
+
+    # ------------------------------------------------------------------ G2 copies
+    def _start_jobs(self, worker: Worker, now: int) -> None:
+        for rank in worker.ranks:
+            if not rank.jobs:
+                continue
+            for job in rank.jobs:
+                link = rank.host.h2d if job.kind == "load" else rank.host.d2h
+                transfer = link.new(rank.index, len(job.keys) * rank.host.block_bytes, job)
+                if link.latency_ns:
+                    self.push(now + link.latency_ns, TRANSFER_START, (link, transfer))
+                else:
+                    self._transfer_moves(link, transfer, now)
+            rank.jobs = []
+
+    def _transfer_moves(self, link, transfer, now: int) -> None:
+        link.start_moving(transfer, now)
+        self._schedule_next_done(link)
+
+    def _schedule_next_done(self, link) -> None:
+        link.version += 1
+        upcoming = link.next_done()
+        if upcoming is not None:
+            self.push(upcoming[0], TRANSFER_DONE, (link, link.version))
+
+    def _transfer_done(self, link, version: int, now: int) -> None:
+        if version != link.version:
+            return  # rates changed since this completion time was computed
+        _, transfer = link.next_done()
+        link.finish(transfer, now)
+        job = transfer.payload
+        if job.kind == "load":
+            restored(job.rank, job)
+        else:
+            stored(job.rank, job)
+            worker = self.workers[job.rank.worker]
+            if worker.blocked and not any(rank.pool.awaited for rank in worker.ranks):
+                self._run_pass(worker, worker.batches, now)
+        self._schedule_next_done(link)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
@@ -148,6 +201,10 @@ class Replay:
                 _, kind, _, payload = queue.pop(0)
                 if kind == PASS_END:
                     self._end_pass(payload, now)
+                elif kind == TRANSFER_DONE:
+                    self._transfer_done(*payload, now)
+                elif kind == TRANSFER_START:
+                    self._transfer_moves(*payload, now)
                 else:
                     self._arrive(payload, now)
             for worker in self.workers:

@@ -18,7 +18,8 @@ from collections import OrderedDict
 
 
 class BlockPool:
-    __slots__ = ("capacity", "caching", "cached", "free", "ref", "key_of", "created", "evicted_keys", "evictions")
+    __slots__ = ("capacity", "caching", "cached", "free", "ref", "key_of", "created", "evicted_keys", "evictions",
+                 "copying", "awaited")
 
     def __init__(self, capacity: int, caching: bool = True):
         self.capacity = capacity
@@ -30,6 +31,8 @@ class BlockPool:
         self.created = 0
         self.evicted_keys: list[int] | None = None  # set to a list to record evictions (KV events)
         self.evictions = 0
+        self.copying: dict[int, int] = {}  # block -> GPU->host copies still reading it
+        self.awaited: set[int] = set()  # copying blocks handed to a new owner, who must wait for the copy
 
     # ------------------------------------------------------------------ queries
     @property
@@ -91,8 +94,25 @@ class BlockPool:
             self.evictions += len(evicted)
             if self.evicted_keys is not None:
                 self.evicted_keys.extend(evicted)
+            if self.copying:
+                self.awaited.update(b for b in taken if b in self.copying)
             out.extend(taken)
         return out
+
+    def start_copy(self, blocks: list[int]) -> None:
+        copying = self.copying
+        for b in blocks:
+            copying[b] = copying.get(b, 0) + 1
+
+    def end_copy(self, blocks: list[int]) -> None:
+        copying = self.copying
+        for b in blocks:
+            left = copying[b] - 1
+            if left:
+                copying[b] = left
+            else:
+                del copying[b]
+                self.awaited.discard(b)
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int) -> None:
         """Make blocks[start:stop] discoverable by keys[start:stop]; a key already cached keeps its block."""

@@ -30,7 +30,7 @@ class Macro:
 
 def eligible(ranks: list[Rank], batches: list[Batch | None]) -> bool:
     for rank, batch in zip(ranks, batches):
-        if rank.waiting or (batch is None and rank.running):
+        if rank.waiting or (batch is None and rank.running) or rank.pool.copying:
             return False
         if batch is not None and (batch.work.prefill_chunks or len(batch.items) != len(rank.running)):
             return False

@@ -74,8 +74,8 @@ def request_record(request: Request) -> dict:
         "output_length": request.generated,
         "reused_input_tokens": request.reused_tokens,
         "first_admission_reused_input_tokens": request.first_reused_tokens,
-        "first_admission_g1_reused_input_tokens": request.first_reused_tokens,
-        "first_admission_host_reused_input_tokens": 0 if request.first_reused_tokens is not None else None,
+        "first_admission_g1_reused_input_tokens": request.first_g1_tokens,
+        "first_admission_host_reused_input_tokens": request.first_host_tokens,
         "admission_history": [{**{k: v for k, v in a.items() if k != "at_ns"}, "at_ms": _ms(a["at_ns"])}
                               for a in request.admissions],
         "admission_count": len(request.admissions),
@@ -94,6 +94,7 @@ def summary(requests: list[Request], end_ns: int, policy: str = "lru") -> dict:
     output_tokens = sum(r.generated for r in requests)
     committed = sum(r.committed_prefill for r in admitted)
     first_reused = sum(r.first_reused_tokens or 0 for r in admitted)
+    first_host = sum(r.first_host_tokens or 0 for r in admitted)
     statuses = {}
     for r in requests:
         statuses[r.status] = statuses.get(r.status, 0) + 1
@@ -111,6 +112,8 @@ def summary(requests: list[Request], end_ns: int, policy: str = "lru") -> dict:
         "committed_prefill_tokens": committed,
         "prefix_cache_reused_ratio": 1 - committed / input_tokens if input_tokens else None,
         "first_admission_prefix_cache_reused_ratio": first_reused / input_tokens if input_tokens else None,
+        "first_admission_g1_reused_tokens": first_reused - first_host,
+        "first_admission_host_reused_tokens": first_host,
         "kv_eviction_policy": policy,
         "preemptions": sum(max(0, len(r.admissions) - 1) for r in requests),
     }

@@ -10,10 +10,12 @@ from pathlib import Path
 
 from .engine import Replay, Worker
 from .g1 import BlockPool
+from .host_tier import PROFILES, HostPool
 from .mooncake import read_trace
 from .scheduler import Rank
 from .timing.factory import make_timing
 from .traffic import Traffic
+from .transfers import Link
 
 UNSUPPORTED_ROLES = ("prefill", "decode")
 
@@ -33,6 +35,30 @@ def _trace_rows(traffic: dict, base_dir: Path) -> list:
     return rows
 
 
+def _ms_to_ns(ms: float) -> int:
+    return int(round(ms * 1e6))
+
+
+def attach_host_pools(ranks: list[Rank], offload: dict, block_bytes: int) -> list[HostPool]:
+    """One G2 pool per DP rank (`dp_rank_local`) or one for all of them (`cluster_shared`)."""
+    profile = PROFILES[offload["connector"]]
+    latency = _ms_to_ns(offload["latency_to_first_byte_ms"])
+
+    def pool(name: str, members: list[Rank], shared: bool) -> HostPool:
+        d2h = Link({r.index: offload["d2h_bandwidth_gbps"] for r in members},
+                   offload.get("shared_d2h_bandwidth_gbps") if shared else None, latency)
+        h2d = Link({r.index: offload["h2d_bandwidth_gbps"] for r in members},
+                   offload.get("shared_h2d_bandwidth_gbps") if shared else None, latency)
+        host = HostPool(name, offload["scope"], offload["num_host_blocks"], block_bytes, profile, d2h, h2d)
+        for rank in members:
+            rank.host = host
+        return host
+
+    if offload["scope"] == "cluster_shared":
+        return [pool("g2.shared", ranks, True)]
+    return [pool(f"g2.{rank.name}", [rank], False) for rank in ranks]
+
+
 def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> Replay:
     engine = plan["engine"]
     roles = engine["workers"]
@@ -42,7 +68,7 @@ def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> 
         raise ReplayUnsupported("agentx traffic replay is not available yet")
     role = roles["aggregated"]
     kv = role["kv_cache"]
-    for tier in ("host_offload", "g3_offload", "kvcr"):
+    for tier in ("g3_offload", "kvcr"):
         if tier in kv:
             raise ReplayUnsupported(f"`{tier}` replay is not available yet")
     geometry = plan["geometry"]["aggregated"]
@@ -60,6 +86,9 @@ def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> 
             rank_index += 1
         timing = make_timing(role, model, hardware, engine["backend"], geometry["kv_dtype"])
         workers.append(Worker(w, ranks, timing))
+    if "host_offload" in kv:
+        attach_host_pools([rank for worker in workers for rank in worker.ranks], kv["host_offload"],
+                          geometry["g2_block_bytes"])
     traffic = Traffic(plan["traffic"], _trace_rows(plan["traffic"], base_dir))
     context = engine.get("context_length")
     return Replay(workers, traffic, kv["block_size"], context if isinstance(context, int) else None,

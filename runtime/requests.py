@@ -66,7 +66,8 @@ class Request:
     __slots__ = ("spec", "keys", "arrival_ns", "rank", "num_tokens", "num_computed", "generated", "blocks",
                  "status", "reason", "first_admit_ns", "first_token_ns", "second_token_ns", "last_token_ns",
                  "terminal_ns", "gaps", "admissions", "reused_tokens", "first_reused_tokens", "committed_prefill",
-                 "max_blocks")
+                 "max_blocks", "loading", "preloaded", "host_tokens", "stored_upto", "stores_in_flight",
+                 "first_g1_tokens", "first_host_tokens")
 
     def __init__(self, spec: RequestSpec, arrival_ns: int, rank: int, block_size: int):
         self.spec = spec
@@ -89,7 +90,14 @@ class Request:
         self.reused_tokens = 0
         self.first_reused_tokens = None
         self.committed_prefill = 0  # prompt/recompute tokens computed (not reused), over all admissions
-        self.max_blocks = 0
+        self.max_blocks = 0  # leading blocks already registered in G1
+        self.loading = False  # waiting for a host->GPU restore
+        self.preloaded: list[int] = []  # G1 blocks a finished restore filled, held until admission
+        self.host_tokens = 0  # tokens of the current admission restored from G2
+        self.stored_upto = 0  # blocks before this index were offered to G2
+        self.stores_in_flight = 0
+        self.first_g1_tokens = None
+        self.first_host_tokens = None
 
     def add_token(self, at_ns: int) -> None:
         if self.first_token_ns is None:

@@ -19,9 +19,21 @@ from .requests import Request
 from .timing import PassWork
 
 
+DEFER, LOAD = -1, -2  # `_admit` outcomes besides "tokens scheduled" and 0 ("must wait for blocks")
+
+
+class Job:
+    """A copy the scheduler asks for: a G2 store (GPU->host) or restore (host->GPU) of one request's blocks."""
+
+    __slots__ = ("kind", "rank", "request", "keys", "blocks")
+
+    def __init__(self, kind: str, rank: "Rank", request: Request, keys: list, blocks: list[int]):
+        self.kind, self.rank, self.request, self.keys, self.blocks = kind, rank, request, keys, blocks
+
+
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
-                 "chunked", "state_blocks", "preemptions", "name")
+                 "chunked", "state_blocks", "preemptions", "name", "host", "jobs")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -37,6 +49,8 @@ class Rank:
         self.state_blocks = state_blocks
         self.preemptions = 0
         self.name = name
+        self.host = None  # HostPool when G2 is configured
+        self.jobs: list[Job] = []  # copies requested since the engine last looked
 
     @property
     def busy(self) -> bool:
@@ -74,11 +88,52 @@ def preempt(rank: Rank, request: Request) -> None:
     rank.preemptions += 1
 
 
+def _restore(rank: Rank, request: Request, hits: list[int], limit: int) -> int:
+    """Look the rest of the prefix up in G2; DEFER, LOAD (a restore started) or 0 (nothing to restore)."""
+    host, profile = rank.host, rank.host.profile
+    if profile.own_store_defers and request.stores_in_flight:
+        return DEFER
+    found, deferred = host.lookup(request.keys, len(hits), limit)
+    if profile.refresh_on_lookup:
+        host.refresh(request.keys[:request.spec.prompt_len // rank.block_size])
+    if deferred:
+        return DEFER
+    if not found:
+        return 0
+    if not rank.pool.can_allocate(found, hits):
+        return 0
+    rank.pool.touch(hits)
+    fresh = rank.pool.allocate(found)
+    keys = request.keys[len(hits):len(hits) + found]
+    host.start_load(keys)
+    request.blocks = hits + fresh
+    request.loading = True
+    request.host_tokens = found * rank.block_size
+    rank.jobs.append(Job("load", rank, request, keys, fresh))
+    return LOAD
+
+
+def restored(rank: Rank, job: Job) -> None:
+    """A restore finished: its blocks are G1 blocks now, held by the request until it is admitted."""
+    request = job.request
+    rank.host.loaded(job.keys)
+    first = len(request.blocks) - len(job.blocks)
+    rank.pool.register_run(request.blocks, request.keys, first, len(request.blocks))
+    request.loading = False
+    request.preloaded = request.blocks
+    request.blocks = []
+
+
 def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
-    """Try to admit the waiting head; the number of tokens scheduled, or 0 if it must wait."""
+    """Try to admit a waiting request: tokens scheduled, 0 if it must wait for blocks, DEFER or LOAD."""
     block_size = rank.block_size
     limit = (request.num_tokens - 1) // block_size  # the last known token is always recomputed
     hits = rank.pool.match(request.keys, limit)
+    if rank.host is not None and not request.preloaded:
+        outcome = _restore(rank, request, hits, limit)
+        if outcome:
+            return outcome
+        request.host_tokens = 0
     cached = len(hits) * block_size
     new = request.num_tokens - cached
     if not rank.chunked and new > budget:
@@ -88,20 +143,28 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     if not rank.pool.can_allocate(need, hits):
         return 0
     rank.pool.touch(hits)
+    if request.preloaded:  # the restore's hold passes to the admission's own reference
+        rank.pool.release(request.preloaded)
+        request.preloaded = []
     fresh = rank.pool.allocate(need)
     token_blocks = rank.blocks_for(cached + new) - len(hits)
     request.blocks = hits + fresh[:token_blocks] + fresh[token_blocks:]
     request.max_blocks = len(hits)
     request.num_computed = cached
+    request.stored_upto = len(hits)  # G1 hits and restored blocks are not offered to G2 again
     readmission = bool(request.admissions)
     prompt_reused = min(cached, request.spec.prompt_len)
+    host_reused = min(request.host_tokens, prompt_reused)
     request.admissions.append({
-        "admission_ordinal": len(request.admissions), "pool": rank.name, "at_ns": now_ns,
-        "reused_input_tokens": prompt_reused, "g1_reused_input_tokens": prompt_reused,
-        "host_reused_input_tokens": 0, "is_readmission": readmission})
+        "admission_ordinal": len(request.admissions), "pool": rank.host.name if host_reused else rank.name,
+        "at_ns": now_ns, "reused_input_tokens": prompt_reused, "g1_reused_input_tokens": prompt_reused - host_reused,
+        "host_reused_input_tokens": host_reused, "is_readmission": readmission})
+    request.host_tokens = 0
     if not readmission:
         request.first_admit_ns = now_ns
         request.first_reused_tokens = prompt_reused
+        request.first_host_tokens = host_reused
+        request.first_g1_tokens = prompt_reused - host_reused
     request.reused_tokens = max(request.reused_tokens, prompt_reused)
     request.committed_prefill += max(0, request.spec.prompt_len - cached)
     request.status = "running"
@@ -145,12 +208,19 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
         i += 1
     if not preempted:
         waiting = rank.waiting
-        while waiting and budget > 0 and len(running) < rank.max_sequences:
-            request = waiting[0]
+        position = 0
+        while position < len(waiting) and budget > 0 and len(running) < rank.max_sequences:
+            request = waiting[position]
+            if request.loading:
+                position += 1  # waits for its restore from G2, as vLLM skips requests awaiting remote KV
+                continue
             new = _admit(rank, request, budget, now_ns)
+            if new < 0:  # deferred by the G2 connector, or a restore started: look at the next one
+                position += 1
+                continue
             if not new:
                 break
-            waiting.popleft()
+            del waiting[position]
             running.append(request)
             _register(rank, request, request.num_computed + new)
             items.append((request, new))
@@ -186,6 +256,8 @@ def work_of(items: list[tuple[Request, int]]) -> PassWork:
 def finish_pass(rank: Rank, batch: Batch, end_ns: int) -> list[Request]:
     """Apply a pass's results at its end; returns the requests that finished."""
     finished = []
+    if rank.host is not None:
+        _offer_stores(rank, batch)
     for request, new in batch.items:
         computed = request.num_computed + new
         request.num_computed = computed
@@ -208,6 +280,33 @@ def finish_pass(rank: Rank, batch: Batch, end_ns: int) -> list[Request]:
     if finished:
         release_finished(rank, finished, end_ns)
     return finished
+
+
+def _offer_stores(rank: Rank, batch: Batch) -> None:
+    """Offer the blocks this pass completes to G2 (prompt blocks only, unless the connector stores decodes)."""
+    host, size = rank.host, rank.block_size
+    for request, new in batch.items:
+        computed = request.num_computed + new
+        end = computed if host.profile.store_decode_blocks else min(computed, request.spec.prompt_len)
+        upto = min(end // size, len(request.keys))
+        if upto <= request.stored_upto:
+            continue
+        keys = host.reserve(request.keys[request.stored_upto:upto])
+        if host.profile.refresh_on_lookup:
+            host.refresh(request.keys[:request.spec.prompt_len // size])
+        if keys:
+            index = {key: i for i, key in enumerate(request.keys[request.stored_upto:upto], request.stored_upto)}
+            blocks = [request.blocks[index[key]] for key in keys]
+            rank.pool.start_copy(blocks)
+            request.stores_in_flight += 1
+            rank.jobs.append(Job("store", rank, request, keys, blocks))
+        request.stored_upto = upto
+
+
+def stored(rank: Rank, job: Job) -> None:
+    rank.host.stored(job.keys)
+    rank.pool.end_copy(job.blocks)
+    job.request.stores_in_flight -= 1
 
 
 def release_finished(rank: Rank, finished: list[Request], end_ns: int) -> None:

@@ -39,6 +39,7 @@ class Link:
     seq: int = 0
     waited_ns: int = 0  # total time transfers spent beyond their solo time (bandwidth contention)
     bytes_moved: int = 0
+    version: int = 0  # bumped whenever rates change, so stale completion events can be recognised
 
     def new(self, group, size: int, payload=None) -> Transfer:
         self.seq += 1

@@ -1,0 +1,171 @@
+"""G2: a host-memory block pool that follows one of vLLM's CPU-offload connectors.
+
+A `HostPool` holds copies of full G1 blocks by key, in eviction order (first =
+evicted next).  An entry is `storing` while its GPU->host copy is in flight
+and `ready` after; it may be being loaded (host->GPU) by requests, or pinned.
+Only ready, unloaded, unpinned entries can be evicted.  What the connector
+stores, how lookups treat in-flight copies and how eviction ranks entries
+differ per connector: `ConnectorProfile` records those choices as data, and
+the few behaviours that are not a plain flag live in the functions below.
+
+A pool is either private to one DP rank (`dp_rank_local`) or shared by every
+rank of the deployment (`cluster_shared`); its two `Link`s carry the copies
+with per-rank and pool bandwidth limits.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from .transfers import Link
+
+READY, STORING = "ready", "storing"
+
+
+@dataclass(frozen=True)
+class ConnectorProfile:
+    name: str
+    store_decode_blocks: bool  # decode blocks are stored too (else prompt blocks only)
+    store_delay_passes: int  # 0: stored at the end of the pass that computed them; 1: one pass later
+    store_rest_on_finish: bool  # a finishing request offers blocks it could not store earlier
+    eviction: str  # "lru" | "lru_by_store_start" | "fifo"
+    refresh_on_lookup: bool  # lookups (and stores) make the prompt's resident blocks the newest
+    refresh_on_load_done: bool  # a completed load makes its blocks the newest
+    in_flight_store_hit: str  # "defer" | "miss"
+    loading_hit: str  # "defer" | "load"
+    own_store_defers: bool  # a request whose own store is in flight is not looked up
+    pin_before_load: bool
+    g1_copy: str  # "new_owner_waits" | "hold_until_copied"
+    preemption_waits_for: str  # "own_stores" | "all_transfers"
+
+
+PROFILES = {
+    "offloading_v0_24": ConnectorProfile(
+        "offloading_v0_24", store_decode_blocks=False, store_delay_passes=0, store_rest_on_finish=False,
+        eviction="lru", refresh_on_lookup=True, refresh_on_load_done=False, in_flight_store_hit="defer",
+        loading_hit="defer", own_store_defers=True, pin_before_load=False, g1_copy="new_owner_waits",
+        preemption_waits_for="own_stores"),
+    "offloading_v0_32": ConnectorProfile(
+        "offloading_v0_32", store_decode_blocks=False, store_delay_passes=0, store_rest_on_finish=True,
+        eviction="lru_by_store_start", refresh_on_lookup=False, refresh_on_load_done=False,
+        in_flight_store_hit="defer", loading_hit="defer", own_store_defers=True, pin_before_load=False,
+        g1_copy="new_owner_waits", preemption_waits_for="own_stores"),
+    "simple_cpu_v0_32": ConnectorProfile(
+        "simple_cpu_v0_32", store_decode_blocks=True, store_delay_passes=1, store_rest_on_finish=True,
+        eviction="fifo", refresh_on_lookup=False, refresh_on_load_done=True, in_flight_store_hit="miss",
+        loading_hit="load", own_store_defers=False, pin_before_load=True, g1_copy="hold_until_copied",
+        preemption_waits_for="all_transfers"),
+}
+
+
+class Entry:
+    __slots__ = ("state", "loading", "pinned")
+
+    def __init__(self, state: str):
+        self.state = state
+        self.loading = 0
+        self.pinned = 0
+
+
+@dataclass
+class HostPool:
+    name: str
+    scope: str
+    capacity: int
+    block_bytes: int
+    profile: ConnectorProfile
+    d2h: Link
+    h2d: Link
+    entries: OrderedDict = field(default_factory=OrderedDict)
+    stores: int = 0  # blocks whose store completed
+    restores: int = 0  # blocks loaded to G1
+    evictions: int = 0
+    dropped_stores: int = 0  # blocks that found no room
+    events: list | None = None  # (kind, keys) for KV events, when captured
+
+    # ------------------------------------------------------------------ lookups
+    def lookup(self, keys: list, start: int, limit: int) -> tuple[int, bool]:
+        """(consecutive usable hits from `start`, deferred?) under this connector's rules."""
+        entries, profile = self.entries, self.profile
+        hits = 0
+        for index in range(start, limit):
+            entry = entries.get(keys[index])
+            if entry is None:
+                break
+            if entry.state == STORING:
+                if profile.in_flight_store_hit == "defer":
+                    return hits, True
+                break
+            if entry.loading and profile.loading_hit == "defer":
+                return hits, True
+            hits += 1
+        return hits, False
+
+    def refresh(self, keys: list) -> None:
+        """Make the prompt's resident blocks the newest, its first block newest of all."""
+        entries = self.entries
+        for key in reversed(keys):
+            if key in entries:
+                entries.move_to_end(key)
+
+    # ------------------------------------------------------------------ stores
+    def reserve(self, keys: list) -> list:
+        """Admit new keys as `storing`, evicting to make room; returns the keys that got a slot."""
+        entries = self.entries
+        accepted = []
+        for key in keys:
+            if key in entries:
+                continue
+            if len(entries) >= self.capacity and not self._evict_one():
+                self.dropped_stores += 1
+                continue
+            entries[key] = Entry(STORING)
+            accepted.append(key)
+        return accepted
+
+    def _evict_one(self) -> bool:
+        for key, entry in self.entries.items():
+            if entry.state == READY and not entry.loading and not entry.pinned:
+                del self.entries[key]
+                self.evictions += 1
+                if self.events is not None:
+                    self.events.append(("Removed", [key]))
+                return True
+        return False
+
+    def stored(self, keys: list) -> None:
+        entries = self.entries
+        done = []
+        for key in keys:
+            entry = entries.get(key)
+            if entry is not None and entry.state == STORING:
+                entry.state = READY
+                if self.profile.eviction == "fifo":
+                    entries.move_to_end(key)  # FIFO by store completion
+                done.append(key)
+        self.stores += len(done)
+        if self.events is not None and done:
+            self.events.append(("Stored", done))
+
+    # ------------------------------------------------------------------ loads
+    def start_load(self, keys: list) -> None:
+        for key in keys:
+            self.entries[key].loading += 1
+
+    def loaded(self, keys: list) -> None:
+        entries = self.entries
+        for key in keys:
+            entry = entries.get(key)
+            if entry is not None:
+                entry.loading -= 1
+                if self.profile.refresh_on_load_done:
+                    entries.move_to_end(key)
+        self.restores += len(keys)
+
+    def summary(self) -> dict:
+        return {"scope": self.scope, "capacity_blocks": self.capacity, "block_bytes": self.block_bytes,
+                "resident_blocks": len(self.entries), "stores": self.stores, "restores": self.restores,
+                "evictions": self.evictions, "dropped_stores": self.dropped_stores,
+                "d2h_bytes": self.d2h.bytes_moved, "h2d_bytes": self.h2d.bytes_moved,
+                "d2h_bandwidth_wait_ms": self.d2h.waited_ns / 1e6,
+                "h2d_bandwidth_wait_ms": self.h2d.waited_ns / 1e6, "connector": self.profile.name}
