@@ -25,6 +25,8 @@ def add_arguments(p) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace outputs already in --output-dir")
     p.add_argument("--format", choices=("table", "json"), default="table", help="what stdout shows")
     p.add_argument("--capture-per-request", action="store_true", help="also write requests.jsonl")
+    p.add_argument("--capture-kv-events", action="store_true",
+                   help="also write kv-events.jsonl (Stored/Removed block events per DP rank)")
     p.add_argument("--single-step", action="store_true", help="advance one scheduler pass at a time (checking)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
 
@@ -63,6 +65,7 @@ def run(args) -> int:
     except CompileError as error:
         sys.stderr.write(report.text_report([type(result)(args.config, diagnostics=error.diagnostics)]))
         return EXIT_CONFIG
+    kv_log = replay.capture_kv_events() if args.capture_kv_events else None
     progress = None
     if sys.stderr.isatty() and not args.no_progress:
         progress = Progress(replay.traffic.request_limit)
@@ -81,7 +84,9 @@ def run(args) -> int:
     prediction = {"summary": summary, "kvreplay_plan_version": plan["kvreplay_plan"]}
     records = [metrics.request_record(r) for r in replay.requests] if args.capture_per_request else None
     try:
-        outputs.write(Path(args.output_dir), prediction, records, args.overwrite)
+        outputs.write(Path(args.output_dir), prediction,
+                      {"requests.jsonl": records, "kv-events.jsonl": kv_log.records if kv_log else None},
+                      args.overwrite)
     except outputs.OutputExists as error:
         sys.stderr.write(f"kvreplay: {error}\n")
         return EXIT_CONFIG

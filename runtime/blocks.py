@@ -44,7 +44,10 @@ def block_hash(tokens: array) -> int:
 
 
 def sequence_hash(parent: int | None, block: int) -> int:
-    payload = (parent or 0).to_bytes(8, "little") + block.to_bytes(8, "little")
+    """The chain's hash after `block`; the first block's sequence hash is its block hash, as in Dynamo."""
+    if parent is None:
+        return block
+    payload = parent.to_bytes(8, "little") + block.to_bytes(8, "little")
     return _HASH(payload, SEED)
 
 

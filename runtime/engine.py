@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from sortedcontainers import SortedList
 
 from . import macro
+from .kv_events import KvEventLog
 from .requests import Request, RequestSpec
 from .scheduler import Rank, finish_pass, restored, schedule, stored
 from .timing import Timing
@@ -51,6 +52,23 @@ class Replay:
     placed: int = 0
     stopped_at: int | None = None
     on_progress: object = None
+    kv_log: KvEventLog | None = None  # set by `capture_kv_events`
+
+    def capture_kv_events(self) -> KvEventLog:
+        """Record Stored/Removed events; each event carries its own time, so passes run one at a time."""
+        self.kv_log = KvEventLog(self.block_size)
+        self.single_step = True
+        for rank in self.ranks():
+            rank.pool.events = []
+            if rank.host is not None:
+                rank.host.events = []
+        return self.kv_log
+
+    def _drain(self, rank: Rank, now: int) -> None:
+        if self.kv_log is not None:
+            self.kv_log.add(now, rank.index, rank.pool.events)
+            if rank.host is not None:
+                self.kv_log.add(now, rank.index, rank.host.events, tier="host_pinned")
 
     # ------------------------------------------------------------------ queue
     def push(self, time_ns: int, kind: int, payload) -> None:
@@ -77,6 +95,8 @@ class Replay:
         rank = self._place()
         request = Request(spec, now, rank.index, self.block_size)
         self.requests.append(request)
+        if self.kv_log is not None:
+            self.kv_log.learn(request)
         reason = self._never_fits(rank, spec)
         if reason:
             request.status, request.reason, request.terminal_ns = "rejected", reason, now
@@ -88,11 +108,16 @@ class Replay:
         total = spec.prompt_len + spec.output_len
         if self.context_limit is not None and total > self.context_limit:
             return f"prompt plus output ({total} tokens) exceeds context_length {self.context_limit}"
+        prompt_blocks = rank.blocks_for(spec.prompt_len) + rank.state_blocks
+        if prompt_blocks > rank.pool.capacity:
+            return f"the prompt needs {prompt_blocks} G1 blocks but the rank holds {rank.pool.capacity}"
         needed = rank.blocks_for(total) + rank.state_blocks
         if needed > rank.pool.capacity:
-            what = "prompt" if rank.blocks_for(spec.prompt_len) + rank.state_blocks > rank.pool.capacity \
-                else "prompt plus output"
-            return f"{what} needs {needed} G1 blocks but the rank holds {rank.pool.capacity}"
+            return f"prompt plus output need {needed} G1 blocks but the rank holds {rank.pool.capacity}"
+        if not rank.chunked and total - 1 > rank.max_batched:
+            # without chunking a prefill (or the recompute after a preemption) must fit one pass
+            return (f"prompt plus output ({total} tokens) exceed max_batched_tokens {rank.max_batched} with "
+                    "chunked prefill disabled")
         return ""
 
     def _ended(self, request: Request, now: int, completed: bool) -> None:
@@ -101,7 +126,10 @@ class Replay:
 
     # ------------------------------------------------------------------ passes
     def _start_pass(self, worker: Worker, now: int) -> None:
-        batches = [schedule(rank, now) for rank in worker.ranks]
+        batches = []
+        for rank in worker.ranks:
+            batches.append(schedule(rank, now))
+            self._drain(rank, now)
         self._start_jobs(worker, now)
         if not any(batches):
             return
@@ -134,6 +162,7 @@ class Replay:
                 continue
             for request in finish_pass(rank, batch, now):
                 self._ended(request, now, completed=True)
+            self._drain(rank, now)
         self._start_jobs(worker, now)
 
     # ------------------------------------------------------------------ G2 copies
@@ -170,6 +199,8 @@ class Replay:
             restored(job.rank, job)
         else:
             stored(job.rank, job)
+        self._drain(job.rank, now)
+        if job.kind != "load":
             worker = self.workers[job.rank.worker]
             if worker.blocked and not any(rank.pool.awaited for rank in worker.ranks):
                 self._run_pass(worker, worker.batches, now)

@@ -18,7 +18,7 @@ from collections import OrderedDict
 
 
 class BlockPool:
-    __slots__ = ("capacity", "caching", "cached", "free", "ref", "key_of", "created", "evicted_keys", "evictions",
+    __slots__ = ("capacity", "caching", "cached", "free", "ref", "key_of", "created", "events", "evictions",
                  "copying", "awaited")
 
     def __init__(self, capacity: int, caching: bool = True):
@@ -29,7 +29,7 @@ class BlockPool:
         self.ref: list[int] = []
         self.key_of: list[int | None] = []
         self.created = 0
-        self.evicted_keys: list[int] | None = None  # set to a list to record evictions (KV events)
+        self.events: list | None = None  # set to a list to record ("Stored" | "Removed", keys) for KV events
         self.evictions = 0
         self.copying: dict[int, int] = {}  # block -> GPU->host copies still reading it
         self.awaited: set[int] = set()  # copying blocks handed to a new owner, who must wait for the copy
@@ -92,8 +92,8 @@ class BlockPool:
                 key_of[block] = None
                 ref[block] = 1
             self.evictions += len(evicted)
-            if self.evicted_keys is not None:
-                self.evicted_keys.extend(evicted)
+            if self.events is not None and evicted:
+                self.events.append(("Removed", evicted))
             if self.copying:
                 self.awaited.update(b for b in taken if b in self.copying)
             out.extend(taken)
@@ -119,12 +119,17 @@ class BlockPool:
         if not self.caching:
             return
         cached, key_of = self.cached, self.key_of
+        stored = [] if self.events is not None else None
         for index in range(start, stop):
             key = keys[index]
             if key not in cached:
                 block = blocks[index]
                 cached[key] = block
                 key_of[block] = key
+                if stored is not None:
+                    stored.append(key)
+        if stored:
+            self.events.append(("Stored", stored))
 
     def release(self, blocks: list[int]) -> None:
         """Drop one reference from each block; freed ones join the queue tail last block first,

@@ -40,15 +40,17 @@ class OutputExists(FileExistsError):
     pass
 
 
-def write(directory: Path, prediction: dict, records: list[dict] | None, overwrite: bool) -> list[Path]:
-    targets = [directory / "prediction.json"] + ([directory / "requests.jsonl"] if records is not None else [])
+def write(directory: Path, prediction: dict, line_files: dict[str, list[dict] | None], overwrite: bool) -> list[Path]:
+    """prediction.json, plus one JSON-lines file per entry of `line_files` that is not None."""
+    contents = {"prediction.json": canonical(prediction)}
+    contents.update({name: jsonl(records) for name, records in line_files.items() if records is not None})
+    targets = [directory / name for name in contents]
     clobbered = [t for t in targets if t.exists()]
     if clobbered and not overwrite:
         raise OutputExists(f"{clobbered[0]} exists; pass --overwrite or choose another --output-dir")
     directory.mkdir(parents=True, exist_ok=True)
-    targets[0].write_bytes(canonical(prediction))
-    if records is not None:
-        targets[1].write_bytes(jsonl(records))
+    for target, data in zip(targets, contents.values()):
+        target.write_bytes(data)
     return targets
 
 
