@@ -21,7 +21,8 @@ from sortedcontainers import SortedList
 from . import macro
 from .kv_events import KvEventLog
 from .requests import Request, RequestSpec
-from .scheduler import Rank, finish_pass, restored, schedule, stored
+from .offload import blocked, restored, stored
+from .scheduler import Rank, finish_pass, schedule
 from .timing import Timing
 from .traffic import Traffic
 
@@ -133,7 +134,7 @@ class Replay:
         self._start_jobs(worker, now)
         if not any(batches):
             return
-        if any(rank.pool.awaited for rank in worker.ranks):
+        if any(blocked(rank) for rank in worker.ranks):
             worker.batches, worker.blocked = batches, True  # runs when the copies it waits for are done
             return
         self._run_pass(worker, batches, now)
@@ -171,6 +172,7 @@ class Replay:
             if not rank.jobs:
                 continue
             for job in rank.jobs:
+                rank.transfers_in_flight += 1
                 link = rank.host.h2d if job.kind == "load" else rank.host.d2h
                 transfer = link.new(rank.index, len(job.keys) * rank.host.block_bytes, job)
                 if link.latency_ns:
@@ -195,15 +197,15 @@ class Replay:
         _, transfer = link.next_done()
         link.finish(transfer, now)
         job = transfer.payload
+        job.rank.transfers_in_flight -= 1
         if job.kind == "load":
             restored(job.rank, job)
         else:
             stored(job.rank, job)
         self._drain(job.rank, now)
-        if job.kind != "load":
-            worker = self.workers[job.rank.worker]
-            if worker.blocked and not any(rank.pool.awaited for rank in worker.ranks):
-                self._run_pass(worker, worker.batches, now)
+        worker = self.workers[job.rank.worker]
+        if worker.blocked and not any(blocked(rank) for rank in worker.ranks):
+            self._run_pass(worker, worker.batches, now)
         self._schedule_next_done(link)
 
     # ------------------------------------------------------------------ loop

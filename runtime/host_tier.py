@@ -82,6 +82,7 @@ class HostPool:
     evictions: int = 0
     dropped_stores: int = 0  # blocks that found no room
     events: list | None = None  # (kind, keys) for KV events, when captured
+    last_reserve_short: bool = False  # the last `reserve` ran out of room
 
     # ------------------------------------------------------------------ lookups
     def lookup(self, keys: list, start: int, limit: int) -> tuple[int, bool]:
@@ -110,18 +111,38 @@ class HostPool:
 
     # ------------------------------------------------------------------ stores
     def reserve(self, keys: list) -> list:
-        """Admit new keys as `storing`, evicting to make room; returns the keys that got a slot."""
+        """Admit new keys as `storing`, evicting to make room; returns the keys that got a slot.
+
+        A connector that stores one pass late stops at the first key without room (it retries next pass);
+        the others drop that block and go on."""
         entries = self.entries
         accepted = []
+        self.last_reserve_short = False
         for key in keys:
             if key in entries:
                 continue
             if len(entries) >= self.capacity and not self._evict_one():
+                self.last_reserve_short = True
+                if self.profile.store_delay_passes:
+                    break
                 self.dropped_stores += 1
                 continue
             entries[key] = Entry(STORING)
             accepted.append(key)
         return accepted
+
+    def pin(self, keys: list) -> None:
+        for key in keys:
+            self.entries[key].pinned += 1
+
+    def unpin(self, keys: list) -> None:
+        """Drop a lookup pin; the blocks become the newest (simple_cpu)."""
+        entries = self.entries
+        for key in keys:
+            entry = entries.get(key)
+            if entry is not None:
+                entry.pinned -= 1
+                entries.move_to_end(key)
 
     def _evict_one(self) -> bool:
         for key, entry in self.entries.items():

@@ -30,8 +30,10 @@ class Macro:
 
 def eligible(ranks: list[Rank], batches: list[Batch | None]) -> bool:
     for rank, batch in zip(ranks, batches):
-        if rank.waiting or (batch is None and rank.running) or rank.pool.copying:
+        if rank.waiting or (batch is None and rank.running) or rank.pool.copying or rank.transfers_in_flight:
             return False
+        if rank.host is not None and (rank.host.profile.store_rest_on_finish or rank.host.profile.store_delay_passes):
+            return False  # those connectors store at every pass or at completions
         if batch is not None and (batch.work.prefill_chunks or len(batch.items) != len(rank.running)):
             return False
     return any(batch is not None for batch in batches)

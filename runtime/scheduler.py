@@ -14,26 +14,16 @@ from __future__ import annotations
 
 from collections import deque
 
+from . import offload
 from .g1 import BlockPool
+from .offload import Job
 from .requests import Request
 from .timing import PassWork
 
 
-DEFER, LOAD = -1, -2  # `_admit` outcomes besides "tokens scheduled" and 0 ("must wait for blocks")
-
-
-class Job:
-    """A copy the scheduler asks for: a G2 store (GPU->host) or restore (host->GPU) of one request's blocks."""
-
-    __slots__ = ("kind", "rank", "request", "keys", "blocks")
-
-    def __init__(self, kind: str, rank: "Rank", request: Request, keys: list, blocks: list[int]):
-        self.kind, self.rank, self.request, self.keys, self.blocks = kind, rank, request, keys, blocks
-
-
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
-                 "chunked", "state_blocks", "preemptions", "name", "host", "jobs")
+                 "chunked", "state_blocks", "preemptions", "name", "host", "jobs", "waits", "transfers_in_flight")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -51,6 +41,8 @@ class Rank:
         self.name = name
         self.host = None  # HostPool when G2 is configured
         self.jobs: list[Job] = []  # copies requested since the engine last looked
+        self.waits: list = []  # what its next pass waits for after a preemption (see offload.preemption_wait)
+        self.transfers_in_flight = 0
 
     @property
     def busy(self) -> bool:
@@ -79,49 +71,13 @@ def _register(rank: Rank, request: Request, tokens: int) -> None:
 
 
 def preempt(rank: Rank, request: Request) -> None:
-    rank.pool.release(request.blocks)
-    request.blocks = []
+    offload.preemption_wait(rank, request)
+    offload.release(rank, request)
     request.max_blocks = 0
     request.num_computed = 0
     request.status = "waiting"
     rank.waiting.appendleft(request)
     rank.preemptions += 1
-
-
-def _restore(rank: Rank, request: Request, hits: list[int], limit: int) -> int:
-    """Look the rest of the prefix up in G2; DEFER, LOAD (a restore started) or 0 (nothing to restore)."""
-    host, profile = rank.host, rank.host.profile
-    if profile.own_store_defers and request.stores_in_flight:
-        return DEFER
-    found, deferred = host.lookup(request.keys, len(hits), limit)
-    if profile.refresh_on_lookup:
-        host.refresh(request.keys[:request.spec.prompt_len // rank.block_size])
-    if deferred:
-        return DEFER
-    if not found:
-        return 0
-    if not rank.pool.can_allocate(found, hits):
-        return 0
-    rank.pool.touch(hits)
-    fresh = rank.pool.allocate(found)
-    keys = request.keys[len(hits):len(hits) + found]
-    host.start_load(keys)
-    request.blocks = hits + fresh
-    request.loading = True
-    request.host_tokens = found * rank.block_size
-    rank.jobs.append(Job("load", rank, request, keys, fresh))
-    return LOAD
-
-
-def restored(rank: Rank, job: Job) -> None:
-    """A restore finished: its blocks are G1 blocks now, held by the request until it is admitted."""
-    request = job.request
-    rank.host.loaded(job.keys)
-    first = len(request.blocks) - len(job.blocks)
-    rank.pool.register_run(request.blocks, request.keys, first, len(request.blocks))
-    request.loading = False
-    request.preloaded = request.blocks
-    request.blocks = []
 
 
 def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
@@ -130,7 +86,7 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     limit = (request.num_tokens - 1) // block_size  # the last known token is always recomputed
     hits = rank.pool.match(request.keys, limit)
     if rank.host is not None and not request.preloaded:
-        outcome = _restore(rank, request, hits, limit)
+        outcome = offload.restore(rank, request, hits, limit)
         if outcome:
             return outcome
         request.host_tokens = 0
@@ -215,7 +171,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
                 position += 1  # waits for its restore from G2, as vLLM skips requests awaiting remote KV
                 continue
             new = _admit(rank, request, budget, now_ns)
-            if new < 0:  # deferred by the G2 connector, or a restore started: look at the next one
+            if new < 0:  # offload.DEFER or offload.LOAD: this one waits for G2, look at the next one
                 position += 1
                 continue
             if not new:
@@ -257,7 +213,7 @@ def finish_pass(rank: Rank, batch: Batch, end_ns: int) -> list[Request]:
     """Apply a pass's results at its end; returns the requests that finished."""
     finished = []
     if rank.host is not None:
-        _offer_stores(rank, batch)
+        offload.offer_after_pass(rank, batch)
     for request, new in batch.items:
         computed = request.num_computed + new
         request.num_computed = computed
@@ -282,38 +238,12 @@ def finish_pass(rank: Rank, batch: Batch, end_ns: int) -> list[Request]:
     return finished
 
 
-def _offer_stores(rank: Rank, batch: Batch) -> None:
-    """Offer the blocks this pass completes to G2 (prompt blocks only, unless the connector stores decodes)."""
-    host, size = rank.host, rank.block_size
-    for request, new in batch.items:
-        computed = request.num_computed + new
-        end = computed if host.profile.store_decode_blocks else min(computed, request.spec.prompt_len)
-        upto = min(end // size, len(request.keys))
-        if upto <= request.stored_upto:
-            continue
-        keys = host.reserve(request.keys[request.stored_upto:upto])
-        if host.profile.refresh_on_lookup:
-            host.refresh(request.keys[:request.spec.prompt_len // size])
-        if keys:
-            index = {key: i for i, key in enumerate(request.keys[request.stored_upto:upto], request.stored_upto)}
-            blocks = [request.blocks[index[key]] for key in keys]
-            rank.pool.start_copy(blocks)
-            request.stores_in_flight += 1
-            rank.jobs.append(Job("store", rank, request, keys, blocks))
-        request.stored_upto = upto
-
-
-def stored(rank: Rank, job: Job) -> None:
-    rank.host.stored(job.keys)
-    rank.pool.end_copy(job.blocks)
-    job.request.stores_in_flight -= 1
-
-
 def release_finished(rank: Rank, finished: list[Request], end_ns: int) -> None:
     done = set(map(id, finished))
     rank.running = [r for r in rank.running if id(r) not in done]
     for request in finished:
-        rank.pool.release(request.blocks)
-        request.blocks = []
+        if rank.host is not None:
+            offload.offer_on_finish(rank, request)
+        offload.release(rank, request)
         request.status = "completed"
         request.terminal_ns = end_ns

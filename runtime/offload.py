@@ -1,0 +1,181 @@
+"""How a rank's scheduler talks to its G2 pool: lookups and restores, stores, and their waits.
+
+Everything here depends on the connector profile (`host_tier.PROFILES`); the
+scheduler calls these functions only when the rank has a host pool.
+
+- Admission: after the G1 prefix, the rest of the prompt is looked up in G2.
+  A usable hit starts a restore into freshly allocated G1 blocks and the
+  request waits for it (restore time adds to TTFT); the connector may instead
+  defer the request (a hit still being stored, a hit another request is
+  loading, the request's own store in flight).
+- Stores: blocks are offered to G2 as they are computed (or one pass later),
+  G1 blocks stay "copying" until the copy lands, and a new owner of such a
+  block waits for it (or, for simple_cpu, the block is held until copied).
+- Preemption waits for the victim's stores (or, for simple_cpu, for every
+  transfer of the rank).
+"""
+from __future__ import annotations
+
+from .requests import Request
+
+DEFER, LOAD = -1, -2  # `restore` outcomes besides 0 (nothing to restore)
+
+
+class Job:
+    """A copy asked of the engine: a G2 store (GPU->host) or restore (host->GPU) of one request's blocks."""
+
+    __slots__ = ("kind", "rank", "request", "keys", "blocks", "hold")
+
+    def __init__(self, kind: str, rank, request: Request, keys: list, blocks: list[int], hold: bool = False):
+        self.kind, self.rank, self.request, self.keys, self.blocks, self.hold = kind, rank, request, keys, blocks, hold
+
+
+# ---------------------------------------------------------------------------------------------- restores
+
+def restore(rank, request: Request, hits: list[int], limit: int) -> int:
+    host, profile = rank.host, rank.host.profile
+    if profile.own_store_defers and request.stores_in_flight:
+        return DEFER
+    if request.pins:  # simple_cpu: a new lookup drops the old pin, which makes those blocks the newest
+        host.unpin(request.pins)
+        request.pins = []
+    if profile.name == "simple_cpu_v0_32" and request.admissions:
+        limit = min(limit, request.spec.prompt_len // rank.block_size)  # after preemption: prompt blocks only
+    found, deferred = host.lookup(request.keys, len(hits), limit)
+    if profile.refresh_on_lookup:
+        host.refresh(request.keys[:request.spec.prompt_len // rank.block_size])
+    if deferred:
+        return DEFER
+    if not found:
+        return 0
+    keys = request.keys[len(hits):len(hits) + found]
+    if not rank.pool.can_allocate(found, hits):
+        if profile.pin_before_load:
+            host.pin(keys)
+            request.pins = keys
+        return 0
+    rank.pool.touch(hits)
+    fresh = rank.pool.allocate(found)
+    host.start_load(keys)
+    request.blocks = hits + fresh
+    request.loading = True
+    request.host_tokens = found * rank.block_size
+    rank.jobs.append(Job("load", rank, request, keys, fresh))
+    return LOAD
+
+
+def restored(rank, job: Job) -> None:
+    """A restore finished: its blocks are G1 blocks now, held by the request until it is admitted."""
+    request = job.request
+    rank.host.loaded(job.keys)
+    first = len(request.blocks) - len(job.blocks)
+    rank.pool.register_run(request.blocks, request.keys, first, len(request.blocks))
+    request.loading = False
+    request.preloaded = request.blocks
+    request.blocks = []
+
+
+# ---------------------------------------------------------------------------------------------- stores
+
+def offer(rank, request: Request, upto: int, hold: bool = False) -> None:
+    """Offer keys[stored_upto:upto] to G2 and start one store for those that get a slot."""
+    host = rank.host
+    start = request.stored_upto
+    if upto <= start:
+        return
+    offered = request.keys[start:upto]
+    accepted = host.reserve(offered)
+    if host.profile.refresh_on_lookup:  # a store makes the prompt's resident blocks the newest
+        host.refresh(request.keys[:request.spec.prompt_len // rank.block_size])
+    waits_for_room = host.profile.store_delay_passes and host.last_reserve_short
+    if accepted:
+        position = {key: i for i, key in enumerate(offered, start)}
+        blocks = [request.blocks[position[key]] for key in accepted]
+        _start_store(rank, request, accepted, blocks, hold)
+    if waits_for_room:  # simple_cpu: what did not fit is offered again next pass
+        request.stored_upto = start + next(i for i, key in enumerate(offered) if key not in host.entries)
+    else:
+        request.unstored.extend(k for k in offered if k not in host.entries)
+        request.stored_upto = upto
+
+
+def offer_after_pass(rank, batch) -> None:
+    """Stores at the end of a pass (`batch` before its tokens are counted)."""
+    host, size = rank.host, rank.block_size
+    profile = host.profile
+    for request, new in batch.items:
+        if profile.store_delay_passes:  # what was computed before this pass: one pass after it was computed
+            end = request.num_computed
+        else:
+            end = request.num_computed + new
+            if not profile.store_decode_blocks:
+                end = min(end, request.spec.prompt_len)
+        offer(rank, request, min(end // size, len(request.keys)))
+
+
+def offer_on_finish(rank, request: Request) -> None:
+    """A finishing request offers what it could not store earlier (v0.32 connectors)."""
+    host, profile, size = rank.host, rank.host.profile, rank.block_size
+    if not profile.store_rest_on_finish:
+        return
+    if profile.store_decode_blocks:
+        offer(rank, request, min(request.num_computed // size, len(request.keys)), hold=True)
+        return
+    unstored, request.unstored = request.unstored, []
+    retry = [k for k in unstored if k not in host.entries]
+    accepted = host.reserve(retry)
+    if accepted:
+        position = {key: i for i, key in enumerate(request.keys)}
+        blocks = [request.blocks[position[key]] for key in accepted]
+        _start_store(rank, request, accepted, blocks)
+    # re-rank every block it stored, offered or loaded, its first block newest
+    host.refresh(request.keys[:min(request.stored_upto, request.spec.prompt_len // size)])
+
+
+def _start_store(rank, request: Request, keys: list, blocks: list[int], hold: bool = False) -> None:
+    rank.pool.start_copy(blocks)
+    request.stores_in_flight += 1
+    job = Job("store", rank, request, keys, blocks, hold)
+    request.store_jobs.append(job)
+    rank.jobs.append(job)
+
+
+def stored(rank, job: Job) -> None:
+    rank.host.stored(job.keys)
+    rank.pool.end_copy(job.blocks)
+    job.request.stores_in_flight -= 1
+    job.request.store_jobs.remove(job)
+    if job.hold:  # simple_cpu: blocks held for the copy are freed now, first block first
+        rank.pool.release(list(reversed(job.blocks)))
+
+
+def release(rank, request: Request) -> None:
+    """Free a finished or preempted request's G1 blocks; simple_cpu holds those still being copied."""
+    blocks = request.blocks
+    if rank.host is not None and rank.host.profile.g1_copy == "hold_until_copied" and request.store_jobs:
+        held = set()
+        for job in request.store_jobs:
+            job.hold = True
+            held.update(job.blocks)
+        blocks = [b for b in blocks if b not in held]
+    rank.pool.release(blocks)
+    request.blocks = []
+
+
+def preemption_wait(rank, victim: Request) -> None:
+    """The next pass waits for the victim's stores (or, for simple_cpu, every transfer of the rank)."""
+    if rank.host is None:
+        return
+    if rank.host.profile.preemption_waits_for == "all_transfers":
+        rank.waits.append(("rank", rank))
+    elif victim.stores_in_flight:
+        rank.waits.append(("stores", victim))
+
+
+def blocked(rank) -> bool:
+    """Does a pass of this rank have to wait for copies?"""
+    if rank.pool.awaited:
+        return True
+    rank.waits = [w for w in rank.waits if (w[1].transfers_in_flight if w[0] == "rank" else
+                                             w[1].stores_in_flight)]
+    return bool(rank.waits)
