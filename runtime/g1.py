@@ -31,7 +31,7 @@ class BlockPool:
         self.created = 0
         self.events: list | None = None  # set to a list to record ("Stored" | "Removed", keys) for KV events
         self.evictions = 0
-        self.copying: dict[int, int] = {}  # block -> GPU->host copies still reading it
+        self.copying: set[int] = set()  # blocks a GPU->host copy still reads (one copy per block at a time)
         self.awaited: set[int] = set()  # copying blocks handed to a new owner, who must wait for the copy
 
     # ------------------------------------------------------------------ queries
@@ -95,24 +95,17 @@ class BlockPool:
             if self.events is not None and evicted:
                 self.events.append(("Removed", evicted))
             if self.copying:
-                self.awaited.update(b for b in taken if b in self.copying)
+                self.awaited |= self.copying.intersection(taken)
             out.extend(taken)
         return out
 
     def start_copy(self, blocks: list[int]) -> None:
-        copying = self.copying
-        for b in blocks:
-            copying[b] = copying.get(b, 0) + 1
+        self.copying.update(blocks)
 
     def end_copy(self, blocks: list[int]) -> None:
-        copying = self.copying
-        for b in blocks:
-            left = copying[b] - 1
-            if left:
-                copying[b] = left
-            else:
-                del copying[b]
-                self.awaited.discard(b)
+        self.copying.difference_update(blocks)
+        if self.awaited:
+            self.awaited.difference_update(blocks)
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int) -> None:
         """Make blocks[start:stop] discoverable by keys[start:stop]; a key already cached keeps its block."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from .transfers import Link
 
-READY, STORING = "ready", "storing"
+READY, STORING = 0, 1
 
 
 @dataclass(frozen=True)
@@ -58,15 +58,6 @@ PROFILES = {
 }
 
 
-class Entry:
-    __slots__ = ("state", "loading", "pinned")
-
-    def __init__(self, state: str):
-        self.state = state
-        self.loading = 0
-        self.pinned = 0
-
-
 @dataclass
 class HostPool:
     name: str
@@ -76,111 +67,134 @@ class HostPool:
     profile: ConnectorProfile
     d2h: Link
     h2d: Link
-    entries: OrderedDict = field(default_factory=OrderedDict)
+    entries: OrderedDict = field(default_factory=OrderedDict)  # key -> READY | STORING, eviction order
+    loading: dict = field(default_factory=dict)  # key -> restores in flight reading it
+    pinned: dict = field(default_factory=dict)  # key -> lookup pins
     stores: int = 0  # blocks whose store completed
     restores: int = 0  # blocks loaded to G1
     evictions: int = 0
     dropped_stores: int = 0  # blocks that found no room
     events: list | None = None  # (kind, keys) for KV events, when captured
     last_reserve_short: bool = False  # the last `reserve` ran out of room
+    version: int = 0  # bumped by every change of contents, states or order (lets a repeated lookup be skipped)
 
     # ------------------------------------------------------------------ lookups
     def lookup(self, keys: list, start: int, limit: int) -> tuple[int, bool]:
         """(consecutive usable hits from `start`, deferred?) under this connector's rules."""
-        entries, profile = self.entries, self.profile
+        entries, loading, profile = self.entries, self.loading, self.profile
         hits = 0
         for index in range(start, limit):
-            entry = entries.get(keys[index])
-            if entry is None:
+            key = keys[index]
+            state = entries.get(key)
+            if state is None:
                 break
-            if entry.state == STORING:
+            if state == STORING:
                 if profile.in_flight_store_hit == "defer":
                     return hits, True
                 break
-            if entry.loading and profile.loading_hit == "defer":
+            if key in loading and profile.loading_hit == "defer":
                 return hits, True
             hits += 1
         return hits, False
 
     def refresh(self, keys: list) -> None:
         """Make the prompt's resident blocks the newest, its first block newest of all."""
-        entries = self.entries
+        self.version += 1
+        move = self.entries.move_to_end
         for key in reversed(keys):
-            if key in entries:
-                entries.move_to_end(key)
+            try:
+                move(key)
+            except KeyError:
+                pass
 
     # ------------------------------------------------------------------ stores
     def reserve(self, keys: list) -> list:
         """Admit new keys as `storing`, evicting to make room; returns the keys that got a slot.
 
         A connector that stores one pass late stops at the first key without room (it retries next pass);
-        the others drop that block and go on."""
+        the others drop what finds no room."""
         entries = self.entries
-        accepted = []
+        new = [k for k in dict.fromkeys(keys) if k not in entries]
         self.last_reserve_short = False
-        for key in keys:
-            if key in entries:
-                continue
-            if len(entries) >= self.capacity and not self._evict_one():
+        room = self.capacity - len(entries)
+        if len(new) > room:
+            room += self._evict(len(new) - room)
+            if len(new) > room:
                 self.last_reserve_short = True
-                if self.profile.store_delay_passes:
+                if not self.profile.store_delay_passes:
+                    self.dropped_stores += len(new) - room
+                new = new[:max(room, 0)]
+        entries.update(dict.fromkeys(new, STORING))
+        self.version += 1
+        return new
+
+    def _evict(self, wanted: int) -> int:
+        """Evict up to `wanted` ready blocks that no restore reads and no lookup pins, oldest first."""
+        loading, pinned = self.loading, self.pinned
+        victims = []
+        for key, state in self.entries.items():
+            if state == READY and key not in loading and key not in pinned:
+                victims.append(key)
+                if len(victims) == wanted:
                     break
-                self.dropped_stores += 1
-                continue
-            entries[key] = Entry(STORING)
-            accepted.append(key)
-        return accepted
+        self.version += 1
+        entries = self.entries
+        for key in victims:
+            del entries[key]
+        self.evictions += len(victims)
+        if self.events is not None and victims:
+            self.events.append(("Removed", victims))
+        return len(victims)
 
     def pin(self, keys: list) -> None:
+        self.version += 1
+        pinned = self.pinned
         for key in keys:
-            self.entries[key].pinned += 1
+            pinned[key] = pinned.get(key, 0) + 1
 
     def unpin(self, keys: list) -> None:
         """Drop a lookup pin; the blocks become the newest (simple_cpu)."""
-        entries = self.entries
+        self.version += 1
+        pinned, entries = self.pinned, self.entries
         for key in keys:
-            entry = entries.get(key)
-            if entry is not None:
-                entry.pinned -= 1
+            left = pinned.get(key, 0) - 1
+            if left > 0:
+                pinned[key] = left
+            else:
+                pinned.pop(key, None)
+            if key in entries:
                 entries.move_to_end(key)
 
-    def _evict_one(self) -> bool:
-        for key, entry in self.entries.items():
-            if entry.state == READY and not entry.loading and not entry.pinned:
-                del self.entries[key]
-                self.evictions += 1
-                if self.events is not None:
-                    self.events.append(("Removed", [key]))
-                return True
-        return False
-
     def stored(self, keys: list) -> None:
+        """The copies of `keys` landed (storing entries are never evicted, so all are still here)."""
+        self.version += 1
         entries = self.entries
-        done = []
-        for key in keys:
-            entry = entries.get(key)
-            if entry is not None and entry.state == STORING:
-                entry.state = READY
-                if self.profile.eviction == "fifo":
-                    entries.move_to_end(key)  # FIFO by store completion
-                done.append(key)
-        self.stores += len(done)
-        if self.events is not None and done:
-            self.events.append(("Stored", done))
+        entries.update(dict.fromkeys(keys, READY))
+        if self.profile.eviction == "fifo":  # first in, first out by store completion
+            for key in keys:
+                entries.move_to_end(key)
+        self.stores += len(keys)
+        if self.events is not None and keys:
+            self.events.append(("Stored", list(keys)))
 
     # ------------------------------------------------------------------ loads
     def start_load(self, keys: list) -> None:
+        self.version += 1
+        loading = self.loading
         for key in keys:
-            self.entries[key].loading += 1
+            loading[key] = loading.get(key, 0) + 1
 
     def loaded(self, keys: list) -> None:
-        entries = self.entries
+        self.version += 1
+        loading, entries = self.loading, self.entries
         for key in keys:
-            entry = entries.get(key)
-            if entry is not None:
-                entry.loading -= 1
-                if self.profile.refresh_on_load_done:
-                    entries.move_to_end(key)
+            left = loading[key] - 1
+            if left:
+                loading[key] = left
+            else:
+                del loading[key]
+            if self.profile.refresh_on_load_done and key in entries:
+                entries.move_to_end(key)
         self.restores += len(keys)
 
     def summary(self) -> dict:

@@ -36,6 +36,8 @@ def restore(rank, request: Request, hits: list[int], limit: int) -> int:
     host, profile = rank.host, rank.host.profile
     if profile.own_store_defers and request.stores_in_flight:
         return DEFER
+    if request.deferred_at == host.version:
+        return DEFER  # nothing in G2 changed since this request's last deferred lookup: same answer, no-op refresh
     if request.pins:  # simple_cpu: a new lookup drops the old pin, which makes those blocks the newest
         host.unpin(request.pins)
         request.pins = []
@@ -45,6 +47,7 @@ def restore(rank, request: Request, hits: list[int], limit: int) -> int:
     if profile.refresh_on_lookup:
         host.refresh(request.keys[:request.spec.prompt_len // rank.block_size])
     if deferred:
+        request.deferred_at = host.version
         return DEFER
     if not found:
         return 0

@@ -67,7 +67,7 @@ class Request:
                  "status", "reason", "first_admit_ns", "first_token_ns", "second_token_ns", "last_token_ns",
                  "terminal_ns", "gaps", "admissions", "reused_tokens", "first_reused_tokens", "committed_prefill",
                  "max_blocks", "loading", "preloaded", "host_tokens", "stored_upto", "stores_in_flight",
-                 "first_g1_tokens", "first_host_tokens", "pins", "unstored", "store_jobs")
+                 "first_g1_tokens", "first_host_tokens", "pins", "unstored", "store_jobs", "deferred_at")
 
     def __init__(self, spec: RequestSpec, arrival_ns: int, rank: int, block_size: int):
         self.spec = spec
@@ -101,6 +101,7 @@ class Request:
         self.pins: list = []  # G2 keys pinned by a lookup that could not load yet (simple_cpu)
         self.unstored: list = []  # prompt keys that found no G2 room (offered again on finish by v0.32)
         self.store_jobs: list = []  # its stores in flight
+        self.deferred_at = -1  # G2 pool version of its last deferred lookup
 
     def add_token(self, at_ns: int) -> None:
         if self.first_token_ns is None:
