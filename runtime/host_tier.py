@@ -130,17 +130,19 @@ class HostPool:
 
     def _evict(self, wanted: int) -> int:
         """Evict up to `wanted` ready blocks that no restore reads and no lookup pins, oldest first."""
-        loading, pinned = self.loading, self.pinned
-        victims = []
-        for key, state in self.entries.items():
+        loading, pinned, entries = self.loading, self.pinned, self.entries
+        victims, kept = [], []
+        pop = entries.popitem
+        while len(victims) < wanted and entries:
+            key, state = pop(False)
             if state == READY and key not in loading and key not in pinned:
                 victims.append(key)
-                if len(victims) == wanted:
-                    break
+            else:
+                kept.append((key, state))
+        for key, state in reversed(kept):  # what could not be evicted keeps its place at the front
+            entries[key] = state
+            entries.move_to_end(key, last=False)
         self.version += 1
-        entries = self.entries
-        for key in victims:
-            del entries[key]
         self.evictions += len(victims)
         if self.events is not None and victims:
             self.events.append(("Removed", victims))

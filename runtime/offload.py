@@ -106,14 +106,20 @@ def offer_after_pass(rank, batch) -> None:
     """Stores at the end of a pass (`batch` before its tokens are counted)."""
     host, size = rank.host, rank.block_size
     profile = host.profile
+    prompt_only = not profile.store_decode_blocks
     for request, new in batch.items:
         if profile.store_delay_passes:  # what was computed before this pass: one pass after it was computed
             end = request.num_computed
         else:
             end = request.num_computed + new
-            if not profile.store_decode_blocks:
-                end = min(end, request.spec.prompt_len)
-        offer(rank, request, min(end // size, len(request.keys)))
+            if prompt_only:
+                prompt = request.spec.prompt_len
+                if request.num_computed >= prompt:
+                    continue  # decoding: nothing new to store
+                end = min(end, prompt)
+        upto = end // size
+        if upto > request.stored_upto:
+            offer(rank, request, min(upto, len(request.keys)))
 
 
 def offer_on_finish(rank, request: Request) -> None:
