@@ -7,6 +7,7 @@ from importlib.resources import files
 import orjson
 
 PREDICT = "predict.schema.json"
+REPLAYSPEC = "replayspec.schema.json"  # native ReplaySpec v1; its `engine` is $ref'd from PREDICT
 
 
 @lru_cache(maxsize=None)

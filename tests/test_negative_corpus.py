@@ -5,7 +5,11 @@ Each file is named after the code it must produce (`G2-BACKEND.yaml` ->
 diagnostics of exactly that code (where a config must also break a more general
 rule, the specific rule `supersedes` it, e.g. G3-MTP over G2-MTP).  Rule ids come from
 `kvreplay.compiler.rules.all_rules()`; the loader/schema/catalog codes
-(YAML-*, JSON-*, LOAD-*, SCHEMA-*, CATALOG-*) have files of their own.
+(YAML-*, JSON-*, LOAD-*, SCHEMA-*, CATALOG-*) have files of their own.  A file is
+predict YAML or a native ReplaySpec (`.json`; its top-level `description` says
+what is wrong, JSON having no comments): the ReplaySpec-only rules (REPLAYSPEC-*,
+and the BELADY-* constraints, which predict YAML reports as BELADY-PREDICT) have
+`.json` files.
 The JSON report of every file is pinned with a syrupy snapshot
 (tests/__snapshots__/); regenerate with
 ``python -m pytest tests/test_negative_corpus.py --snapshot-update``.
@@ -25,17 +29,6 @@ from kvreplay.report import json_report
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NEGATIVE_DIR = REPO_ROOT / "golden" / "specs" / "negative"
 CORPUS_SUFFIXES = (".yaml", ".yml", ".json")
-
-# Belady constraints are checked only when `spec.frontend != "predict"`: a predict
-# YAML with `kv_eviction_policy: belady` reports BELADY-PREDICT and nothing else,
-# and the native ReplaySpec front-end does not exist yet (it is refused with
-# FRONTEND-UNSUPPORTED).  These rules cannot fire today, so they have no file.
-NEEDS_REPLAYSPEC = frozenset({
-    "BELADY-ATTENTION-DATA",
-    "BELADY-OFFLOAD",
-    "BELADY-PREFIX-CACHING",
-    "BELADY-AGGREGATED",
-})
 
 
 def corpus_files() -> list[Path]:
@@ -58,7 +51,7 @@ def snapshot_json(snapshot):
 
 
 def test_corpus_is_not_empty():
-    assert len(FILES) >= len(all_rules()) - len(NEEDS_REPLAYSPEC)
+    assert len(FILES) >= len(all_rules())
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -87,15 +80,16 @@ def test_negative_file_json_report(path: Path, snapshot_json):
 
 def test_every_rule_has_a_negative_file():
     stems = {p.stem for p in FILES}
-    missing = sorted(r.id for r in all_rules() if r.id not in NEEDS_REPLAYSPEC and r.id not in stems)
+    missing = sorted(r.id for r in all_rules() if r.id not in stems)
     assert not missing, f"rules without a file in {NEGATIVE_DIR.relative_to(REPO_ROOT)}: {missing}"
 
 
-def test_exemption_lists_are_current():
-    ids = {r.id for r in all_rules()}
-    stems = {p.stem for p in FILES}
-    assert NEEDS_REPLAYSPEC <= ids
-    assert not NEEDS_REPLAYSPEC & stems, "a NEEDS_REPLAYSPEC rule now has a file: drop it from the list"
+def test_replayspec_negatives_are_json_files_of_the_corpus():
+    rule_files = {p.stem: p.suffix for p in FILES if p.stem in {r.id for r in all_rules()}}
+    replayspec_only = sorted(r.id for r in all_rules() if r.id.startswith("REPLAYSPEC-")
+                             or (r.id.startswith("BELADY-") and r.id != "BELADY-PREDICT"))
+    assert replayspec_only
+    assert {rule: rule_files.get(rule) for rule in replayspec_only} == dict.fromkeys(replayspec_only, ".json")
 
 
 def test_file_names_are_unique_codes():

@@ -1,13 +1,15 @@
 """Front-end pass: recognise the input language and produce the canonical Spec.
 
 Predict YAML is already in the canonical (predict) shape.  A native ReplaySpec
-(`version` + `requests`) and an opal JSON config (`worker.vllm_params`) are
-recognised so that they get a precise message until their front-ends exist.
+(`version` + `requests`/`topology`) is checked and lowered by
+`compiler.frontends.replayspec`.  An opal JSON config (`worker.vllm_params`) is
+recognised so that it gets a precise message until its front-end exists.
 """
 from __future__ import annotations
 
 from pyrsistent import freeze
 
+from .. import frontends
 from ..diagnostics import CompileError, Diagnostic
 from ..load import Loaded
 from ..spec import Spec
@@ -23,9 +25,11 @@ def detect(document: dict) -> str:
 
 def run(loaded: Loaded, source: str) -> Spec:
     kind = detect(loaded.document)
+    if kind in frontends.FRONTENDS:
+        return frontends.lower(kind, loaded, source)
     if kind != "predict":
-        names = {"replayspec": "native ReplaySpec", "opal": "opal JSON config"}
+        names = {"opal": "opal JSON config"}
         raise CompileError([Diagnostic("FRONTEND-UNSUPPORTED", "", f"this is a {names[kind]}; this version of "
-                                       "kvreplay reads predict YAML only", "convert it to a predict YAML config "
-                                       "(see examples/)")])
+                                       "kvreplay reads predict YAML and native ReplaySpec JSON only",
+                                       "convert it to a predict YAML config (see examples/)")])
     return Spec(doc=freeze(loaded.document), source=source, frontend=kind, spans=loaded.spans)

@@ -13,8 +13,9 @@ from typing import Any, Iterable
 
 from jsonschema import Draft202012Validator
 from jsonschema.validators import extend
+from referencing import Registry, Resource
 
-from ...schema import PREDICT, load_schema
+from ...schema import PREDICT, REPLAYSPEC, load_schema
 from ..diagnostics import CompileError, Diagnostic, join_pointer
 from ..spec import Spec
 
@@ -32,8 +33,19 @@ StrictValidator = extend(Draft202012Validator, type_checker=_TYPES)
 
 
 @lru_cache(maxsize=None)
+def registry() -> Registry:
+    """Every schema of the package by its `$id`, so one may `$ref` another (ReplaySpec -> predict `engine`)."""
+    schemas = [load_schema(name) for name in (PREDICT, REPLAYSPEC)]
+    return Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas)
+
+
+def strict_validator(schema: dict):
+    return StrictValidator(schema, registry=registry())
+
+
+@lru_cache(maxsize=None)
 def validator(name: str = PREDICT):
-    return StrictValidator(load_schema(name))
+    return strict_validator(load_schema(name))
 
 
 def describe(value: Any) -> str:
@@ -59,8 +71,12 @@ def suggest(word: str, choices: Iterable[str]) -> str:
 
 
 def schema_errors(document: dict, schema_name: str = PREDICT) -> list[Diagnostic]:
+    return errors_of(validator(schema_name), document)
+
+
+def errors_of(schema_validator, document: dict) -> list[Diagnostic]:
     out: dict[Diagnostic, None] = {}
-    for error in validator(schema_name).iter_errors(document):
+    for error in schema_validator.iter_errors(document):
         out.update(dict.fromkeys(_convert(error)))
     return list(out)
 
@@ -143,7 +159,13 @@ def _convert_choice(error) -> list[Diagnostic]:
 
 
 def run(spec: Spec) -> Spec:
-    diagnostics = schema_errors(spec.plain())
+    """Predict YAML against the predict schema; a lowered front-end's Spec against that front-end's schema."""
+    if spec.frontend == "predict":
+        diagnostics = schema_errors(spec.plain())
+    else:
+        from ..frontends import lowered_schema_errors  # the front-end knows the shape it lowers to
+
+        diagnostics = lowered_schema_errors(spec)
     if diagnostics:
         raise CompileError(diagnostics)
     return spec

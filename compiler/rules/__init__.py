@@ -109,10 +109,10 @@ def architecture(spec: Spec, role: str) -> str:
 
 
 def _collect() -> tuple[Rule, ...]:
-    from . import engine, g1, g3, host_offload, kvcr, other_modes, recommend_mode, state_cache, traffic
+    from . import engine, g1, g3, host_offload, kvcr, other_modes, recommend_mode, replayspec, state_cache, traffic
 
     rules = (*engine.RULES, *traffic.RULES, *g1.RULES, *host_offload.RULES, *g3.RULES, *kvcr.RULES,
-             *state_cache.RULES, *other_modes.RULES, *recommend_mode.RULES)
+             *state_cache.RULES, *other_modes.RULES, *recommend_mode.RULES, *replayspec.RULES)
     ids = [r.id for r in rules]
     duplicated = sorted({i for i in ids if ids.count(i) > 1})
     if duplicated:
