@@ -57,6 +57,10 @@ def run(args) -> int:
         sys.stderr.write(report.text_report([result]))
         return EXIT_CONFIG
     plan = result.plan.to_dict()
+    if not args.overwrite and outputs.existing(Path(args.output_dir)):
+        sys.stderr.write(f"kvreplay: {outputs.existing(Path(args.output_dir))[0]} exists; pass --overwrite or "
+                         "choose another --output-dir\n")
+        return EXIT_CONFIG
     try:
         replay = build(plan, Path(args.config).resolve().parent, single_step=args.single_step)
     except ReplayUnsupported as error:
@@ -77,12 +81,15 @@ def run(args) -> int:
     for request in replay.requests:
         if request.terminal_ns is None:
             request.status, request.terminal_ns = "incomplete", end_ns
+            if replay.stalled:
+                request.reason = "stalled: no event could let it progress"
     summary = metrics.summary(replay.requests, end_ns, plan["engine"].get("kv_eviction_policy", "lru"))
     pools = replay.host_pools()
     if pools:
         summary["g2_domains"] = [{"name": pool.name, **pool.summary()} for pool in pools]
     prediction = {"summary": summary, "kvreplay_plan_version": plan["kvreplay_plan"]}
-    records = [metrics.request_record(r) for r in replay.requests] if args.capture_per_request else None
+    ordered = sorted(replay.requests, key=lambda r: r.spec.index)
+    records = [metrics.request_record(r) for r in ordered] if args.capture_per_request else None
     try:
         outputs.write(Path(args.output_dir), prediction,
                       {"requests.jsonl": records, "kv-events.jsonl": kv_log.records if kv_log else None},
@@ -91,6 +98,9 @@ def run(args) -> int:
         sys.stderr.write(f"kvreplay: {error}\n")
         return EXIT_CONFIG
     sys.stdout.write(outputs.canonical(prediction).decode() if args.format == "json" else outputs.table(summary))
+    if replay.stalled:
+        sys.stderr.write(f"kvreplay: the replay stalled with {replay.stalled} request(s) unable to progress\n")
+        return EXIT_RUN
     if not summary["completed_requests"]:
         sys.stderr.write("kvreplay: no request completed\n")
         return EXIT_RUN

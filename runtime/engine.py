@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from . import macro
+from . import handoff, macro
+from .handoff import Handoff
 from .kv_events import KvEventLog
 from .requests import Request, RequestSpec
 from .offload import blocked, restored, stored
@@ -26,7 +27,7 @@ from .scheduler import Rank, finish_pass, schedule
 from .timing import Timing
 from .traffic import Traffic
 
-PASS_END, TRANSFER_START, TRANSFER_DONE, ARRIVAL = 0, 1, 2, 3
+PASS_END, TRANSFER_START, TRANSFER_DONE, HANDOFF_DONE, ARRIVAL = 0, 1, 2, 3, 4
 
 
 @dataclass
@@ -46,14 +47,16 @@ class Replay:
     block_size: int
     context_limit: int | None = None
     single_step: bool = False
+    handoff: Handoff | None = None  # disaggregated prefill/decode
     requests: list[Request] = field(default_factory=list)
     queue: SortedList = field(default_factory=SortedList)
     seq: int = 0
     now: int = 0
-    placed: int = 0
+    placed: dict = field(default_factory=dict)  # role -> requests placed so far
     stopped_at: int | None = None
     on_progress: object = None
     kv_log: KvEventLog | None = None  # set by `capture_kv_events`
+    stalled: int = 0  # requests left waiting when no event could move them
 
     def capture_kv_events(self) -> KvEventLog:
         """Record Stored/Removed events; each event carries its own time, so passes run one at a time."""
@@ -84,17 +87,20 @@ class Replay:
         return list({id(r.host): r.host for r in self.ranks() if r.host is not None}.values())
 
     # ------------------------------------------------------------------ arrivals
-    def _place(self) -> Rank:
-        """Round robin over workers first, then over each worker's DP ranks."""
-        count = len(self.workers)
-        worker = self.workers[self.placed % count]
-        rank = worker.ranks[(self.placed // count) % len(worker.ranks)]
-        self.placed += 1
-        return rank
+    def _place(self, role: str) -> Rank:
+        """Round robin over the role's workers first, then over each worker's DP ranks."""
+        workers = [w for w in self.workers if w.ranks[0].role == role]
+        count = self.placed.get(role, 0)
+        worker = workers[count % len(workers)]
+        self.placed[role] = count + 1
+        return worker.ranks[(count // len(workers)) % len(worker.ranks)]
 
     def _arrive(self, spec: RequestSpec, now: int) -> None:
-        rank = self._place()
-        request = Request(spec, now, rank.index, self.block_size)
+        disaggregated = self.handoff is not None
+        first = "decode" if disaggregated and self.handoff.destination_first else \
+            "prefill" if disaggregated else "aggregated"
+        rank = self._place(first)
+        request = Request(spec, now, rank.index, rank.block_size)
         self.requests.append(request)
         if self.kv_log is not None:
             self.kv_log.learn(request)
@@ -103,7 +109,26 @@ class Replay:
             request.status, request.reason, request.terminal_ns = "rejected", reason, now
             self._ended(request, now, completed=False)
             return
+        if first == "decode":  # destination-first: the decode rank reserves before the prefill starts
+            request.handoff, request.decode_rank = "reserve", rank
+        elif first == "prefill":
+            request.stop_after, request.prefill_rank = 1, rank
         rank.waiting.append(request)
+
+    def _hand_off(self, request: Request, now: int) -> None:
+        """A prefill finished: the KV goes to the decode rank that reserved it, or to the next one."""
+        if self.handoff.destination_first:
+            handoff.move_to(request, request.decode_rank, request.spec.output_len)
+            self._start_handoff_transfer(request, now)
+            return
+        rank = self._place("decode")
+        handoff.move_to(request, rank, request.spec.output_len)
+        request.decode_rank, request.handoff = rank, "pending"
+        rank.waiting.append(request)
+
+    def _start_handoff_transfer(self, request: Request, now: int) -> None:
+        request.handoff, request.loading = "transferring", True
+        self.push(now + self.handoff.transfer_ns(request.transfer_tokens), HANDOFF_DONE, request)
 
     def _never_fits(self, rank: Rank, spec: RequestSpec) -> str:
         total = spec.prompt_len + spec.output_len
@@ -162,7 +187,10 @@ class Replay:
             if batch is None:
                 continue
             for request in finish_pass(rank, batch, now):
-                self._ended(request, now, completed=True)
+                if request.status == "transferring":
+                    self._hand_off(request, now)
+                else:
+                    self._ended(request, now, completed=True)
             self._drain(rank, now)
         self._start_jobs(worker, now)
 
@@ -172,6 +200,15 @@ class Replay:
             if not rank.jobs:
                 continue
             for job in rank.jobs:
+                if job.kind == "to_prefill":  # destination-first: reserved on the decode rank, now prefill
+                    prefill = self._place("prefill")
+                    handoff.move_to(job.request, prefill, 1)
+                    job.request.prefill_rank = prefill
+                    prefill.waiting.append(job.request)
+                    continue
+                if job.kind == "handoff":
+                    self._start_handoff_transfer(job.request, now)
+                    continue
                 rank.transfers_in_flight += 1
                 link = rank.host.h2d if job.kind == "load" else rank.host.d2h
                 transfer = link.new(rank.index, len(job.keys) * rank.host.block_bytes, job)
@@ -238,6 +275,8 @@ class Replay:
                     self._transfer_done(*payload, now)
                 elif kind == TRANSFER_START:
                     self._transfer_moves(*payload, now)
+                elif kind == HANDOFF_DONE:
+                    handoff.landed(payload.decode_rank, payload, now)
                 else:
                     self._arrive(payload, now)
             for worker in self.workers:
@@ -245,3 +284,6 @@ class Replay:
                     self._start_pass(worker, now)
             if self.on_progress is not None:
                 self.on_progress(self)
+        if self.stopped_at is None and any(rank.busy for rank in self.ranks()):
+            # no event can change anything any more, yet requests wait: report it, never loop
+            self.stalled = sum(len(rank.waiting) + len(rank.running) for rank in self.ranks())

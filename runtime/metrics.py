@@ -82,6 +82,20 @@ def request_record(request: Request) -> dict:
         "readmission_count": max(0, len(request.admissions) - 1),
         "terminal_status": request.status, "terminal_reason": request.reason or None,
         "dp_rank": request.rank,
+    } | (_pd_fields(request) if request.prefill_rank is not None else {})
+
+
+def _pd_fields(request: Request) -> dict:
+    decode = request.decode_rank
+    return {
+        "prefill_worker_idx": request.prefill_rank.worker, "prefill_dp_rank": request.prefill_rank.index,
+        "decode_worker_idx": decode.worker if decode else None, "decode_dp_rank": decode.index if decode else None,
+        "prefill_admit_ms": _ms(request.first_admit_ns), "prefill_done_ms": _ms(request.prefill_done_ns),
+        "decode_admit_ms": _ms(request.decode_admit_ns), "source_released_ms": _ms(request.source_released_ns),
+        "source_held_ms": _ms(request.source_released_ns - request.prefill_done_ns)
+        if request.source_released_ns is not None else None,
+        "decode_reused_input_tokens": request.decode_reused_tokens,
+        "kv_transfer_tokens": request.transfer_tokens if request.decode_reused_tokens is not None else None,
     }
 
 
@@ -93,6 +107,7 @@ def summary(requests: list[Request], end_ns: int, policy: str = "lru") -> dict:
     input_tokens = sum(r.spec.prompt_len for r in admitted)
     output_tokens = sum(r.generated for r in requests)
     committed = sum(r.committed_prefill for r in admitted)
+    admitted_prompts = sum(r.spec.prompt_len * len(r.admissions) for r in admitted)
     first_reused = sum(r.first_reused_tokens or 0 for r in admitted)
     first_host = sum(r.first_host_tokens or 0 for r in admitted)
     statuses = {}
@@ -110,7 +125,8 @@ def summary(requests: list[Request], end_ns: int, policy: str = "lru") -> dict:
         "output_throughput_tok_s": output_tokens / duration_s if duration_s else None,
         "total_throughput_tok_s": (input_tokens + output_tokens) / duration_s if duration_s else None,
         "committed_prefill_tokens": committed,
-        "prefix_cache_reused_ratio": 1 - committed / input_tokens if input_tokens else None,
+        # every admission (readmissions too) brings its prompt and commits what it does not reuse
+        "prefix_cache_reused_ratio": 1 - committed / admitted_prompts if admitted_prompts else None,
         "first_admission_prefix_cache_reused_ratio": first_reused / input_tokens if input_tokens else None,
         "first_admission_g1_reused_tokens": first_reused - first_host,
         "first_admission_host_reused_tokens": first_host,

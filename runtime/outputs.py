@@ -40,6 +40,13 @@ class OutputExists(FileExistsError):
     pass
 
 
+OUTPUT_FILES = ("prediction.json", "requests.jsonl", "kv-events.jsonl")
+
+
+def existing(directory: Path) -> list[Path]:
+    return [directory / name for name in OUTPUT_FILES if (directory / name).exists()]
+
+
 def write(directory: Path, prediction: dict, line_files: dict[str, list[dict] | None], overwrite: bool) -> list[Path]:
     """prediction.json, plus one JSON-lines file per entry of `line_files` that is not None."""
     contents = {"prediction.json": canonical(prediction)}
@@ -49,6 +56,9 @@ def write(directory: Path, prediction: dict, line_files: dict[str, list[dict] | 
     if clobbered and not overwrite:
         raise OutputExists(f"{clobbered[0]} exists; pass --overwrite or choose another --output-dir")
     directory.mkdir(parents=True, exist_ok=True)
+    for stale in existing(directory):  # with --overwrite, no file of an earlier run is left beside these
+        if stale.name not in contents:
+            stale.unlink()
     for target, data in zip(targets, contents.values()):
         target.write_bytes(data)
     return targets

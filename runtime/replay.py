@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .engine import Replay, Worker
 from .g1 import BlockPool
+from .handoff import DESTINATION_FIRST_BACKENDS, Handoff
 from .host_tier import PROFILES, HostPool
 from .mooncake import read_trace
 from .scheduler import Rank
@@ -17,7 +18,6 @@ from .timing.factory import make_timing
 from .traffic import Traffic
 from .transfers import Link
 
-UNSUPPORTED_ROLES = ("prefill", "decode")
 
 
 class ReplayUnsupported(ValueError):
@@ -59,37 +59,62 @@ def attach_host_pools(ranks: list[Rank], offload: dict, block_bytes: int) -> lis
     return [pool(f"g2.{rank.name}", [rank], False) for rank in ranks]
 
 
-def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> Replay:
-    engine = plan["engine"]
-    roles = engine["workers"]
-    if any(role in roles for role in UNSUPPORTED_ROLES):
-        raise ReplayUnsupported("disaggregated prefill/decode replay is not available yet")
-    if plan["traffic"]["source"]["type"] == "agentx":
-        raise ReplayUnsupported("agentx traffic replay is not available yet")
-    role = roles["aggregated"]
-    kv = role["kv_cache"]
-    for tier in ("g3_offload", "kvcr"):
-        if tier in kv:
-            raise ReplayUnsupported(f"`{tier}` replay is not available yet")
-    geometry = plan["geometry"]["aggregated"]
-    model, hardware = plan["catalog"]["model"], plan["catalog"]["hardware"]["aggregated"]
-    parallel = role["parallelism"]
-    scheduler = role["scheduler"]
-    workers, rank_index = [], 0
+def _role_workers(plan: dict, role_name: str, first_worker: int, first_rank: int) -> list[Worker]:
+    """`replicas` workers of `attention_data` ranks for one role, each rank with its own G1 (and G2)."""
+    engine, role = plan["engine"], plan["engine"]["workers"][role_name]
+    kv, parallel, scheduler = role["kv_cache"], role["parallelism"], role["scheduler"]
+    geometry = plan["geometry"][role_name]
+    model, hardware = plan["catalog"]["model"], plan["catalog"]["hardware"][role_name]
+    prefix = "" if role_name == "aggregated" else f"{role_name}."
+    workers, rank_index = [], first_rank
     for w in range(parallel["replicas"]):
         ranks = []
         for d in range(parallel["attention_data"]):
             pool = BlockPool(kv["capacity"]["blocks"], kv["prefix_caching"])
-            ranks.append(Rank(rank_index, w, pool, kv["block_size"], scheduler["max_batched_tokens"],
-                              scheduler["max_sequences"], engine.get("enable_chunked_prefill", True),
-                              geometry.get("state_blocks_per_request", 0), name=f"worker{w}.dp{d}"))
+            rank = Rank(rank_index, first_worker + w, pool, kv["block_size"], scheduler["max_batched_tokens"],
+                        scheduler["max_sequences"], engine.get("enable_chunked_prefill", True),
+                        geometry.get("state_blocks_per_request", 0), name=f"{prefix}worker{w}.dp{d}")
+            rank.role = role_name
+            ranks.append(rank)
             rank_index += 1
         timing = make_timing(role, model, hardware, engine["backend"], geometry["kv_dtype"])
-        workers.append(Worker(w, ranks, timing))
+        workers.append(Worker(first_worker + w, ranks, timing))
     if "host_offload" in kv:
         attach_host_pools([rank for worker in workers for rank in worker.ranks], kv["host_offload"],
                           geometry["g2_block_bytes"])
+    return workers
+
+
+def _handoff(plan: dict) -> Handoff:
+    engine = plan["engine"]
+    transfer = engine.get("kv_transfer", {})
+    prefill_kv = engine["workers"]["prefill"]["kv_cache"]
+    return Handoff(transfer["bytes_per_token"], transfer.get("bandwidth_gb_per_second"),
+                   transfer.get("timing_mode", "destination_missing"),
+                   prefill_kv.get("state_cache", {}).get("bytes_per_request", 0),
+                   engine["backend"] in DESTINATION_FIRST_BACKENDS)
+
+
+def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> Replay:
+    engine = plan["engine"]
+    roles = engine["workers"]
+    if plan["traffic"]["source"]["type"] == "agentx":
+        raise ReplayUnsupported("agentx traffic replay is not available yet")
+    for name, role in roles.items():
+        for tier in ("g3_offload", "kvcr"):
+            if tier in role["kv_cache"]:
+                raise ReplayUnsupported(f"`{tier}` replay is not available yet")
+    workers: list[Worker] = []
+    for name in [r for r in ("aggregated", "prefill", "decode") if r in roles]:
+        first_rank = sum(len(w.ranks) for w in workers)
+        workers += _role_workers(plan, name, len(workers), first_rank)
+    handoff = _handoff(plan) if "prefill" in roles else None
+    if handoff is not None:
+        for worker in workers:
+            for rank in worker.ranks:
+                rank.handoff = handoff
     traffic = Traffic(plan["traffic"], _trace_rows(plan["traffic"], base_dir))
     context = engine.get("context_length")
-    return Replay(workers, traffic, kv["block_size"], context if isinstance(context, int) else None,
-                  single_step=single_step)
+    block_size = workers[0].ranks[0].block_size
+    return Replay(workers, traffic, block_size, context if isinstance(context, int) else None,
+                  single_step=single_step, handoff=handoff)

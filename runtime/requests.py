@@ -67,7 +67,10 @@ class Request:
                  "status", "reason", "first_admit_ns", "first_token_ns", "second_token_ns", "last_token_ns",
                  "terminal_ns", "gaps", "admissions", "reused_tokens", "first_reused_tokens", "committed_prefill",
                  "max_blocks", "loading", "preloaded", "host_tokens", "stored_upto", "stores_in_flight",
-                 "first_g1_tokens", "first_host_tokens", "pins", "unstored", "store_jobs", "deferred_at")
+                 "first_g1_tokens", "first_host_tokens", "pins", "unstored", "store_jobs", "deferred_at",
+                 "stop_after", "handoff", "source_rank", "source_blocks", "decode_blocks", "decode_hits",
+                 "decode_reused_tokens", "transfer_tokens", "prefill_rank", "prefill_done_ns", "decode_admit_ns",
+                 "source_released_ns", "decode_rank")
 
     def __init__(self, spec: RequestSpec, arrival_ns: int, rank: int, block_size: int):
         self.spec = spec
@@ -102,6 +105,20 @@ class Request:
         self.unstored: list = []  # prompt keys that found no G2 room (offered again on finish by v0.32)
         self.store_jobs: list = []  # its stores in flight
         self.deferred_at = -1  # G2 pool version of its last deferred lookup
+        self.stop_after = spec.output_len  # tokens to sample on this rank (1 on a prefill rank)
+        # disaggregated prefill/decode (see handoff.py)
+        self.handoff = None  # None | "reserve" | "pending" | "transferring" | "arrived"
+        self.source_rank = None
+        self.source_blocks: list[int] = []
+        self.decode_blocks: list[int] = []
+        self.decode_hits = 0
+        self.decode_reused_tokens = None
+        self.transfer_tokens = 0
+        self.prefill_rank = None
+        self.prefill_done_ns = None
+        self.decode_admit_ns = None
+        self.source_released_ns = None
+        self.decode_rank = None
 
     def add_token(self, at_ns: int) -> None:
         if self.first_token_ns is None:
@@ -122,4 +139,4 @@ class Request:
 
     @property
     def done(self) -> bool:
-        return self.generated >= self.spec.output_len
+        return self.generated >= self.stop_after

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from . import offload
+from . import handoff, offload
 from .g1 import BlockPool
 from .offload import Job
 from .requests import Request
@@ -23,7 +23,8 @@ from .timing import PassWork
 
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
-                 "chunked", "state_blocks", "preemptions", "name", "host", "jobs", "waits", "transfers_in_flight")
+                 "chunked", "state_blocks", "preemptions", "name", "host", "jobs", "waits", "transfers_in_flight",
+                 "role", "handoff")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -43,6 +44,8 @@ class Rank:
         self.jobs: list[Job] = []  # copies requested since the engine last looked
         self.waits: list = []  # what its next pass waits for after a preemption (see offload.preemption_wait)
         self.transfers_in_flight = 0
+        self.role = "aggregated"
+        self.handoff = None  # handoff.Handoff on decode ranks
 
     @property
     def busy(self) -> bool:
@@ -127,6 +130,66 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     return new
 
 
+def _take_handoff(rank: Rank, request: Request, now_ns: int) -> int:
+    """A handed-off request on a decode rank: 1 admitted or reserved, 0 short of blocks, -1 transfer started."""
+    if request.handoff == "arrived":
+        return handoff.admit_arrived(rank, request, now_ns)
+    if not handoff.reserve(rank, request, rank.handoff):
+        return 0
+    if request.handoff == "reserve":  # destination-first: the prefill may start now
+        rank.jobs.append(Job("to_prefill", rank, request, [], []))
+        return 1
+    handoff.start_transfer(rank, request)
+    return -1
+
+
+def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
+    """Admit waiting requests in order while budget, `max_sequences` and blocks last; returns the budget left."""
+    waiting, running = rank.waiting, rank.running
+    position = 0
+    while position < len(waiting) and budget > 0 and len(running) < rank.max_sequences:
+        request = waiting[position]
+        if request.loading:
+            position += 1  # waits for its restore from G2 or its P/D transfer (vLLM skips these)
+            continue
+        if request.handoff is not None:
+            outcome = _take_handoff(rank, request, now_ns)
+            if outcome < 0:
+                position += 1
+                continue
+            if outcome == 0:
+                break
+            del waiting[position]
+            if request.handoff is None:  # arrived: decode from here
+                running.append(request)
+                items.append((request, 1))
+                budget -= 1
+            continue  # (else reserved for a destination-first prefill elsewhere)
+        new = _admit(rank, request, budget, now_ns)
+        if new < 0:  # offload.DEFER or offload.LOAD: this one waits for G2, look at the next one
+            position += 1
+            continue
+        if not new:
+            break
+        del waiting[position]
+        running.append(request)
+        _register(rank, request, request.num_computed + new)
+        items.append((request, new))
+        budget -= new
+    return budget
+
+
+def _drop_restore_holds(rank: Rank) -> bool:
+    """Nothing runs and the head cannot start while requests behind it hold restored blocks: let those go
+    (they stay cached in G1 and will be found again), so the rank cannot stall on its own holds."""
+    holders = [r for r in rank.waiting if r.preloaded]
+    for request in holders:
+        rank.pool.release(request.preloaded)
+        request.preloaded = []
+        request.host_tokens = 0
+    return bool(holders)
+
+
 def schedule(rank: Rank, now_ns: int) -> Batch | None:
     budget = rank.max_batched
     items: list[tuple[Request, int]] = []
@@ -162,25 +225,10 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
         items.append((request, new))
         budget -= new
         i += 1
-    if not preempted:
-        waiting = rank.waiting
-        position = 0
-        while position < len(waiting) and budget > 0 and len(running) < rank.max_sequences:
-            request = waiting[position]
-            if request.loading:
-                position += 1  # waits for its restore from G2, as vLLM skips requests awaiting remote KV
-                continue
-            new = _admit(rank, request, budget, now_ns)
-            if new < 0:  # offload.DEFER or offload.LOAD: this one waits for G2, look at the next one
-                position += 1
-                continue
-            if not new:
-                break
-            del waiting[position]
-            running.append(request)
-            _register(rank, request, request.num_computed + new)
-            items.append((request, new))
-            budget -= new
+    if not preempted or not items:  # (a pass that preempted everything is empty: the next one admits)
+        budget = _admit_waiting(rank, budget, items, now_ns)
+        if not running and not items and _drop_restore_holds(rank):
+            budget = _admit_waiting(rank, budget, items, now_ns)
     if not items:
         return None
     return Batch(items, work_of(items))
@@ -231,7 +279,7 @@ def finish_pass(rank: Rank, batch: Batch, end_ns: int) -> list[Request]:
             request.num_tokens += 1
         else:
             request.add_token(end_ns)
-        if request.generated >= request.spec.output_len:
+        if request.generated >= request.stop_after:
             finished.append(request)
     if finished:
         release_finished(rank, finished, end_ns)
@@ -244,6 +292,9 @@ def release_finished(rank: Rank, finished: list[Request], end_ns: int) -> None:
     for request in finished:
         if rank.host is not None:
             offload.offer_on_finish(rank, request)
+        if request.generated < request.spec.output_len:  # a prefill rank's part is done: hand the KV off
+            handoff.hold_source(rank, request, end_ns)
+            continue
         offload.release(rank, request)
         request.status = "completed"
         request.terminal_ns = end_ns

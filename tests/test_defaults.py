@@ -65,7 +65,8 @@ engine:
     assert prefill["scheduler"]["max_sequences"] == 1 and decode["scheduler"]["max_sequences"] == 256
     assert prefill["scheduler"]["max_batched_tokens"] == 8192
     assert set(prefill["parallelism"].values()) == {1}
-    assert result.plan.to_dict()["engine"]["kv_transfer"] == {"bytes_per_token": "auto",
+    # auto transfer rate: Qwen3-8B KV per token over the prefill role's shard(s), 36 x 8 x 128 x 2 x 2 bytes
+    assert result.plan.to_dict()["engine"]["kv_transfer"] == {"bytes_per_token": 147456,
                                                                "bandwidth_gb_per_second": None,
                                                                "timing_mode": "destination_missing"}
 

@@ -109,8 +109,23 @@ def _role(spec: Spec, role: str, model: dict, hardware: dict) -> Spec:
     return spec.with_geometry(role, geometry)
 
 
+def _transfer_rate(spec: Spec, model: dict) -> Spec:
+    """`kv_transfer.bytes_per_token: auto`: one token's KV over all TP shards of the source (prefill) role."""
+    pointer = "/engine/kv_transfer/bytes_per_token"
+    if spec.get(pointer) != "auto":
+        return spec
+    dtype = spec.geometry["prefill"]["kv_dtype"]
+    tensor = spec.get(role_pointer("prefill", "parallelism", "tensor"), 1)
+    rate = native_bytes_per_token(model, dtype, 1)
+    if model.get("attention") != "mla":  # heads replicated on more ranks than KV heads travel once per rank
+        rate = native_bytes_per_token(model, dtype, tensor) * tensor
+    return spec.infer(pointer, rate, f"prefill role KV per token over {tensor} TP shard(s), {dtype}")
+
+
 def run(spec: Spec) -> Spec:
     model = thaw(spec.model)
     for role in spec.roles():
         spec = _role(spec, role, model, thaw(spec.hardware[role]))
+    if spec.get("/engine/mode") == "disaggregated" and "prefill" in spec.geometry:
+        spec = _transfer_rate(spec, model)
     return spec
