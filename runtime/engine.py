@@ -57,6 +57,7 @@ class Replay:
     on_progress: object = None
     kv_log: KvEventLog | None = None  # set by `capture_kv_events`
     stalled: int = 0  # requests left waiting when no event could move them
+    handed_over: bool = False  # a pass start moved requests to another worker (see _start_idle_workers)
 
     def capture_kv_events(self) -> KvEventLog:
         """Record Stored/Removed events; each event carries its own time, so passes run one at a time."""
@@ -119,6 +120,7 @@ class Replay:
         """A prefill finished: the KV goes to the decode rank that reserved it, or to the next one."""
         if self.handoff.destination_first:
             handoff.move_to(request, request.decode_rank, request.spec.output_len)
+            request.decode_rank.waiting.append(request)  # skipped while the KV travels
             self._start_handoff_transfer(request, now)
             return
         rank = self._place("decode")
@@ -134,17 +136,15 @@ class Replay:
         total = spec.prompt_len + spec.output_len
         if self.context_limit is not None and total > self.context_limit:
             return f"prompt plus output ({total} tokens) exceeds context_length {self.context_limit}"
-        prompt_blocks = rank.blocks_for(spec.prompt_len) + rank.state_blocks
-        if prompt_blocks > rank.pool.capacity:
-            return f"the prompt needs {prompt_blocks} G1 blocks but the rank holds {rank.pool.capacity}"
-        needed = rank.blocks_for(total) + rank.state_blocks
-        if needed > rank.pool.capacity:
-            return f"prompt plus output need {needed} G1 blocks but the rank holds {rank.pool.capacity}"
-        if not rank.chunked and total - 1 > rank.max_batched:
-            # without chunking a prefill (or the recompute after a preemption) must fit one pass
-            return (f"prompt plus output ({total} tokens) exceed max_batched_tokens {rank.max_batched} with "
-                    "chunked prefill disabled")
-        return ""
+        if self.handoff is None:
+            return _fit_problem(rank, spec.prompt_len, total)
+        # P/D: the prefill rank holds the prompt and its first token, the decode rank the whole sequence
+        prefill, decode = (self._first_of("prefill"), self._first_of("decode"))
+        return _fit_problem(prefill, spec.prompt_len, spec.prompt_len + 1) or \
+            _fit_problem(decode, spec.prompt_len, total)
+
+    def _first_of(self, role: str) -> Rank:
+        return next(r for r in self.ranks() if r.role == role)
 
     def _ended(self, request: Request, now: int, completed: bool) -> None:
         for spec in self.traffic.after(request.spec, now, completed):
@@ -203,8 +203,9 @@ class Replay:
                 if job.kind == "to_prefill":  # destination-first: reserved on the decode rank, now prefill
                     prefill = self._place("prefill")
                     handoff.move_to(job.request, prefill, 1)
-                    job.request.prefill_rank = prefill
+                    job.request.prefill_rank, job.request.handoff = prefill, None
                     prefill.waiting.append(job.request)
+                    self.handed_over = True
                     continue
                 if job.kind == "handoff":
                     self._start_handoff_transfer(job.request, now)
@@ -256,6 +257,15 @@ class Replay:
             if collecting:
                 gc.enable()
 
+    def _start_idle_workers(self, now: int) -> None:
+        """Start a pass on every idle worker with work; again if a start handed requests to other workers."""
+        self.handed_over = True
+        while self.handed_over:
+            self.handed_over = False
+            for worker in self.workers:
+                if worker.batches is None and any(rank.busy for rank in worker.ranks):
+                    self._start_pass(worker, now)
+
     def _loop(self) -> None:
         for spec in self.traffic.start():
             self.push(spec.arrival_ns or 0, ARRIVAL, spec)
@@ -279,11 +289,24 @@ class Replay:
                     handoff.landed(payload.decode_rank, payload, now)
                 else:
                     self._arrive(payload, now)
-            for worker in self.workers:
-                if worker.batches is None and any(rank.busy for rank in worker.ranks):
-                    self._start_pass(worker, now)
+            self._start_idle_workers(now)
             if self.on_progress is not None:
                 self.on_progress(self)
         if self.stopped_at is None and any(rank.busy for rank in self.ranks()):
             # no event can change anything any more, yet requests wait: report it, never loop
             self.stalled = sum(len(rank.waiting) + len(rank.running) for rank in self.ranks())
+
+
+def _fit_problem(rank: Rank, prompt: int, total: int) -> str:
+    """Why a request of `total` tokens (`prompt` of them known up front) can never run on this rank, or ""."""
+    prompt_blocks = rank.blocks_for(prompt) + rank.state_blocks
+    if prompt_blocks > rank.pool.capacity:
+        return f"the prompt needs {prompt_blocks} G1 blocks but {rank.name} holds {rank.pool.capacity}"
+    needed = rank.blocks_for(total) + rank.state_blocks
+    if needed > rank.pool.capacity:
+        return f"prompt plus output need {needed} G1 blocks but {rank.name} holds {rank.pool.capacity}"
+    if not rank.chunked and total - 1 > rank.max_batched:
+        # without chunking a prefill (or the recompute after a preemption) must fit one pass
+        return (f"prompt plus output ({total} tokens) exceed max_batched_tokens {rank.max_batched} with "
+                "chunked prefill disabled")
+    return ""

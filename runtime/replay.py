@@ -98,8 +98,12 @@ def _handoff(plan: dict) -> Handoff:
 def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> Replay:
     engine = plan["engine"]
     roles = engine["workers"]
-    if plan["traffic"]["source"]["type"] == "agentx":
+    source = plan["traffic"]["source"]["type"]
+    if source == "agentx":
         raise ReplayUnsupported("agentx traffic replay is not available yet")
+    if source == "requests":
+        raise ReplayUnsupported("replaying a native ReplaySpec is not available yet (it compiles: "
+                                "`kvreplay compile SPEC.json`)")
     for name, role in roles.items():
         for tier in ("g3_offload", "kvcr"):
             if tier in role["kv_cache"]:

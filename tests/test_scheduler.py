@@ -359,7 +359,7 @@ def test_engine_rejects_a_request_that_never_fits_and_completes_the_run(tmp_path
     replay, records = _replay(_plan(tmp_path, ROWS), tmp_path)
     a, b, c = records
     assert b["terminal_status"] == "rejected"
-    assert b["terminal_reason"] == "the prompt needs 10 G1 blocks but the rank holds 6"
+    assert b["terminal_reason"] == "the prompt needs 10 G1 blocks but worker0.dp0 holds 6"
     assert b["terminal_time_ms"] == 0.0 and b["admission_history"] == [] and b["output_length"] == 0
     assert [a["terminal_status"], c["terminal_status"]] == ["completed", "completed"]
     assert (a["first_token_ms"], a["last_token_ms"], a["ttft_ms"], a["e2e_latency_ms"]) == (10.0, 21.0, 10.0, 21.0)

@@ -1,0 +1,432 @@
+"""Native ReplaySpec v1 front-end: check the JSON document, then lower it to the canonical Spec.
+
+    ReplaySpec document
+      -> REPLAYSPEC-VERSION (a document of another version is not read further)
+      -> schema/replayspec.schema.json (its `engine` is the predict schema's, by `$ref`)
+      -> the `frontend` rules of compiler/rules/replayspec.py (ids, times, token counts, ...)
+      -> lowering: the canonical Spec in the predict shape, `frontend = "replayspec"`
+
+Lowering maps `topology.kind` to `engine.mode`, each pool's `initial_workers`
+to its role's `parallelism.replicas` (unless written there), and the request
+list to a traffic block the predict shape does not have:
+
+    traffic:
+      source: {type: requests, requests: [...]}       # the requests as written
+      load:   {type: replay, max_in_flight?: N}       # max_in_flight present = closed loop
+      replay: {max_virtual_time_seconds?, record_per_request?, handoff_latency_ms?,
+               startup_delay_ms?: {<role>: ms}}      # only the keys the spec gives
+
+(The soft cutoff is kept under `traffic.replay`, not `traffic.stop`: the traffic
+rules allow `stop` keys per source type and know no `requests` source.)
+These variants exist only in the schema the validate pass uses for this
+front-end (`lowered_schema`, the predict schema extended in code), so predict
+YAML still rejects them.  Values the lowering moved or made record their
+provenance (``inferred(topology.kind)``).  Rules of this front-end blame the
+ReplaySpec's own pointers (`/requests/3/id`), which the source span table
+locates; for rules that blame a lowered-only pointer (a role made from a
+topology pool) the lowered Spec carries `LoweredSpans`, which maps it back to
+where it was written (the pipeline still locates with the source table, which
+falls back to the nearest written ancestor).
+
+Speed: a plan must stay fast for long request lists.  Requests are checked
+first by a predicate compiled from the request schema (`compile_check`); only
+the ones it cannot vouch for (and one more, for the shape) go through jsonschema,
+for its diagnostics.  The request
+list is lowered as immutable JSON records (`FrozenList` / `FrozenDict`), which
+pyrsistent's freeze/thaw pass through untouched and orjson writes natively; read
+them by item (`spec.get("/traffic/source/requests")[i]["id"]`): `Spec.get`
+pointers stop at a record.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from functools import lru_cache
+from typing import Any, Callable, Iterable
+
+from pyrsistent import PMap, freeze, pmap, thaw
+
+from ...schema import PREDICT, REPLAYSPEC, load_schema
+from ..diagnostics import CompileError, Diagnostic
+from ..load import Loaded
+from ..passes.validate import errors_of, strict_validator, validator
+from ..rules.replayspec import FRONTEND_RULES, VERSION
+from ..spans import Span, SpanTable
+from ..spec import Spec
+
+KIND = "replayspec"
+POOLS = {"aggregated": (("workers", "aggregated"),), "disaggregated": (("prefill", "prefill"), ("decode", "decode"))}
+
+
+def _immutable(self, *args, **kwargs):
+    raise TypeError(f"{type(self).__name__} is immutable")
+
+
+class FrozenList(list):
+    """An immutable JSON array (request lists, prompt token ids): pyrsistent's freeze/thaw pass it through
+    untouched, orjson and jsonschema see a list, so long request lists cost nothing to freeze or thaw."""
+
+    __slots__ = ()
+    append = extend = insert = pop = remove = clear = sort = reverse = _immutable
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _immutable
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __reduce__(self):
+        return (type(self), (list(self),))
+
+
+class FrozenDict(dict):
+    """An immutable JSON object (one request, one kv hint); see `FrozenList`."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _immutable
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.items())))
+
+    def __reduce__(self):
+        return (type(self), (dict(self),))
+
+
+_SCALARS = frozenset({int, float, str, bool, type(None)})
+_INT = frozenset({int})
+
+
+def frozen_json(value: Any) -> Any:
+    """A JSON value as FrozenDict / FrozenList all the way down."""
+    if isinstance(value, dict):
+        return FrozenDict({k: frozen_json(v) for k, v in value.items()})
+    if isinstance(value, list):
+        if set(map(type, value)) <= _SCALARS:
+            return FrozenList(value)
+        return FrozenList(map(frozen_json, value))
+    return value
+
+
+# ------------------------------------------------------------------ a fast "certainly valid" check
+
+_ANNOTATIONS = frozenset({"description", "title", "x-unit", "$comment", "examples", "default"})
+_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items", "minimum", "maximum",
+                       "exclusiveMinimum", "exclusiveMaximum", "minLength", "minItems", "enum", "const"}) | _ANNOTATIONS
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "integer": lambda x: type(x) is int,
+    "number": lambda x: type(x) is int or type(x) is float,
+    "string": lambda x: type(x) is str,
+    "boolean": lambda x: type(x) is bool,
+    "null": lambda x: x is None,
+    "object": lambda x: isinstance(x, dict),  # as jsonschema: plain JSON (FrozenDict / FrozenList included)
+    "array": lambda x: isinstance(x, list),
+}
+Check = Callable[[Any], bool]
+
+
+def compile_check(schema: dict, root: dict, depth: int = 0) -> Check | None:
+    """A predicate that is true only for values `schema` certainly accepts (strict integers, as validate.py).
+
+    It understands the subset of JSON Schema the request schema uses; for anything
+    else it returns None and the caller falls back to jsonschema.  False means
+    "let jsonschema look", never "invalid" by itself.
+    """
+    if depth > 16 or not isinstance(schema, dict):
+        return None
+    if "$ref" in schema:
+        ref = schema["$ref"]
+        if set(schema) - {"$ref"} - _ANNOTATIONS or not ref.startswith("#/$defs/"):
+            return None
+        return compile_check(root.get("$defs", {}).get(ref[len("#/$defs/"):]), root, depth + 1)
+    if set(schema) - _KEYWORDS:
+        return None
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
+    if any(k not in _TYPES for k in kinds):
+        return None
+    # each test below may assume the value has its kind when the schema names that one kind only
+    tests: list[Check] = []
+    if kinds:
+        type_tests = [_TYPES[k] for k in kinds]
+        tests.append(type_tests[0] if len(type_tests) == 1 else lambda x: any(t(x) for t in type_tests))
+
+    def guarded(kind_name: str, test: Check) -> Check:
+        if kinds == [kind_name] or (kind_name == "number" and kinds == ["integer"]):
+            return test
+        is_kind = _TYPES[kind_name]
+        return lambda x: not is_kind(x) or test(x)
+
+    for keyword, make in (("minimum", lambda m: lambda x: x >= m), ("maximum", lambda m: lambda x: x <= m),
+                          ("exclusiveMinimum", lambda m: lambda x: x > m),
+                          ("exclusiveMaximum", lambda m: lambda x: x < m)):
+        if keyword in schema:
+            tests.append(guarded("number", make(schema[keyword])))
+    if "minLength" in schema:
+        tests.append(guarded("string", lambda x, n=schema["minLength"]: len(x) >= n))
+    if "minItems" in schema:
+        tests.append(guarded("array", lambda x, n=schema["minItems"]: len(x) >= n))
+    for keyword in ("enum", "const"):
+        if keyword in schema:
+            allowed = schema[keyword] if keyword == "enum" else [schema[keyword]]
+            if not all(type(a) is str for a in allowed):
+                return None
+            tests.append(lambda x, allowed=frozenset(allowed): type(x) is str and x in allowed)
+    if "items" in schema:
+        items = _array_check(schema["items"], root, depth)
+        if items is None:
+            return None
+        tests.append(guarded("array", items))
+    if {"properties", "required", "additionalProperties"} & set(schema):
+        members = _object_check(schema, root, depth)
+        if members is None:
+            return None
+        tests.append(guarded("object", members))
+    return _all_of(tests)
+
+
+def _all_of(tests: list[Check]) -> Check:
+    if not tests:
+        return lambda x: True
+    if len(tests) == 1:
+        return tests[0]
+    if len(tests) == 2:
+        a, b = tests
+        return lambda x: a(x) and b(x)
+    if len(tests) == 3:
+        a, b, c = tests
+        return lambda x: a(x) and b(x) and c(x)
+    return lambda x: all(test(x) for test in tests)
+
+
+def _array_check(items: dict, root: dict, depth: int) -> Check | None:
+    if isinstance(items, dict) and items.get("type") == "integer" and set(items) <= {"type", "minimum", "maximum"} \
+            | _ANNOTATIONS:  # a long list of ints: one C-speed pass for the type, min() and max() for the range
+        low, high = items.get("minimum"), items.get("maximum")
+        return lambda xs: (set(map(type, xs)) <= _INT
+                           and (not xs or ((low is None or min(xs) >= low) and (high is None or max(xs) <= high))))
+    each = compile_check(items, root, depth + 1)
+    return None if each is None else (lambda xs: all(map(each, xs)))
+
+
+def _object_check(schema: dict, root: dict, depth: int) -> Check | None:
+    extra = schema.get("additionalProperties", True)
+    if extra not in (True, False):
+        return None
+    properties = {}
+    for name, sub in schema.get("properties", {}).items():
+        properties[name] = compile_check(sub, root, depth + 1)
+        if properties[name] is None:
+            return None
+    required = tuple(schema.get("required", ()))
+
+    def members(x) -> bool:
+        for key, value in x.items():
+            check = properties.get(key)
+            if check is None:
+                if not extra:
+                    return False
+            elif not check(value):
+                return False
+        return all(key in x for key in required)
+
+    return members
+
+
+@lru_cache(maxsize=None)
+def request_check() -> Check | None:
+    schema = load_schema(REPLAYSPEC)
+    return compile_check(schema["$defs"]["request"], schema)
+
+
+def _all_certainly_valid(requests: Iterable) -> bool:
+    check = request_check()
+    return check is not None and all(map(check, requests))
+
+
+# ------------------------------------------------------------------ schemas
+
+def source_schema_errors(document: dict) -> list[Diagnostic]:
+    """The ReplaySpec document against schema/replayspec.schema.json, all errors at once.
+
+    jsonschema sees the document with only the requests the fast check could not
+    vouch for (or the first one, for the shape), and its pointers are mapped back
+    to the requests' own indices.
+    """
+    requests, check = document.get("requests"), request_check()
+    if not isinstance(requests, list) or not requests or check is None:
+        return errors_of(validator(REPLAYSPEC), document)
+    shown = [i for i, request in enumerate(requests) if not check(request)] or [0]
+    diagnostics = errors_of(validator(REPLAYSPEC), {**document, "requests": [requests[i] for i in shown]})
+    return [_renumber(d, shown) for d in diagnostics]
+
+
+def _renumber(diagnostic: Diagnostic, shown: list[int]) -> Diagnostic:
+    parts = diagnostic.pointer.split("/")
+    if len(parts) > 2 and parts[1] == "requests" and parts[2].isdigit():
+        parts[2] = str(shown[int(parts[2])])
+        return replace(diagnostic, pointer="/".join(parts))
+    return diagnostic
+
+
+@lru_cache(maxsize=None)
+def lowered_schema() -> dict:
+    """The predict schema with the `requests` source, the `replay` load and `traffic.replay` (built once, in code)."""
+    schema = copy.deepcopy(load_schema(PREDICT))
+    schema["$id"] = schema["$id"].replace(PREDICT, "replayspec-lowered.schema.json")
+    schema["title"] = "kvreplay canonical Spec lowered from a native ReplaySpec"
+    schema["description"] = "The predict shape plus the request-list traffic only the ReplaySpec front-end writes."
+    schema["required"] = ["engine", "traffic"]
+    schema["properties"].pop("recommend", None)
+    defs = schema["$defs"]
+    ms = {"type": "number", "minimum": 0, "x-unit": "ms"}
+    defs["source_requests"] = {
+        "type": "object", "additionalProperties": False, "required": ["type", "requests"],
+        "properties": {"type": {"const": "requests"},
+                       "requests": {"type": "array", "minItems": 1,
+                                    "items": {"$ref": REPLAYSPEC + "#/$defs/request"}}}}
+    defs["load_replay"] = {
+        "type": "object", "additionalProperties": False, "required": ["type"],
+        "properties": {"type": {"const": "replay"}, "max_in_flight": {"type": "integer", "minimum": 1}}}
+    defs["replay"] = {
+        "type": "object", "additionalProperties": False,
+        "description": "ReplaySpec settings with no predict counterpart.",
+        "properties": {
+            "max_virtual_time_seconds": {"type": "number", "exclusiveMinimum": 0, "x-unit": "s"},
+            "record_per_request": {"type": "boolean"},
+            "handoff_latency_ms": ms,
+            "startup_delay_ms": {"type": "object", "additionalProperties": False,
+                                 "properties": {role: ms for role in ("aggregated", "prefill", "decode")}}}}
+    for variant, name, key in (("source", "source_requests", "requests"), ("load", "load_replay", "replay")):
+        defs[variant]["properties"]["type"]["enum"].append(key)
+        defs[variant]["allOf"].append({"if": {"properties": {"type": {"const": key}}, "required": ["type"]},
+                                       "then": {"$ref": f"#/$defs/{name}"}})
+    defs["traffic"]["properties"]["replay"] = {"$ref": "#/$defs/replay"}
+    defs["traffic"]["required"] = ["source", "load"]
+    return schema
+
+
+@lru_cache(maxsize=None)
+def lowered_validator():
+    return strict_validator(lowered_schema())
+
+
+def lowered_schema_errors(spec: Spec) -> list[Diagnostic]:
+    """The validate pass for this front-end: the lowered document against `lowered_schema`."""
+    doc = spec.doc
+    requests = spec.get("/traffic/source/requests")
+    if isinstance(requests, list) and len(requests) > 1 and _all_certainly_valid(requests):
+        doc = doc.transform(["traffic", "source", "requests"], requests[:1])
+    return errors_of(lowered_validator(), thaw(doc))
+
+
+# ------------------------------------------------------------------ positions
+
+class LoweredSpans(SpanTable):
+    """The source document's span table, read through lowered -> source pointer aliases."""
+
+    def __init__(self, base: SpanTable, aliases: dict[str, str]):
+        super().__init__()
+        self._base = base
+        self.aliases = dict(aliases)
+        self._ordered = sorted(self.aliases.items(), key=lambda item: -len(item[0]))
+
+    def source_pointer(self, pointer: str) -> str:
+        for lowered, written in self._ordered:
+            if pointer == lowered or pointer.startswith(lowered + "/"):
+                return written + pointer[len(lowered):]
+        return pointer
+
+    def value(self, pointer: str) -> Span | None:
+        return self._base.value(self.source_pointer(pointer))
+
+    def key(self, pointer: str) -> Span | None:
+        return self._base.key(self.source_pointer(pointer))
+
+    def find(self, pointer: str, key: bool = False) -> Span:
+        return self._base.find(self.source_pointer(pointer), key)
+
+    def with_overrides(self, extra) -> "LoweredSpans":
+        return LoweredSpans(self._base.with_overrides({self.source_pointer(k): v for k, v in extra.items()}),
+                            self.aliases)
+
+
+# ------------------------------------------------------------------ lowering
+
+def freeze_requests(requests: list) -> FrozenList:
+    """The request list as immutable records (read them by item, not with `Spec.get` pointers)."""
+    return frozen_json(requests)
+
+
+def lower_document(document: dict, requests: FrozenList) -> tuple[PMap, dict, dict]:
+    """(lowered document, provenance, lowered -> source pointer aliases) of a checked ReplaySpec."""
+    topology = document["topology"]
+    kind = topology["kind"]
+    engine = copy.deepcopy(document["engine"])
+    origin: dict[str, str] = {}
+    aliases = {"/traffic": "", "/traffic/source": "/requests", "/traffic/source/requests": "/requests"}
+    origin["/traffic/source/type"] = "inferred(ReplaySpec: the requests as written)"
+    origin["/traffic/load/type"] = "inferred(ReplaySpec: arrivals at arrival_time_ms" + \
+        (", at most max_in_flight in flight)" if "max_in_flight" in document else ", open loop)")
+    if "mode" not in engine:
+        engine["mode"] = kind
+        origin["/engine/mode"] = "inferred(topology.kind)"
+        aliases["/engine/mode"] = "/topology/kind"
+    startup: dict[str, Any] = {}
+    for pool, role in POOLS[kind]:
+        written = topology.get(pool)
+        if written is None:
+            continue
+        where, role_at = f"/topology/{pool}", f"/engine/workers/{role}"
+        if "workers" not in engine:
+            aliases["/engine/workers"] = "/topology"
+        workers = engine.setdefault("workers", {})
+        if role not in workers:
+            aliases[role_at] = where
+        settings = workers.setdefault(role, {})
+        if "initial_workers" in written and "replicas" not in settings.get("parallelism", {}):
+            settings.setdefault("parallelism", {})["replicas"] = written["initial_workers"]
+            origin[role_at + "/parallelism/replicas"] = f"inferred(topology.{pool}.initial_workers)"
+            aliases[role_at + "/parallelism/replicas"] = where + "/initial_workers"
+        if "startup_delay_ms" in written:
+            startup[role] = written["startup_delay_ms"]
+            aliases[f"/traffic/replay/startup_delay_ms/{role}"] = where + "/startup_delay_ms"
+
+    load: dict[str, Any] = {"type": "replay"}
+    if "max_in_flight" in document:
+        load["max_in_flight"] = document["max_in_flight"]
+        aliases["/traffic/load/max_in_flight"] = "/max_in_flight"
+    replay: dict[str, Any] = {}
+    if "max_sim_time_ms" in document:
+        replay["max_virtual_time_seconds"] = document["max_sim_time_ms"] / 1000
+        origin["/traffic/replay/max_virtual_time_seconds"] = "inferred(max_sim_time_ms / 1000)"
+        aliases["/traffic/replay/max_virtual_time_seconds"] = "/max_sim_time_ms"
+    if "record_per_request" in document:
+        replay["record_per_request"] = document["record_per_request"]
+        aliases["/traffic/replay/record_per_request"] = "/record_per_request"
+    if "handoff_latency_ms" in topology:
+        replay["handoff_latency_ms"] = topology["handoff_latency_ms"]
+        aliases["/traffic/replay/handoff_latency_ms"] = "/topology/handoff_latency_ms"
+    if startup:
+        replay["startup_delay_ms"] = startup
+
+    traffic = pmap({"source": pmap({"type": "requests", "requests": requests}), "load": freeze(load),
+                    **({"replay": freeze(replay)} if replay else {})})
+    return pmap({"engine": freeze(engine), "traffic": traffic}), origin, aliases
+
+
+def _stop(diagnostics) -> None:
+    diagnostics = list(diagnostics)
+    if diagnostics:
+        raise CompileError(diagnostics)
+
+
+def lower(loaded: Loaded, source: str) -> Spec:
+    document = loaded.document
+    written = Spec(doc=pmap({k: v for k, v in document.items() if k == "version"}), source=source,
+                   frontend=KIND, spans=loaded.spans)
+    _stop(VERSION.diagnostics(written))
+    _stop(source_schema_errors(document))
+    requests = freeze_requests(document["requests"])
+    written = Spec(doc=pmap({k: requests if k == "requests" else freeze(v) for k, v in document.items()}),
+                   source=source, frontend=KIND, spans=loaded.spans)
+    _stop(d for rule in FRONTEND_RULES for d in rule.diagnostics(written))
+    doc, origin, aliases = lower_document(document, requests)
+    return Spec(doc=doc, source=source, frontend=KIND, origin=pmap(origin), spans=LoweredSpans(loaded.spans, aliases))
