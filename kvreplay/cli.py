@@ -126,6 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_arguments(p)
     p.set_defaults(func=predict.run)
 
+    p = sub.add_parser("replay", help="replay a native ReplaySpec JSON (same outputs as predict)")
+    p.add_argument("spec", metavar="SPEC.json")
+    predict.add_arguments(p, config_required=False)
+    p.set_defaults(func=lambda args: predict.run(args, config=args.spec))
+
     p = sub.add_parser("schema", help="print the JSON Schema of predict configs (for editors)")
     p.set_defaults(func=cmd_schema)
 

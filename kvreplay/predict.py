@@ -17,8 +17,9 @@ from .runtime.replay import ReplayUnsupported, build
 EXIT_OK, EXIT_RUN, EXIT_CONFIG = 0, 1, 2
 
 
-def add_arguments(p) -> None:
-    p.add_argument("-c", "--config", required=True, metavar="FILE", help="predict YAML config")
+def add_arguments(p, config_required: bool = True) -> None:
+    if config_required:
+        p.add_argument("-c", "--config", required=True, metavar="FILE", help="predict YAML config (or a ReplaySpec)")
     p.add_argument("--stack", default="engine", choices=("engine",), help="only the engine stack is replayed")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a config value")
     p.add_argument("--output-dir", default="kvreplay-output", metavar="DIR")
@@ -51,7 +52,8 @@ class Progress:
         sys.stderr.write("\r" + " " * 72 + "\r")
 
 
-def run(args) -> int:
+def run(args, config: str | None = None) -> int:
+    args.config = config or args.config
     result = compile_file(args.config, args.set)
     if result.diagnostics:
         sys.stderr.write(report.text_report([result]))
@@ -89,7 +91,8 @@ def run(args) -> int:
         summary["g2_domains"] = [{"name": pool.name, **pool.summary()} for pool in pools]
     prediction = {"summary": summary, "kvreplay_plan_version": plan["kvreplay_plan"]}
     ordered = sorted(replay.requests, key=lambda r: r.spec.index)
-    records = [metrics.request_record(r) for r in ordered] if args.capture_per_request else None
+    capture = args.capture_per_request or plan["traffic"].get("replay", {}).get("record_per_request", False)
+    records = [metrics.request_record(r) for r in ordered] if capture else None
     try:
         outputs.write(Path(args.output_dir), prediction,
                       {"requests.jsonl": records, "kv-events.jsonl": kv_log.records if kv_log else None},

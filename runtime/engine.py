@@ -58,6 +58,7 @@ class Replay:
     kv_log: KvEventLog | None = None  # set by `capture_kv_events`
     stalled: int = 0  # requests left waiting when no event could move them
     handed_over: bool = False  # a pass start moved requests to another worker (see _start_idle_workers)
+    initial: list | None = None  # the traffic's first arrivals, when building needed them already
 
     def capture_kv_events(self) -> KvEventLog:
         """Record Stored/Removed events; each event carries its own time, so passes run one at a time."""
@@ -88,9 +89,12 @@ class Replay:
         return list({id(r.host): r.host for r in self.ranks() if r.host is not None}.values())
 
     # ------------------------------------------------------------------ arrivals
-    def _place(self, role: str) -> Rank:
-        """Round robin over the role's workers first, then over each worker's DP ranks."""
+    def _place(self, role: str, pinned: int | None = None) -> Rank:
+        """Round robin over the role's workers first, then over each worker's DP ranks (or a pinned rank)."""
         workers = [w for w in self.workers if w.ranks[0].role == role]
+        if pinned is not None:
+            ranks = [rank for worker in workers for rank in worker.ranks]
+            return ranks[pinned % len(ranks)]
         count = self.placed.get(role, 0)
         worker = workers[count % len(workers)]
         self.placed[role] = count + 1
@@ -100,7 +104,7 @@ class Replay:
         disaggregated = self.handoff is not None
         first = "decode" if disaggregated and self.handoff.destination_first else \
             "prefill" if disaggregated else "aggregated"
-        rank = self._place(first)
+        rank = self._place(first, spec.prefill_dp_rank if first == "prefill" else spec.dp_rank)
         request = Request(spec, now, rank.index, rank.block_size)
         self.requests.append(request)
         if self.kv_log is not None:
@@ -123,7 +127,7 @@ class Replay:
             request.decode_rank.waiting.append(request)  # skipped while the KV travels
             self._start_handoff_transfer(request, now)
             return
-        rank = self._place("decode")
+        rank = self._place("decode", request.spec.dp_rank)
         handoff.move_to(request, rank, request.spec.output_len)
         request.decode_rank, request.handoff = rank, "pending"
         rank.waiting.append(request)
@@ -267,7 +271,7 @@ class Replay:
                     self._start_pass(worker, now)
 
     def _loop(self) -> None:
-        for spec in self.traffic.start():
+        for spec in self.initial if self.initial is not None else self.traffic.start():
             self.push(spec.arrival_ns or 0, ARRIVAL, spec)
         stop = self.traffic.stop_ns
         queue = self.queue

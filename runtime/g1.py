@@ -56,6 +56,9 @@ class BlockPool:
             found.append(block)
         return found
 
+    def advance(self, position: int) -> None:
+        """The newest admitted request's input position (only Belady eviction looks at it)."""
+
     def free_among(self, blocks: list[int]) -> int:
         """How many of `blocks` sit in the free queue (touching them takes them out of it)."""
         ref = self.ref

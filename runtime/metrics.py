@@ -16,6 +16,10 @@ from itertools import accumulate
 from .requests import Request
 
 MS = 1e6
+EVICTION_ASSUMPTIONS = {
+    "lru": "least recently used unused block first (vLLM)",
+    "belady": "offline optimal: the unused block whose next use in request input order is farthest away",
+}
 PERCENTILES = (("median", 50), ("p75", 75), ("p90", 90), ("p95", 95), ("p99", 99))
 
 
@@ -61,7 +65,8 @@ def request_record(request: Request) -> dict:
     itl = [(gap / MS, count) for gap, count in request.gaps]
     gaps = sum(count for _, count in itl)
     return {
-        "uuid": spec.uuid, "index": spec.index, "session_id": spec.session_id, "turn_index": spec.turn_index,
+        "uuid": spec.uuid, "index": spec.index, "id": spec.name, "session_id": spec.session_id,
+        "turn_index": spec.turn_index,
         "arrival_time_ms": _ms(request.arrival_ns), "first_admit_ms": _ms(request.first_admit_ns),
         "first_token_ms": _ms(request.first_token_ns), "last_token_ms": _ms(request.last_token_ns),
         "terminal_time_ms": _ms(request.terminal_ns),
@@ -131,6 +136,7 @@ def summary(requests: list[Request], end_ns: int, policy: str = "lru") -> dict:
         "first_admission_g1_reused_tokens": first_reused - first_host,
         "first_admission_host_reused_tokens": first_host,
         "kv_eviction_policy": policy,
+        "kv_eviction_assumption": EVICTION_ASSUMPTIONS[policy],
         "preemptions": sum(max(0, len(r.admissions) - 1) for r in requests),
     }
     out.update(weighted_stats("ttft", [((r.first_token_ns - r.arrival_ns) / MS, 1) for r in completed]))

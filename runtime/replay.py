@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .engine import Replay, Worker
+from .belady import BeladyPool, future_uses
 from .g1 import BlockPool
 from .handoff import DESTINATION_FIRST_BACKENDS, Handoff
 from .host_tier import PROFILES, HostPool
@@ -101,9 +102,6 @@ def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> 
     source = plan["traffic"]["source"]["type"]
     if source == "agentx":
         raise ReplayUnsupported("agentx traffic replay is not available yet")
-    if source == "requests":
-        raise ReplayUnsupported("replaying a native ReplaySpec is not available yet (it compiles: "
-                                "`kvreplay compile SPEC.json`)")
     for name, role in roles.items():
         for tier in ("g3_offload", "kvcr"):
             if tier in role["kv_cache"]:
@@ -120,5 +118,16 @@ def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> 
     traffic = Traffic(plan["traffic"], _trace_rows(plan["traffic"], base_dir))
     context = engine.get("context_length")
     block_size = workers[0].ranks[0].block_size
-    return Replay(workers, traffic, block_size, context if isinstance(context, int) else None,
-                  single_step=single_step, handoff=handoff)
+    replay = Replay(workers, traffic, block_size, context if isinstance(context, int) else None,
+                    single_step=single_step, handoff=handoff)
+    if engine.get("kv_eviction_policy") == "belady":
+        use_belady(replay)
+    return replay
+
+
+def use_belady(replay: Replay) -> None:
+    """Give every rank a Belady pool that knows the whole (open-loop) request list."""
+    replay.initial = replay.traffic.start()
+    uses = future_uses(replay.initial, replay.block_size)
+    for rank in replay.ranks():
+        rank.pool = BeladyPool(rank.pool.capacity, uses)

@@ -9,6 +9,7 @@ outputs report.
 from __future__ import annotations
 
 import uuid
+from array import array
 from dataclasses import dataclass, field
 
 from . import blocks
@@ -18,11 +19,12 @@ from .rng import bits
 
 @dataclass(frozen=True)
 class Content:
-    """Tokens of prompt + output: synthetic segments, or a Mooncake row."""
+    """Tokens of prompt + output: synthetic segments, a Mooncake row, or explicit prompt token ids."""
 
-    segments: tuple[tuple[int, int, int], ...] = ()  # (source, start, stop), prompt then output
+    segments: tuple[tuple[int, int, int], ...] = ()  # (source, start, stop): output, or prompt then output
     hash_ids: tuple[int, ...] = ()
     trace_block: int = 0
+    token_ids: tuple[int, ...] = ()  # the prompt's real token ids (ReplaySpec `input_token_ids`)
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class RequestSpec:
     session_id: str | None = None
     turn_index: int | None = None
     think_ns: int = 0  # for a session turn: delay after the previous turn completes
+    name: str | None = None  # the ReplaySpec request id
+    dp_rank: int | None = None  # placement pinned by a ReplaySpec (the decode rank in P/D)
+    prefill_dp_rank: int | None = None
     _keys: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
@@ -57,7 +62,10 @@ class RequestSpec:
             first_output_block = len(keys)
             # blocks holding the request's own output are never shared: negative keys, unique per request
             return keys + [-((self.index << 24) + i) - 1 for i in range(first_output_block, total // block_size)]
-        return blocks.chain_keys(blocks.segment_tokens(self.content.segments), block_size)
+        tokens = blocks.segment_tokens(self.content.segments)
+        if self.content.token_ids:
+            tokens = array("I", self.content.token_ids) + tokens
+        return blocks.chain_keys(tokens, block_size)
 
 
 class Request:

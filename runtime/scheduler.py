@@ -86,6 +86,7 @@ def preempt(rank: Rank, request: Request) -> None:
 def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     """Try to admit a waiting request: tokens scheduled, 0 if it must wait for blocks, DEFER or LOAD."""
     block_size = rank.block_size
+    rank.pool.advance(request.spec.index)
     limit = (request.num_tokens - 1) // block_size  # the last known token is always recomputed
     hits = rank.pool.match(request.keys, limit)
     if rank.host is not None and not request.preloaded:

@@ -10,7 +10,7 @@ counter-based), `constant_rate`, `trace_timestamps` (with speedup).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .requests import Content, RequestSpec
 from .rng import exponential
@@ -51,13 +51,17 @@ class Traffic:
             or self.load.get("sessions_per_second") or 1
         self.request_limit = count_limit(self.stop, "requests", load_units)
         self.session_limit = count_limit(self.stop, "sessions", load_units)
-        seconds = self.stop.get("max_virtual_time_seconds")
+        replay = traffic.get("replay", {}) or {}
+        self.max_in_flight = self.load.get("max_in_flight")
+        seconds = self.stop.get("max_virtual_time_seconds", replay.get("max_virtual_time_seconds"))
         self.stop_ns = None if seconds is None else int(round(seconds * 1e9))
         self._session_of: dict[int, _Session] = {}
 
     @property
     def open_loop(self) -> bool:
         """True when a request's end never causes an arrival (no closed loop, no session turns)."""
+        if self.kind == "requests":
+            return self.max_in_flight is None
         return self.load["type"] != "concurrency" and self.kind != "synthetic-session"
 
     # ------------------------------------------------------------------ content
@@ -108,6 +112,24 @@ class Traffic:
             return None
         return self._synthetic(arrival_ns)
 
+    def _listed(self, position: int, arrival_ns: int | None) -> RequestSpec | None:
+        """Request `position` of a ReplaySpec list (token ids hashed as real tokens, else unique tokens)."""
+        requests = self.source["requests"]
+        if position >= len(requests):
+            return None
+        item = requests[position]
+        index = self._new_index()
+        self.requests_made += 1
+        own = SRC_REQUEST + 2 * index
+        ids = tuple(item.get("input_token_ids") or ())
+        segments = () if ids else ((own, 0, item["input_tokens"]),)
+        content = Content(segments=segments + ((own + 1, 0, item["output_tokens"]),), token_ids=ids)
+        if arrival_ns is None:
+            arrival_ns = int(round(item["arrival_time_ms"] * MS))
+        return RequestSpec(index, item["input_tokens"], item["output_tokens"], content, arrival_ns=arrival_ns,
+                           session_id=item.get("session_id"), turn_index=item.get("turn_index"),
+                           name=item["id"], dp_rank=item.get("dp_rank"), prefill_dp_rank=item.get("prefill_dp_rank"))
+
     def _trace_row(self, position: int, arrival_ns: int | None) -> RequestSpec | None:
         if position >= len(self.rows):
             return None
@@ -136,6 +158,23 @@ class Traffic:
         load = self.load["type"]
         sessions = self.kind == "synthetic-session"
         out: list[RequestSpec] = []
+        if self.kind == "requests":
+            if self.max_in_flight is None:  # open loop: every request at its own arrival time
+                position = 0
+                while (spec := self._listed(position, None)) is not None:
+                    if self.stop_ns is not None and spec.arrival_ns > self.stop_ns:
+                        break
+                    out.append(spec)
+                    position += 1
+                return out
+            self.list_position = 0
+            for _ in range(self.max_in_flight):
+                spec = self._listed(self.list_position, None)
+                if spec is None:
+                    break
+                self.list_position += 1
+                out.append(spec)
+            return out
         if self.kind == "trace":
             if load == "trace_timestamps":
                 speedup = self.load.get("speedup", 1.0)
@@ -182,6 +221,15 @@ class Traffic:
                 follow = self._start_session(session.slot, now_ns)
                 return [follow] if follow is not None else []
             return []
+        if self.kind == "requests":
+            if self.max_in_flight is None:
+                return []
+            follow = self._listed(self.list_position, None)
+            if follow is None:
+                return []
+            self.list_position += 1
+            # a freed slot issues the next request, not before its own arrival time
+            return [replace(follow, arrival_ns=max(now_ns, follow.arrival_ns))]
         if self.load["type"] != "concurrency":
             return []
         if self.kind == "trace":

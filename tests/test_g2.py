@@ -36,7 +36,7 @@ from kvreplay.runtime.engine import Replay
 from kvreplay.runtime.g1 import BlockPool
 from kvreplay.runtime.host_tier import PROFILES
 from kvreplay.runtime.metrics import request_record
-from kvreplay.runtime.replay import ReplayUnsupported, attach_host_pools, build
+from kvreplay.runtime.replay import attach_host_pools, build
 from kvreplay.runtime.requests import Content, Request, RequestSpec
 from kvreplay.runtime.scheduler import Rank, finish_pass, preempt, schedule
 from kvreplay.runtime.timing.fixed import fixed_timing
@@ -153,7 +153,8 @@ def _labels(replay: Replay) -> dict:
     for request in replay.requests:
         ids, full = request.spec.content.hash_ids, request.spec.prompt_len // BS
         for i, key in enumerate(request.keys):
-            labels.setdefault(replay.kv_log.hash_of.get(key, key), ids[i] if i < full else f"out{request.spec.index}.{i}")
+            label = ids[i] if i < full else f"out{request.spec.index}.{i}"
+            labels.setdefault(replay.kv_log.hash_of.get(key, key), label)
     return labels
 
 
@@ -169,6 +170,14 @@ def replay_trace(tmp_path: Path, rows: list[dict], **knobs) -> Run:
     assert [request_record(r) for r in fused.requests] == records, "macro steps changed the records"
     assert domain_summaries(fused) == domain_summaries(replay), "macro steps changed the G2 counters"
     return Run(replay, records, log.records, _labels(replay))
+
+
+def token_times(request: Request) -> list[float]:
+    """Every token time (ms) of a request."""
+    times = [request.first_token_ns / MS]
+    for gap, count in request.gaps:
+        times += [times[-1] + gap / MS * (i + 1) for i in range(count)]
+    return times
 
 
 # ---- rank level: one rank driven through runtime.scheduler, copies completed by hand ----------------
@@ -311,6 +320,21 @@ def test_g1_blocks_being_copied_are_not_overwritten_the_new_owner_waits(tmp_path
 
 
 @pytest.mark.parametrize("connector", OFFLOADING)
+def test_a_running_request_growing_into_a_block_being_copied_waits(tmp_path, connector):
+    """How G2 behaves: "G1 blocks that are still being copied to G2 are not overwritten", for a running request's
+    next block (offloading: "a new owner waits for the copy").
+
+    G1 3 blocks, latency 20 ms.  A (1, 2) and R (3 tokens, 6 output) prefill together; A finishes at 10 ms and
+    its copy runs until 32 ms.  R decodes inside its first block at 10-11 ms; at 11 ms it needs a second block
+    and gets A's block 2 (evicted from G1), so that pass waits for the copy: it runs 32-33 ms."""
+    run = replay_trace(tmp_path, [row(0, 8, 1, [1, 2]), row(0, 3, 6, [9])], connector=connector, g1_blocks=3,
+                       latency_ms=20.0)
+    assert run.g2 == [(32.0, "Stored", [1, 2])]
+    assert (11.0, "Removed", [2]) in run.g1
+    assert token_times(run.replay.requests[1]) == [10.0, 11.0, 33.0, 34.0, 35.0, 36.0]
+
+
+@pytest.mark.parametrize("connector", OFFLOADING)
 @pytest.mark.xfail(strict=True, reason="a G2 restore is started into a G1 block whose GPU->host copy is still in "
                                        "flight (offload.restore allocates it and the load starts at once); only the "
                                        "following pass waits for the copy")
@@ -343,16 +367,77 @@ def test_simple_cpu_restore_waits_for_held_blocks(tmp_path):
     assert run.first_token(2) == 45.0
 
 
-def test_pd_decode_rank_with_g2_is_not_replayed_yet():
+def pd_config_text(decode_blocks: int) -> str:
+    """P/D: one prefill and one decode worker (fixed timing); the decode worker has G2.  The KV handoff moves
+    the whole prompt at 250,000 bytes per token over 0.1 GB/s: 10 ms per 4 tokens."""
+    kv = f"block_size: {BS}, bytes_per_token: 250000"
+    role = ("timing: {type: fixed, prefill_ms: 10, decode_ms: 1}\n"
+            "      scheduler: {max_batched_tokens: 64, max_sequences: 4}")
+    return f"""
+engine:
+  mode: disaggregated
+  model: Qwen/Qwen3-8B
+  hardware: h200_sxm
+  kv_transfer: {{bandwidth_gb_per_second: 0.1, bytes_per_token: 250000, timing_mode: full_prompt}}
+  workers:
+    prefill:
+      {role}
+      kv_cache: {{{kv}, capacity: {{type: fixed, blocks: 64}}}}
+    decode:
+      {role}
+      kv_cache:
+        {{{kv}, capacity: {{type: fixed, blocks: {decode_blocks}}},
+         host_offload: {{num_host_blocks: 16, d2h_bandwidth_gbps: 1.0, h2d_bandwidth_gbps: 1.0}}}}
+traffic:
+  source: {{type: trace, paths: [trace.jsonl], block_size: {BS}}}
+  load: {{type: trace_timestamps}}
+"""
+
+
+def replay_pd(tmp_path: Path, rows: list[dict], decode_blocks: int) -> tuple[Replay, list[dict]]:
+    write_trace(tmp_path, rows)
+    result = compile_bytes(pd_config_text(decode_blocks).encode(), str(tmp_path / "pd.yaml"), ())
+    assert result.plan is not None, [str(d) for d in result.diagnostics]
+    replay = build(result.plan.to_dict(), tmp_path)
+    replay.run()
+    return replay, [request_record(r) for r in replay.requests]
+
+
+# R0, R1 (8-token prompts, 20 output tokens) prefill together on the prefill rank (0-10 ms); their handoffs
+# reserve 3 of the decode rank's 8 G1 blocks each and land at 30 ms (2 MB at 0.1 GB/s).  H (4 tokens, 3
+# output) prefills 20-30 ms and its handoff reserves the last 2 blocks at 30 ms, landing at 40 ms.  At 34 ms
+# both R need a 4th block: the newest running one is preempted and waits at the head of the decode rank's
+# queue, unable to return before the other R finishes at 49 ms.
+PD_ROWS = [row(0, 8, 20, [1, 2]), row(0, 8, 20, [3, 4]), row(20, 4, 3, [5])]
+
+
+def test_pd_decode_rank_with_g2_admits_arrived_handoffs_first(tmp_path):
     """How G2 behaves: "A decode rank with G2 admits requests whose P/D handoff has arrived before other waiting
-    requests".  kvreplay does not replay P/D yet; the spec's P/D example with a G2 decode worker is refused
-    with a clear error instead of being replayed without the rule."""
-    result = compile_file(EXAMPLES / "disaggregated-pd.yaml")
-    assert result.ok, result.diagnostics
-    plan = result.plan.to_dict()
-    assert "host_offload" in plan["engine"]["workers"]["decode"]["kv_cache"]
-    with pytest.raises(ReplayUnsupported, match="disaggregated"):
-        build(plan, EXAMPLES)
+    requests".
+
+    (Scenario above PD_ROWS.)  H's KV lands at 40 ms while a preempted request waits at the head of the decode
+    rank's queue and cannot be readmitted: H is admitted at once and decodes at 41 and 42 ms; the preempted
+    request returns only at 49 ms."""
+    replay, records = replay_pd(tmp_path, PD_ROWS, decode_blocks=8)
+    assert [r["terminal_status"] for r in records] == ["completed"] * 3
+    assert sorted(r["readmission_count"] for r in records[:2]) == [0, 1]
+    preempted = next(r for r in records[:2] if r["readmission_count"])
+    assert preempted["admission_history"][1]["at_ms"] == 49.0
+    assert token_times(replay.requests[2]) == [30.0, 41.0, 42.0]
+
+
+@pytest.mark.xfail(strict=True, reason="handoff.landed() moves each landed request to the head of the waiting "
+                                       "queue (appendleft), so requests whose KV lands together are admitted in "
+                                       "reverse arrival order")
+def test_pd_arrived_handoffs_keep_fcfs_order_among_themselves(tmp_path):
+    """How G2 behaves: arrived handoffs go first "as vLLM's FCFS scheduler does": among themselves they keep
+    arrival order (vLLM re-prepends the requests it skipped while their KV was in flight, in order).
+
+    (Scenario above PD_ROWS.)  R0 arrived before R1 and both land at 30 ms, so R0 is admitted first and R1 is
+    the newest running request: R1 is the one preempted at 34 ms and readmitted at 49 ms, R0 decodes on."""
+    replay, records = replay_pd(tmp_path, PD_ROWS, decode_blocks=8)
+    assert [r["readmission_count"] for r in records[:2]] == [0, 1]
+    assert token_times(replay.requests[0])[:6] == [10.0, 31.0, 32.0, 33.0, 34.0, 35.0]
 
 
 # ============================================================================================ connector profiles
@@ -456,6 +541,22 @@ def test_simple_cpu_store_that_does_not_fit_waits_for_the_next_pass(tmp_path):
                        host_blocks=2, latency_ms=0.5)
     assert run.g2 == [(12.5, "Stored", [1, 2]), (13.0, "Removed", [1, 2]), (15.5, "Stored", [3, 4])]
     assert (run.domain["stores"], run.domain["evictions"], run.domain["dropped_stores"]) == (4, 2, 0)
+
+
+@pytest.mark.xfail(strict=True, reason="a simple_cpu_v0_32 store that only partly fits stores the blocks that fit "
+                                       "at once and retries the rest (HostPool.reserve keeps new[:room]); the spec says "
+                                       "the store waits for the next pass and only vLLM stores the blocks that fit")
+def test_simple_cpu_store_that_partly_fits_waits_whole(tmp_path):
+    """Model difference 2: "A simple_cpu_v0_32 store that does not fit waits for the next pass, while vLLM stores
+    the blocks that fit."  Read literally: the model does not store the part that fits.
+
+    G2 holds 3 blocks, latency 0.5 ms.  A (1, 2) finishes at 10 ms; its copy lands at 12.5 ms.  B (3, 4; 4 output
+    tokens, no full output block) offers 3, 4 at 11 and 12 ms: one slot is free, not two, so the store waits.  At
+    13 ms (B finishes) 1, 2 are ready, 1 is evicted (FIFO) and 3, 4 are stored together, landing at 15.5 ms.
+    The runtime stores 3 alone at 11 ms, and 4 never finds room before B finishes, so it is never stored."""
+    run = replay_trace(tmp_path, [row(0, 8, 1, [1, 2]), row(0, 8, 4, [3, 4])], connector=SIMPLE, g1_blocks=8,
+                       host_blocks=3, latency_ms=0.5)
+    assert run.g2 == [(12.5, "Stored", [1, 2]), (13.0, "Removed", [1]), (15.5, "Stored", [3, 4])]
 
 
 # ---- row "Eviction order" -------------------------------------------------------------------------------
@@ -667,13 +768,13 @@ def test_a_hit_before_its_load_is_pinned_by_simple_cpu_only(connector, pinned):
     assert items == [(f, 1)] and f.status == "completed" and list(rank.waiting) == [c]
     evictions = rank.host.evictions
     assert evictions == (0 if pinned else 2)
-    assert schedule(rank, now) is None  # C: a restore (pinned) or a miss that must first wait for F's copies
-    if not pinned:
-        land(rank, "store")
-        batch = schedule(rank, now)
+    batch = schedule(rank, now)
+    if not pinned:  # C misses and takes F's freed blocks, whose copies are still in flight: its pass waits
         assert batch.items == [(c, 9)]
         assert c.admissions[0]["reused_input_tokens"] == 0
+        assert offload.blocked(rank)
         return
+    assert batch is None  # C restores its prefix first
     (job,) = rank.jobs
     assert (job.kind, job.keys) == ("load", prefix)
     land(rank, "load")
@@ -719,11 +820,7 @@ def test_a_preemption_waits_for_the_victims_stores_or_every_transfer(tmp_path, c
     flight).  simple_cpu: it waits for A's copy too and runs 15-16 ms.  B is readmitted when A finishes."""
     run = replay_trace(tmp_path, [row(0, 12, 4, [1, 2, 3]), row(0, 7, 4, [4, 5])], connector=connector,
                        g1_blocks=6)
-    a = run.replay.requests[0]
-    tokens = [a.first_token_ns / MS]
-    for gap, count in a.gaps:
-        tokens += [tokens[-1] + gap / MS * (i + 1) for i in range(count)]
-    assert tokens == a_tokens
+    assert token_times(run.replay.requests[0]) == a_tokens
     assert [h[0] for h in run.admissions(1)] == [0.0, b_readmitted]
     assert run[1]["readmission_count"] == 1
 
