@@ -485,7 +485,8 @@ def test_blocks_loaded_from_g2_are_not_stored_again(tmp_path, connector):
     """Row "Stored blocks": offloading stores prompt blocks "after any blocks loaded from G2"; simple_cpu skips
     "blocks already in G2, such as those just loaded".
 
-    C (1, 2, 7, 8 + a partial block) restores 1, 2 and computes 7, 8: only 7, 8 are copied back to G2."""
+    A (1, 2) is stored, B (3-8) evicts it from the 6-block G1 and stores its 5 full blocks.  C (1, 2, 9,
+    10 + a partial block) restores 1, 2 and computes 9, 10: only 9, 10 are copied back to G2."""
     run = replay_trace(tmp_path, [row(0, 8, 1, [1, 2]), row(20, 23, 1, [3, 4, 5, 6, 7, 8]),
                                   row(40, 17, 1, [1, 2, 9, 10, 11])], connector=connector, g1_blocks=6,
                        host_blocks=16)
