@@ -36,6 +36,7 @@ class CompileResult:
     spec: Spec | None = None
     diagnostics: tuple[Diagnostic, ...] = field(default_factory=tuple)
     stage: str = ""  # the stage that failed, if any
+    document: dict | None = field(default=None, compare=False)  # the input as written, after --set
 
     @property
     def ok(self) -> bool:
@@ -64,7 +65,7 @@ def compile_bytes(data: bytes, source: str = "<input>", overrides: Sequence[str]
         for stage, step in PASSES:
             spec = step(spec)
         stage = "plan"
-        return CompileResult(source, plan=plan.run(spec), spec=spec)
+        return CompileResult(source, plan=plan.run(spec), spec=spec, document=loaded.document)
     except CompileError as error:
         return CompileResult(source, spec=spec, diagnostics=locate(error.diagnostics, spans, source), stage=stage)
     except RecursionError:

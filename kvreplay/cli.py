@@ -14,6 +14,7 @@ import orjson
 
 from . import explain as explain_mod
 from . import predict, report
+from .compiler.passes.plan import canonical_json
 from .compiler.pipeline import CompileResult, compile_file
 from .compiler.rules import all_rules
 from .schema import schema_text
@@ -53,7 +54,15 @@ def cmd_compile(args) -> int:
     result = _compile_one(args)
     if isinstance(result, int):
         return result
-    data = result.plan.canonical_json()
+    if args.to == "replayspec":
+        from .lower import lower
+
+        if result.spec.frontend != "predict":
+            sys.stderr.write(f"kvreplay: {args.file} is already a {result.spec.frontend}\n")
+            return EXIT_USAGE
+        data = canonical_json(lower(result, Path(args.file).resolve().parent))
+    else:
+        data = result.plan.canonical_json()
     if args.output:
         Path(args.output).write_bytes(data)
     else:
@@ -113,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compile", help="compile one config into its canonical resolved plan (JSON)")
     p.add_argument("file", metavar="FILE")
     p.add_argument("-o", "--output", metavar="PLAN.json")
+    p.add_argument("--to", choices=("plan", "replayspec"), default="plan",
+                   help="replayspec: lower a predict config into a native ReplaySpec with its traffic expanded")
     add_set(p)
     p.set_defaults(func=cmd_compile)
 

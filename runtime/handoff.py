@@ -35,10 +35,12 @@ class Handoff:
     state_bytes: int  # the prefill role's state per request (state cache), charged once
     destination_first: bool
 
+    latency_ns: int = 0  # ReplaySpec `handoff_latency_ms`
+
     def transfer_ns(self, tokens: int) -> int:
         if not self.bandwidth_gbps:
-            return 0
-        return math.ceil((tokens * self.bytes_per_token + self.state_bytes) / self.bandwidth_gbps)
+            return self.latency_ns
+        return self.latency_ns + math.ceil((tokens * self.bytes_per_token + self.state_bytes) / self.bandwidth_gbps)
 
 
 def hold_source(rank, request: Request, now_ns: int) -> None:
@@ -98,8 +100,13 @@ def landed(rank, request: Request, now_ns: int) -> None:
     request.max_blocks = max(request.max_blocks, upto)
     request.handoff = "arrived"
     request.status = "waiting"
-    rank.waiting.remove(request)
-    rank.waiting.appendleft(request)  # handed-off requests are admitted before other waiting ones
+    waiting = rank.waiting
+    waiting.remove(request)
+    # handed-off requests are admitted before other waiting ones, first landed first
+    ahead = 0
+    while ahead < len(waiting) and waiting[ahead].handoff == "arrived":
+        ahead += 1
+    waiting.insert(ahead, request)
 
 
 def admit_arrived(rank, request: Request, now_ns: int) -> int:

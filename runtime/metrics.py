@@ -65,7 +65,7 @@ def request_record(request: Request) -> dict:
     itl = [(gap / MS, count) for gap, count in request.gaps]
     gaps = sum(count for _, count in itl)
     return {
-        "uuid": spec.uuid, "index": spec.index, "id": spec.name, "session_id": spec.session_id,
+        "uuid": spec.uuid, "index": spec.index, "id": spec.name or spec.uuid, "session_id": spec.session_id,
         "turn_index": spec.turn_index,
         "arrival_time_ms": _ms(request.arrival_ns), "first_admit_ms": _ms(request.first_admit_ns),
         "first_token_ms": _ms(request.first_token_ns), "last_token_ms": _ms(request.last_token_ns),

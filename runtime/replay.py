@@ -90,10 +90,11 @@ def _handoff(plan: dict) -> Handoff:
     engine = plan["engine"]
     transfer = engine.get("kv_transfer", {})
     prefill_kv = engine["workers"]["prefill"]["kv_cache"]
+    latency = plan["traffic"].get("replay", {}).get("handoff_latency_ms", 0.0)
     return Handoff(transfer["bytes_per_token"], transfer.get("bandwidth_gb_per_second"),
                    transfer.get("timing_mode", "destination_missing"),
                    prefill_kv.get("state_cache", {}).get("bytes_per_request", 0),
-                   engine["backend"] in DESTINATION_FIRST_BACKENDS)
+                   engine["backend"] in DESTINATION_FIRST_BACKENDS, _ms_to_ns(latency))
 
 
 def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> Replay:

@@ -1,0 +1,73 @@
+"""`kvreplay compile FILE --to replayspec`: lower a predict config into a native ReplaySpec v1.
+
+The engine block is the one the user wrote (after --set): defaults and inferred
+values are left for the ReplaySpec's compile to derive again.  The traffic is expanded into an
+explicit request list by replaying it once: every request keeps its index
+(so its uuid), its prompt's token ids (synthetic tokens, or tokens standing for
+a Mooncake row's hash ids) and the arrival time it had - for closed loops and
+session turns that is the time the loop produced.  Replaying the ReplaySpec
+therefore gives the same results, byte for byte.
+"""
+from __future__ import annotations
+
+import copy
+
+from .runtime import blocks
+from .runtime.kv_events import TRACE_SOURCE
+from .runtime.replay import build
+
+MS = 1e6
+
+
+def _prune(node):
+    """Drop empty mappings (but keep `state_cache: {}` and `kvcr: {}`, which switch features on)."""
+    if isinstance(node, dict):
+        pruned = {k: _prune(v) for k, v in node.items()}
+        return {k: v for k, v in pruned.items() if v != {} or k in ("state_cache", "kvcr")}
+    return node
+
+
+def prompt_tokens(spec) -> list[int]:
+    content = spec.content
+    if content.token_ids:
+        return list(content.token_ids)
+    if content.hash_ids:
+        tokens = []
+        for h in content.hash_ids:
+            tokens.extend(blocks.token_ids(TRACE_SOURCE + h, 0, content.trace_block))
+        return tokens[:spec.prompt_len]
+    return list(blocks.segment_tokens(content.segments)[:spec.prompt_len])
+
+
+def _topology(engine: dict, plan_engine: dict) -> dict:
+    roles = plan_engine["workers"]
+    if plan_engine["mode"] == "disaggregated":
+        return {"kind": "disaggregated",
+                "prefill": {"initial_workers": roles["prefill"]["parallelism"]["replicas"]},
+                "decode": {"initial_workers": roles["decode"]["parallelism"]["replicas"]}}
+    return {"kind": "aggregated", "workers": {"initial_workers": roles["aggregated"]["parallelism"]["replicas"]}}
+
+
+def lower(result, base_dir) -> dict:
+    """The ReplaySpec (as a dict) of a compiled predict config."""
+    plan = result.plan.to_dict()
+    replay = build(plan, base_dir)
+    replay.run()
+    engine = copy.deepcopy(result.document.get("engine", {}))
+    for role in engine.get("workers", {}).values():  # replicas travel as the topology's initial_workers
+        role.get("parallelism", {}).pop("replicas", None)
+    requests = []
+    for request in sorted(replay.requests, key=lambda r: r.spec.index):
+        spec = request.spec
+        item = {"id": spec.uuid, "arrival_time_ms": request.arrival_ns / MS, "input_tokens": spec.prompt_len,
+                "input_token_ids": prompt_tokens(spec), "output_tokens": spec.output_len}
+        if spec.session_id is not None:
+            item["session_id"] = spec.session_id
+        if spec.turn_index is not None:
+            item["turn_index"] = spec.turn_index
+        requests.append(item)
+    document = {"version": 1, "description": f"lowered from {result.source}",
+                "topology": _topology(engine, plan["engine"]), "engine": _prune(engine), "requests": requests}
+    if replay.traffic.stop_ns is not None:
+        document["max_sim_time_ms"] = replay.traffic.stop_ns / MS
+    return document
