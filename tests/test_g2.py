@@ -426,9 +426,6 @@ def test_pd_decode_rank_with_g2_admits_arrived_handoffs_first(tmp_path):
     assert token_times(replay.requests[2]) == [30.0, 41.0, 42.0]
 
 
-@pytest.mark.xfail(strict=True, reason="handoff.landed() moves each landed request to the head of the waiting "
-                                       "queue (appendleft), so requests whose KV lands together are admitted in "
-                                       "reverse arrival order")
 def test_pd_arrived_handoffs_keep_fcfs_order_among_themselves(tmp_path):
     """How G2 behaves: arrived handoffs go first "as vLLM's FCFS scheduler does": among themselves they keep
     arrival order (vLLM re-prepends the requests it skipped while their KV was in flight, in order).
