@@ -27,7 +27,7 @@ from .scheduler import Rank, finish_pass, schedule
 from .timing import Timing
 from .traffic import Traffic
 
-PASS_END, TRANSFER_START, TRANSFER_DONE, HANDOFF_DONE, ARRIVAL = 0, 1, 2, 3, 4
+PASS_END, TRANSFER_START, TRANSFER_DONE, HANDOFF_DONE, WAKE, ARRIVAL = 0, 1, 2, 3, 4, 5
 
 
 @dataclass
@@ -38,6 +38,7 @@ class Worker:
     batches: list | None = None  # in-flight pass
     passes: int = 0
     blocked: bool = False  # a scheduled pass waits for GPU->host copies of blocks it reuses
+    ready_ns: int = 0  # a worker starting up (ReplaySpec `startup_delay_ms`) runs no pass before this
 
 
 @dataclass
@@ -267,10 +268,13 @@ class Replay:
         while self.handed_over:
             self.handed_over = False
             for worker in self.workers:
-                if worker.batches is None and any(rank.busy for rank in worker.ranks):
+                if worker.batches is None and worker.ready_ns <= now and any(rank.busy for rank in worker.ranks):
                     self._start_pass(worker, now)
 
     def _loop(self) -> None:
+        for worker in self.workers:
+            if worker.ready_ns:
+                self.push(worker.ready_ns, WAKE, worker)
         for spec in self.initial if self.initial is not None else self.traffic.start():
             self.push(spec.arrival_ns or 0, ARRIVAL, spec)
         stop = self.traffic.stop_ns
@@ -291,6 +295,8 @@ class Replay:
                     self._transfer_moves(*payload, now)
                 elif kind == HANDOFF_DONE:
                     handoff.landed(payload.decode_rank, payload, now)
+                elif kind == WAKE:
+                    pass  # the worker is ready: the sweep below starts it if it has work
                 else:
                     self._arrive(payload, now)
             self._start_idle_workers(now)

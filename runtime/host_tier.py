@@ -14,8 +14,10 @@ with per-rank and pool bandwidth limits.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
 from dataclasses import dataclass, field
+from itertools import compress, filterfalse, repeat
+from operator import is_not
 
 from .transfers import Link
 
@@ -58,6 +60,34 @@ PROFILES = {
 }
 
 
+class _Rank:
+    """A run of the eviction order; `stamp[key] is` the run that currently holds the key.
+
+    `owner` of a refresh: one key list on this pool; the run `keys[covered-1], ..., keys[0]` (first key newest)
+    is re-appended to the order by each refresh.  `lost` counts its keys since taken by later runs (or
+    dropped), so a refresh of an owner that lost none re-stamps nothing.  Other runs (stores, pins, loads)
+    are explicit key lists with a token of their own."""
+
+    __slots__ = ("keys", "covered", "lost", "gen", "plain")
+
+    def __init__(self, keys=None):
+        self.keys = keys
+        self.covered = 0
+        self.lost = 0
+        self.gen = 0
+        self.plain = True
+
+
+class _Run:
+    """One appended run in the order queue: `token`'s keys from index `pos` (downward for an owner's refresh,
+    upward for an explicit list); dead once its owner refreshed again (`gen` moved on)."""
+
+    __slots__ = ("token", "gen", "keys", "pos", "down")
+
+    def __init__(self, token: _Rank, gen: int, keys: list, pos: int, down: bool):
+        self.token, self.gen, self.keys, self.pos, self.down = token, gen, keys, pos, down
+
+
 @dataclass
 class HostPool:
     name: str
@@ -67,7 +97,7 @@ class HostPool:
     profile: ConnectorProfile
     d2h: Link
     h2d: Link
-    entries: OrderedDict = field(default_factory=OrderedDict)  # key -> READY | STORING, eviction order
+    entries: dict = field(default_factory=dict)  # key -> READY | STORING (the order lives in `_runs`)
     loading: dict = field(default_factory=dict)  # key -> restores in flight reading it
     pinned: dict = field(default_factory=dict)  # key -> lookup pins
     stores: int = 0  # blocks whose store completed
@@ -77,6 +107,14 @@ class HostPool:
     events: list | None = None  # (kind, keys) for KV events, when captured
     last_reserve_short: bool = False  # the last `reserve` ran out of room
     version: int = 0  # bumped by every change of contents, states or order (lets a repeated lookup be skipped)
+    # Eviction order (first = evicted next), kept lazily: `_front` (entries an eviction scan passed but could not
+    # evict, in order) then the runs of `_runs`, oldest first; a key sits where the run `_stamp[key]` puts it,
+    # its occurrences in older runs are stale.  A refresh that changes nothing already placed costs O(1).
+    _front: list = field(default_factory=list)
+    _runs: deque = field(default_factory=deque)
+    _stamp: dict = field(default_factory=dict)
+    _owners: dict = field(default_factory=dict)  # id(key list) -> its refresh owner
+    _kept: _Rank = field(default_factory=_Rank)  # the token of `_front`
 
     # ------------------------------------------------------------------ lookups
     def lookup(self, keys: list, start: int, limit: int) -> tuple[int, bool]:
@@ -97,24 +135,66 @@ class HostPool:
             hits += 1
         return hits, False
 
-    def refresh(self, keys: list) -> None:
-        """Make the prompt's resident blocks the newest, its first block newest of all."""
+    def refresh(self, keys: list, upto: int | None = None) -> None:
+        """Make the resident blocks of keys[:upto] the newest, its first block newest of all."""
         self.version += 1
-        move = self.entries.move_to_end
-        for key in reversed(keys):
-            try:
-                move(key)
-            except KeyError:
-                pass
+        if upto is None:
+            upto = len(keys)
+        if upto <= 0:
+            return
+        owner = self._owners.get(id(keys))
+        if owner is None or upto < owner.covered:  # (a shorter refresh: a new owner; the old run keeps the rest)
+            owner = _Rank(keys)
+            owner.plain = len(set(keys)) == len(keys)
+            self._owners[id(keys)] = owner
+        if not owner.plain:  # a key listed twice takes the place of its first occurrence
+            self._append(list(dict.fromkeys(keys[:upto]))[::-1])
+            return
+        stamp = self._stamp
+        if owner.lost:  # re-stamp what later runs took
+            part = keys[:upto]
+            for key in compress(part, map(is_not, map(stamp.get, part), repeat(owner))):
+                other = stamp.get(key)
+                if other is not None:
+                    other.lost += 1
+                stamp[key] = owner
+            owner.lost = 0
+        elif upto > owner.covered:
+            for key in keys[owner.covered:upto]:
+                other = stamp.get(key)
+                if other is not owner:
+                    if other is not None:
+                        other.lost += 1
+                    stamp[key] = owner
+        elif self._runs:  # nothing lost, nothing new: a no-op if its run is still the newest, untouched
+            last = self._runs[-1]
+            if last.token is owner and last.gen == owner.gen and last.pos == upto - 1:
+                return
+        owner.covered = upto
+        owner.gen += 1
+        self._runs.append(_Run(owner, owner.gen, keys, upto - 1, True))
+
+    def _append(self, keys: list) -> None:
+        """Move `keys` (distinct) to the end of the eviction order, in this order."""
+        if not keys:
+            return
+        token, stamp = _Rank(), self._stamp
+        for key in keys:
+            other = stamp.get(key)
+            if other is not None:
+                other.lost += 1
+            stamp[key] = token
+        self._runs.append(_Run(token, 0, keys, 0, False))
 
     # ------------------------------------------------------------------ stores
-    def reserve(self, keys: list) -> list:
+    def reserve(self, keys: list, ranked: bool = True) -> list:
         """Admit new keys as `storing`, evicting to make room; returns the keys that got a slot.
 
         A connector that stores one pass late stops at the first key without room (it retries next pass);
-        the others drop what finds no room."""
+        the others drop what finds no room.  `ranked=False`: the caller refreshes a run holding all of
+        `keys` right after, which places them."""
         entries = self.entries
-        new = [k for k in dict.fromkeys(keys) if k not in entries]
+        new = list(filterfalse(entries.__contains__, dict.fromkeys(keys)))
         self.last_reserve_short = False
         room = self.capacity - len(entries)
         if len(new) > room:
@@ -125,23 +205,66 @@ class HostPool:
                     self.dropped_stores += len(new) - room
                 new = new[:max(room, 0)]
         entries.update(dict.fromkeys(new, STORING))
+        if ranked:
+            self._append(new)
         self.version += 1
         return new
 
     def _evict(self, wanted: int) -> int:
         """Evict up to `wanted` ready blocks that no restore reads and no lookup pins, oldest first."""
-        loading, pinned, entries = self.loading, self.pinned, self.entries
-        victims, kept = [], []
-        pop = entries.popitem
-        while len(victims) < wanted and entries:
-            key, state = pop(False)
-            if state == READY and key not in loading and key not in pinned:
+        loading, pinned, entries, stamp = self.loading, self.pinned, self.entries, self._stamp
+        victims = []
+        kept_token = self._kept
+        front, kept = self._front, []
+        for index, key in enumerate(front):
+            if len(victims) >= wanted:
+                kept.extend(front[index:])
+                break
+            if stamp.get(key) is not kept_token:
+                continue  # moved since
+            if entries[key] == READY and key not in loading and key not in pinned:
+                del entries[key], stamp[key]
                 victims.append(key)
             else:
-                kept.append((key, state))
-        for key, state in reversed(kept):  # what could not be evicted keeps its place at the front
-            entries[key] = state
-            entries.move_to_end(key, last=False)
+                kept.append(key)
+        runs, owners = self._runs, self._owners
+        while len(victims) < wanted and runs:
+            run = runs[0]
+            token = run.token
+            if run.gen != token.gen:
+                runs.popleft()
+                continue
+            keys, pos = run.keys, run.pos
+            if run.down:
+                indices = range(pos, -1, -1)
+            else:
+                indices = range(pos, len(keys))
+            done = True
+            for index in indices:
+                key = keys[index]
+                if stamp.get(key) is not token:
+                    continue
+                state = entries.get(key)
+                if state is None:  # never stored or gone: forget it
+                    del stamp[key]
+                    token.lost += 1
+                elif state == READY and key not in loading and key not in pinned:
+                    del entries[key], stamp[key]
+                    token.lost += 1
+                    victims.append(key)
+                    if len(victims) >= wanted:
+                        run.pos = index - 1 if run.down else index + 1
+                        done = False
+                        break
+                else:
+                    stamp[key] = kept_token
+                    token.lost += 1
+                    kept.append(key)
+            if done:
+                runs.popleft()
+                if token.keys is not None and owners.get(id(token.keys)) is token:
+                    del owners[id(token.keys)]
+        self._front = kept
         self.version += 1
         self.evictions += len(victims)
         if self.events is not None and victims:
@@ -164,8 +287,7 @@ class HostPool:
                 pinned[key] = left
             else:
                 pinned.pop(key, None)
-            if key in entries:
-                entries.move_to_end(key)
+        self._append(_last_occurrences([key for key in keys if key in entries]))
 
     def stored(self, keys: list) -> None:
         """The copies of `keys` landed (storing entries are never evicted, so all are still here)."""
@@ -173,8 +295,7 @@ class HostPool:
         entries = self.entries
         entries.update(dict.fromkeys(keys, READY))
         if self.profile.eviction == "fifo":  # first in, first out by store completion
-            for key in keys:
-                entries.move_to_end(key)
+            self._append(_last_occurrences(keys))
         self.stores += len(keys)
         if self.events is not None and keys:
             self.events.append(("Stored", list(keys)))
@@ -195,8 +316,8 @@ class HostPool:
                 loading[key] = left
             else:
                 del loading[key]
-            if self.profile.refresh_on_load_done and key in entries:
-                entries.move_to_end(key)
+        if self.profile.refresh_on_load_done:
+            self._append(_last_occurrences([key for key in keys if key in entries]))
         self.restores += len(keys)
 
     def summary(self) -> dict:
@@ -206,3 +327,10 @@ class HostPool:
                 "d2h_bytes": self.d2h.bytes_moved, "h2d_bytes": self.h2d.bytes_moved,
                 "d2h_bandwidth_wait_ms": self.d2h.waited_ns / 1e6,
                 "h2d_bandwidth_wait_ms": self.h2d.waited_ns / 1e6, "connector": self.profile.name}
+
+
+def _last_occurrences(keys: list) -> list:
+    """`keys` in the order that moving each to the end in turn leaves them."""
+    if len(set(keys)) == len(keys):
+        return keys
+    return list(dict.fromkeys(reversed(keys)))[::-1]

@@ -16,6 +16,8 @@ scheduler calls these functions only when the rank has a host pool.
 """
 from __future__ import annotations
 
+from itertools import filterfalse
+
 from .requests import Request
 
 DEFER, LOAD = -1, -2  # `restore` outcomes besides 0 (nothing to restore)
@@ -45,7 +47,7 @@ def restore(rank, request: Request, hits: list[int], limit: int) -> int:
         limit = min(limit, request.spec.prompt_len // rank.block_size)  # after preemption: prompt blocks only
     found, deferred = host.lookup(request.keys, len(hits), limit)
     if profile.refresh_on_lookup:
-        host.refresh(request.keys[:request.spec.prompt_len // rank.block_size])
+        host.refresh(request.keys, request.spec.prompt_len // rank.block_size)
     if deferred:
         request.deferred_at = host.version
         return DEFER
@@ -86,19 +88,27 @@ def offer(rank, request: Request, upto: int, hold: bool = False) -> None:
     start = request.stored_upto
     if upto <= start:
         return
-    offered = request.keys[start:upto]
-    accepted = host.reserve(offered)
-    if host.profile.refresh_on_lookup:  # a store makes the prompt's resident blocks the newest
-        host.refresh(request.keys[:request.spec.prompt_len // rank.block_size])
+    keys = request.keys
+    offered = keys[start:upto]
+    refresh = host.profile.refresh_on_lookup
+    prompt_blocks = request.spec.prompt_len // rank.block_size
+    accepted = host.reserve(offered, not refresh or upto > prompt_blocks)  # (the refresh below places them)
+    if refresh:  # a store makes the prompt's resident blocks the newest
+        host.refresh(keys, prompt_blocks)
     waits_for_room = host.profile.store_delay_passes and host.last_reserve_short
+    everything = len(accepted) == len(offered)  # then `accepted` is `offered`
     if accepted:
-        position = {key: i for i, key in enumerate(offered, start)}
-        blocks = [request.blocks[position[key]] for key in accepted]
+        if everything:
+            blocks = request.blocks[start:upto]
+        else:
+            position = dict(zip(offered, range(start, upto)))
+            blocks = [request.blocks[position[key]] for key in accepted]
         _start_store(rank, request, accepted, blocks, hold)
     if waits_for_room:  # simple_cpu: what did not fit is offered again next pass
         request.stored_upto = start + next(i for i, key in enumerate(offered) if key not in host.entries)
     else:
-        request.unstored.extend(k for k in offered if k not in host.entries)
+        if not everything:
+            request.unstored.extend(filterfalse(host.entries.__contains__, offered))
         request.stored_upto = upto
 
 
@@ -138,7 +148,7 @@ def offer_on_finish(rank, request: Request) -> None:
         blocks = [request.blocks[position[key]] for key in accepted]
         _start_store(rank, request, accepted, blocks)
     # re-rank every block it stored, offered or loaded, its first block newest
-    host.refresh(request.keys[:min(request.stored_upto, request.spec.prompt_len // size)])
+    host.refresh(request.keys, min(request.stored_upto, request.spec.prompt_len // size))
 
 
 def _start_store(rank, request: Request, keys: list, blocks: list[int], hold: bool = False) -> None:

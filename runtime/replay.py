@@ -111,6 +111,9 @@ def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> 
     for name in [r for r in ("aggregated", "prefill", "decode") if r in roles]:
         first_rank = sum(len(w.ranks) for w in workers)
         workers += _role_workers(plan, name, len(workers), first_rank)
+    delays = plan["traffic"].get("replay", {}).get("startup_delay_ms", {})
+    for worker in workers:
+        worker.ready_ns = _ms_to_ns(delays.get(worker.ranks[0].role, 0.0))
     handoff = _handoff(plan) if "prefill" in roles else None
     if handoff is not None:
         for worker in workers:
