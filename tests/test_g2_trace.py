@@ -1,0 +1,90 @@
+"""G2 on the real synthetic trace: host offload raises first-admission reuse, and G1 + host add up exactly."""
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from kvreplay.cli import main
+
+from .golden import golden_extension
+from .support import ROOT
+
+TRACE = ROOT.parent / "shared" / "traces" / "synthetic_trace.jsonl"
+CONFIG = """engine:
+  model: Qwen/Qwen3-8B
+  hardware: h200_sxm
+  workers:
+    aggregated:
+      timing: {{type: fixed, prefill_ms: 50.0, decode_ms: 10.0}}
+      kv_cache:
+        block_size: 512
+        capacity: {{type: fixed, blocks: 1000}}
+{host}traffic:
+  source: {{type: trace, paths: ["{trace}"], format: mooncake, block_size: 512}}
+  load: {{type: trace_timestamps}}
+"""
+
+
+def run(tmp_path, name: str, host: str) -> tuple[dict, list[dict]]:
+    assert TRACE.exists(), f"the shared traces are expected at {TRACE}"
+    config = tmp_path / f"{name}.yaml"
+    config.write_text(CONFIG.format(trace=TRACE, host=host))
+    out = tmp_path / name
+    assert main(["predict", "-c", str(config), "--output-dir", str(out), "--capture-per-request",
+                 "--no-progress"]) == 0
+    summary = orjson.loads((out / "prediction.json").read_bytes())["summary"]
+    records = [orjson.loads(line) for line in (out / "requests.jsonl").read_bytes().splitlines()]
+    return summary, records
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("g2trace")
+    return run(tmp, "g1", ""), run(tmp, "g2", "        host_offload: {num_host_blocks: 4000}\n")
+
+
+def test_host_offload_raises_first_admission_reuse(runs):
+    (g1, _), (g2, _) = runs
+    assert g1["first_admission_host_reused_tokens"] == 0
+    assert round(g1["first_admission_prefix_cache_reused_ratio"], 4) == 0.0845
+    assert round(g2["first_admission_prefix_cache_reused_ratio"], 4) == 0.2523
+    assert g2["first_admission_prefix_cache_reused_ratio"] > g1["first_admission_prefix_cache_reused_ratio"] + 0.15
+
+
+def test_g1_and_host_reuse_add_up_exactly(runs):
+    _, (g2, records) = runs
+    for record in records:
+        assert record["first_admission_g1_reused_input_tokens"] + record["first_admission_host_reused_input_tokens"] \
+            == record["first_admission_reused_input_tokens"]
+    total = sum(r["first_admission_reused_input_tokens"] for r in records)
+    assert g2["first_admission_g1_reused_tokens"] + g2["first_admission_host_reused_tokens"] == total
+    assert total == round(g2["first_admission_prefix_cache_reused_ratio"] * g2["total_input_tokens"])
+    domain, = g2["g2_domains"]
+    assert domain["restores"] * 512 == g2["first_admission_host_reused_tokens"] + \
+        sum(a["host_reused_input_tokens"] for r in records for a in r["admission_history"][1:])
+
+
+def test_the_g2_summary_is_golden(runs, snapshot):
+    _, (g2, _) = runs
+    assert g2 == snapshot.use_extension(golden_extension("replays"))(name="synthetic-trace-g2.summary")
+
+
+SPEC_EXAMPLE = ROOT / "examples" / "host-offload-prediction.yaml"
+COMBINATIONS = [("offloading_v0_24", "dp_rank_local"), ("offloading_v0_24", "cluster_shared"),
+                ("offloading_v0_32", "dp_rank_local"), ("simple_cpu_v0_32", "dp_rank_local")]
+
+
+@pytest.mark.parametrize("connector, scope", COMBINATIONS)
+@pytest.mark.parametrize("g1_blocks", [2499, 400])  # the spec's G1, and one small enough that G2 is read
+def test_the_spec_example_with_each_connector_and_scope_is_golden(connector, scope, g1_blocks, tmp_path, snapshot):
+    out = tmp_path / "out"
+    sets = [f"engine.workers.aggregated.kv_cache.host_offload.connector={connector}",
+            f"engine.workers.aggregated.kv_cache.host_offload.scope={scope}",
+            f"engine.workers.aggregated.kv_cache.capacity.blocks={g1_blocks}"]
+    argv = ["predict", "-c", str(SPEC_EXAMPLE), "--output-dir", str(out), "--no-progress"]
+    assert main(argv + [a for s in sets for a in ("--set", s)]) == 0
+    summary = orjson.loads((out / "prediction.json").read_bytes())["summary"]
+    if g1_blocks == 400:
+        assert summary["first_admission_host_reused_tokens"] > 0
+    name = f"host-offload-{connector}-{scope}-g1-{g1_blocks}.summary"
+    assert summary == snapshot.use_extension(golden_extension("replays"))(name=name)
