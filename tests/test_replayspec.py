@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvreplay.compiler.diagnostics import locate
+from kvreplay.compiler.frontends import fast_json
 from kvreplay.compiler.frontends import replayspec as rs
 from kvreplay.compiler.load import load_bytes
 from kvreplay.compiler.passes import frontend
@@ -204,9 +205,9 @@ def test_requests_are_immutable_records():
     _, result = compile_doc(doc)
     assert result.ok, result.diagnostics
     requests = result.spec.get("/traffic/source/requests")
-    assert isinstance(requests, rs.FrozenList) and isinstance(requests[0], rs.FrozenDict)
-    assert isinstance(requests[1]["input_token_ids"], rs.FrozenList)
-    assert isinstance(requests[1]["kv_hints"][0], rs.FrozenDict)
+    assert isinstance(requests, fast_json.FrozenList) and isinstance(requests[0], fast_json.FrozenDict)
+    assert isinstance(requests[1]["input_token_ids"], fast_json.FrozenList)
+    assert isinstance(requests[1]["kv_hints"][0], fast_json.FrozenDict)
     for mutate in (lambda: requests.append({}), lambda: requests[0].update(id="x"),
                    lambda: requests[0].__setitem__("id", "x"), lambda: requests[1]["input_token_ids"].sort()):
         with pytest.raises(TypeError):
