@@ -38,7 +38,12 @@ class Worker:
     batches: list | None = None  # in-flight pass
     passes: int = 0
     blocked: bool = False  # a scheduled pass waits for GPU->host copies of blocks it reuses
-    ready_ns: int = 0  # a worker starting up (ReplaySpec `startup_delay_ms`) runs no pass before this
+    # (joined, ready, left) of each period the worker is part of its role (scaled workers); left None = to the end
+    periods: list = field(default_factory=lambda: [(0, 0, None)])
+
+    def placeable(self, now: int, ready: bool) -> bool:
+        return any(start <= now and (end is None or now < end) and (not ready or up <= now)
+                   for start, up, end in self.periods)
 
 
 @dataclass
@@ -90,9 +95,13 @@ class Replay:
         return list({id(r.host): r.host for r in self.ranks() if r.host is not None}.values())
 
     # ------------------------------------------------------------------ arrivals
-    def _place(self, role: str, pinned: int | None = None) -> Rank:
-        """Round robin over the role's workers first, then over each worker's DP ranks (or a pinned rank)."""
-        workers = [w for w in self.workers if w.ranks[0].role == role]
+    def _place(self, role: str, now: int, pinned: int | None = None) -> Rank:
+        """Round robin over the role's workers first, then over each worker's DP ranks (or a pinned rank).
+
+        Only workers that are part of the role now take requests, ready ones first (scaled workers)."""
+        members = [w for w in self.workers if w.ranks[0].role == role]
+        workers = [w for w in members if w.placeable(now, True)] or [w for w in members if w.placeable(now, False)] \
+            or members
         if pinned is not None:
             ranks = [rank for worker in workers for rank in worker.ranks]
             return ranks[pinned % len(ranks)]
@@ -105,7 +114,7 @@ class Replay:
         disaggregated = self.handoff is not None
         first = "decode" if disaggregated and self.handoff.destination_first else \
             "prefill" if disaggregated else "aggregated"
-        rank = self._place(first, spec.prefill_dp_rank if first == "prefill" else spec.dp_rank)
+        rank = self._place(first, now, spec.prefill_dp_rank if first == "prefill" else spec.dp_rank)
         request = Request(spec, now, rank.index, rank.block_size)
         self.requests.append(request)
         if self.kv_log is not None:
@@ -128,7 +137,7 @@ class Replay:
             request.decode_rank.waiting.append(request)  # skipped while the KV travels
             self._start_handoff_transfer(request, now)
             return
-        rank = self._place("decode", request.spec.dp_rank)
+        rank = self._place("decode", now, request.spec.dp_rank)
         handoff.move_to(request, rank, request.spec.output_len)
         request.decode_rank, request.handoff = rank, "pending"
         rank.waiting.append(request)
@@ -206,7 +215,7 @@ class Replay:
                 continue
             for job in rank.jobs:
                 if job.kind == "to_prefill":  # destination-first: reserved on the decode rank, now prefill
-                    prefill = self._place("prefill")
+                    prefill = self._place("prefill", now)
                     handoff.move_to(job.request, prefill, 1)
                     job.request.prefill_rank, job.request.handoff = prefill, None
                     prefill.waiting.append(job.request)
@@ -268,13 +277,15 @@ class Replay:
         while self.handed_over:
             self.handed_over = False
             for worker in self.workers:
-                if worker.batches is None and worker.ready_ns <= now and any(rank.busy for rank in worker.ranks):
+                if worker.batches is None and any(rank.busy for rank in worker.ranks) \
+                        and any(up <= now for _, up, _ in worker.periods):  # started up (scaled workers)
                     self._start_pass(worker, now)
 
     def _loop(self) -> None:
         for worker in self.workers:
-            if worker.ready_ns:
-                self.push(worker.ready_ns, WAKE, worker)
+            for _, ready, _ in worker.periods:
+                if ready:
+                    self.push(ready, WAKE, worker)
         for spec in self.initial if self.initial is not None else self.traffic.start():
             self.push(spec.arrival_ns or 0, ARRIVAL, spec)
         stop = self.traffic.stop_ns

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from itertools import compress, filterfalse, repeat
-from operator import is_not
+from itertools import filterfalse
 
 from .transfers import Link
 
@@ -60,32 +59,35 @@ PROFILES = {
 }
 
 
-class _Rank:
-    """A run of the eviction order; `stamp[key] is` the run that currently holds the key.
+class _Token:
+    """Who placed a resident key in the eviction order: `entries[key] is` the run holding it.
 
-    `owner` of a refresh: one key list on this pool; the run `keys[covered-1], ..., keys[0]` (first key newest)
-    is re-appended to the order by each refresh.  `lost` counts its keys since taken by later runs (or
-    dropped), so a refresh of an owner that lost none re-stamps nothing.  Other runs (stores, pins, loads)
-    are explicit key lists with a token of their own."""
+    The token of a refresh `owner` (one key list on this pool) places `keys[covered-1], ..., keys[0]` (first
+    key newest); each refresh of that list re-appends one run for it.  `lost` is set when a resident key of
+    its range gets another token, so a refresh of an owner that lost none re-stamps nothing.  Stores, pins
+    and loads append explicit key lists, each with a token of its own."""
 
     __slots__ = ("keys", "covered", "lost", "gen", "plain")
 
     def __init__(self, keys=None):
         self.keys = keys
         self.covered = 0
-        self.lost = 0
+        self.lost = False
         self.gen = 0
         self.plain = True
 
 
 class _Run:
-    """One appended run in the order queue: `token`'s keys from index `pos` (downward for an owner's refresh,
-    upward for an explicit list); dead once its owner refreshed again (`gen` moved on)."""
+    """One run of the eviction order: `token`'s keys from index `pos`, downward for an owner's refresh or
+    upward for an explicit list; dead once its owner has refreshed again (`gen` moved on)."""
 
     __slots__ = ("token", "gen", "keys", "pos", "down")
 
-    def __init__(self, token: _Rank, gen: int, keys: list, pos: int, down: bool):
+    def __init__(self, token: _Token, gen: int, keys: list, pos: int, down: bool):
         self.token, self.gen, self.keys, self.pos, self.down = token, gen, keys, pos, down
+
+
+_UNPLACED = _Token()  # reserved keys a refresh is about to place (`reserve(place=False)`)
 
 
 @dataclass
@@ -97,7 +99,10 @@ class HostPool:
     profile: ConnectorProfile
     d2h: Link
     h2d: Link
-    entries: dict = field(default_factory=dict)  # key -> READY | STORING (the order lives in `_runs`)
+    # key -> the token of the run placing it in the eviction order (see below); the key is `storing` while
+    # in `storing`, `ready` otherwise
+    entries: dict = field(default_factory=dict)
+    storing: set = field(default_factory=set)
     loading: dict = field(default_factory=dict)  # key -> restores in flight reading it
     pinned: dict = field(default_factory=dict)  # key -> lookup pins
     stores: int = 0  # blocks whose store completed
@@ -107,26 +112,25 @@ class HostPool:
     events: list | None = None  # (kind, keys) for KV events, when captured
     last_reserve_short: bool = False  # the last `reserve` ran out of room
     version: int = 0  # bumped by every change of contents, states or order (lets a repeated lookup be skipped)
-    # Eviction order (first = evicted next), kept lazily: `_front` (entries an eviction scan passed but could not
-    # evict, in order) then the runs of `_runs`, oldest first; a key sits where the run `_stamp[key]` puts it,
-    # its occurrences in older runs are stale.  A refresh that changes nothing already placed costs O(1).
+    # The eviction order (first = evicted next) is kept lazily: `_front` (entries an eviction scan passed but
+    # could not evict, in order), then the runs of `_runs`, oldest first.  A key sits in the run whose token
+    # `entries[key]` is; its occurrences in other runs are stale.  So a refresh moves a whole run at once, and
+    # one that finds nothing of its owner's taken costs O(1) however long the prompt.
     _front: list = field(default_factory=list)
     _runs: deque = field(default_factory=deque)
-    _stamp: dict = field(default_factory=dict)
-    _owners: dict = field(default_factory=dict)  # id(key list) -> its refresh owner
-    _kept: _Rank = field(default_factory=_Rank)  # the token of `_front`
+    _owners: dict = field(default_factory=dict)  # id(key list) -> its owner token
+    _kept: _Token = field(default_factory=_Token)  # the token of `_front`
 
     # ------------------------------------------------------------------ lookups
     def lookup(self, keys: list, start: int, limit: int) -> tuple[int, bool]:
         """(consecutive usable hits from `start`, deferred?) under this connector's rules."""
-        entries, loading, profile = self.entries, self.loading, self.profile
+        entries, storing, loading, profile = self.entries, self.storing, self.loading, self.profile
         hits = 0
         for index in range(start, limit):
             key = keys[index]
-            state = entries.get(key)
-            if state is None:
+            if key not in entries:
                 break
-            if state == STORING:
+            if key in storing:
                 if profile.in_flight_store_hit == "defer":
                     return hits, True
                 break
@@ -135,38 +139,34 @@ class HostPool:
             hits += 1
         return hits, False
 
-    def refresh(self, keys: list, upto: int | None = None) -> None:
-        """Make the resident blocks of keys[:upto] the newest, its first block newest of all."""
+    def refresh(self, keys: list, upto: int | None = None, fresh: list = ()) -> None:
+        """Make the resident blocks of keys[:upto] the newest, its first block newest of all.
+
+        `fresh`: keys just reserved unplaced (`reserve(place=False)`), all among keys[:upto]."""
         self.version += 1
         if upto is None:
             upto = len(keys)
+        entries = self.entries
         if upto <= 0:
             return
         owner = self._owners.get(id(keys))
         if owner is None or upto < owner.covered:  # (a shorter refresh: a new owner; the old run keeps the rest)
-            owner = _Rank(keys)
+            owner = _Token(keys)
             owner.plain = len(set(keys)) == len(keys)
             self._owners[id(keys)] = owner
         if not owner.plain:  # a key listed twice takes the place of its first occurrence
-            self._append(list(dict.fromkeys(keys[:upto]))[::-1])
+            order = list(dict.fromkeys(keys[:upto]))
+            order.reverse()
+            self._append(list(filter(entries.__contains__, order)))
             return
-        stamp = self._stamp
-        if owner.lost:  # re-stamp what later runs took
-            part = keys[:upto]
-            for key in compress(part, map(is_not, map(stamp.get, part), repeat(owner))):
-                other = stamp.get(key)
-                if other is not None:
-                    other.lost += 1
-                stamp[key] = owner
-            owner.lost = 0
+        if fresh:
+            entries.update(dict.fromkeys(fresh, owner))
+        if owner.lost:  # take back what other runs took
+            self._take(keys[:upto], owner)
+            owner.lost = False
         elif upto > owner.covered:
-            for key in keys[owner.covered:upto]:
-                other = stamp.get(key)
-                if other is not owner:
-                    if other is not None:
-                        other.lost += 1
-                    stamp[key] = owner
-        elif self._runs:  # nothing lost, nothing new: a no-op if its run is still the newest, untouched
+            self._take(keys[owner.covered:upto], owner)
+        elif self._runs:  # nothing taken, nothing new: a no-op if its run is still the newest, untouched
             last = self._runs[-1]
             if last.token is owner and last.gen == owner.gen and last.pos == upto - 1:
                 return
@@ -174,25 +174,33 @@ class HostPool:
         owner.gen += 1
         self._runs.append(_Run(owner, owner.gen, keys, upto - 1, True))
 
-    def _append(self, keys: list) -> None:
-        """Move `keys` (distinct) to the end of the eviction order, in this order."""
-        if not keys:
+    def _take(self, keys, token: _Token) -> None:
+        """Give the resident keys among `keys` to `token` (their old tokens learn they lost some)."""
+        entries = self.entries
+        resident = entries.keys() & keys
+        if not resident:
             return
-        token, stamp = _Rank(), self._stamp
-        for key in keys:
-            other = stamp.get(key)
-            if other is not None:
-                other.lost += 1
-            stamp[key] = token
-        self._runs.append(_Run(token, 0, keys, 0, False))
+        old = set(map(entries.__getitem__, resident))
+        old.discard(token)
+        if old:
+            for other in old:
+                other.lost = True
+            entries.update(dict.fromkeys(resident, token))
+
+    def _append(self, keys: list) -> None:
+        """Move resident, distinct `keys` to the end of the eviction order, in this order."""
+        if keys:
+            token = _Token()
+            self._take(keys, token)
+            self._runs.append(_Run(token, 0, keys, 0, False))
 
     # ------------------------------------------------------------------ stores
-    def reserve(self, keys: list, ranked: bool = True) -> list:
+    def reserve(self, keys: list, place: bool = True) -> list:
         """Admit new keys as `storing`, evicting to make room; returns the keys that got a slot.
 
         A connector that stores one pass late stops at the first key without room (it retries next pass);
-        the others drop what finds no room.  `ranked=False`: the caller refreshes a run holding all of
-        `keys` right after, which places them."""
+        the others drop what finds no room.  `place=False`: the caller passes the keys to a `refresh` right
+        after, which places them."""
         entries = self.entries
         new = list(filterfalse(entries.__contains__, dict.fromkeys(keys)))
         self.last_reserve_short = False
@@ -204,15 +212,21 @@ class HostPool:
                 if not self.profile.store_delay_passes:
                     self.dropped_stores += len(new) - room
                 new = new[:max(room, 0)]
-        entries.update(dict.fromkeys(new, STORING))
-        if ranked:
-            self._append(new)
+        if new:
+            self.storing.update(new)
+            if place:
+                token = _Token()
+                entries.update(dict.fromkeys(new, token))
+                self._runs.append(_Run(token, 0, new, 0, False))
+            else:
+                entries.update(dict.fromkeys(new, _UNPLACED))
         self.version += 1
         return new
 
     def _evict(self, wanted: int) -> int:
         """Evict up to `wanted` ready blocks that no restore reads and no lookup pins, oldest first."""
-        loading, pinned, entries, stamp = self.loading, self.pinned, self.entries, self._stamp
+        storing, loading, pinned, entries = self.storing, self.loading, self.pinned, self.entries
+        get = entries.get
         victims = []
         kept_token = self._kept
         front, kept = self._front, []
@@ -220,13 +234,13 @@ class HostPool:
             if len(victims) >= wanted:
                 kept.extend(front[index:])
                 break
-            if stamp.get(key) is not kept_token:
+            if get(key) is not kept_token:
                 continue  # moved since
-            if entries[key] == READY and key not in loading and key not in pinned:
-                del entries[key], stamp[key]
-                victims.append(key)
-            else:
+            if key in storing or key in loading or key in pinned:
                 kept.append(key)
+            else:
+                del entries[key]
+                victims.append(key)
         runs, owners = self._runs, self._owners
         while len(victims) < wanted and runs:
             run = runs[0]
@@ -235,31 +249,22 @@ class HostPool:
                 runs.popleft()
                 continue
             keys, pos = run.keys, run.pos
-            if run.down:
-                indices = range(pos, -1, -1)
-            else:
-                indices = range(pos, len(keys))
             done = True
-            for index in indices:
+            for index in (range(pos, -1, -1) if run.down else range(pos, len(keys))):
                 key = keys[index]
-                if stamp.get(key) is not token:
-                    continue
-                state = entries.get(key)
-                if state is None:  # never stored or gone: forget it
-                    del stamp[key]
-                    token.lost += 1
-                elif state == READY and key not in loading and key not in pinned:
-                    del entries[key], stamp[key]
-                    token.lost += 1
+                if get(key) is not token:
+                    continue  # gone or placed by a later run
+                if key in storing or key in loading or key in pinned:
+                    entries[key] = kept_token
+                    token.lost = True
+                    kept.append(key)
+                else:
+                    del entries[key]
                     victims.append(key)
                     if len(victims) >= wanted:
                         run.pos = index - 1 if run.down else index + 1
                         done = False
                         break
-                else:
-                    stamp[key] = kept_token
-                    token.lost += 1
-                    kept.append(key)
             if done:
                 runs.popleft()
                 if token.keys is not None and owners.get(id(token.keys)) is token:
@@ -287,13 +292,12 @@ class HostPool:
                 pinned[key] = left
             else:
                 pinned.pop(key, None)
-        self._append(_last_occurrences([key for key in keys if key in entries]))
+        self._append(_last_occurrences(list(filter(entries.__contains__, keys))))
 
     def stored(self, keys: list) -> None:
         """The copies of `keys` landed (storing entries are never evicted, so all are still here)."""
         self.version += 1
-        entries = self.entries
-        entries.update(dict.fromkeys(keys, READY))
+        self.storing.difference_update(keys)
         if self.profile.eviction == "fifo":  # first in, first out by store completion
             self._append(_last_occurrences(keys))
         self.stores += len(keys)
@@ -317,7 +321,7 @@ class HostPool:
             else:
                 del loading[key]
         if self.profile.refresh_on_load_done:
-            self._append(_last_occurrences([key for key in keys if key in entries]))
+            self._append(_last_occurrences(list(filter(entries.__contains__, keys))))
         self.restores += len(keys)
 
     def summary(self) -> dict:

@@ -64,11 +64,12 @@ def _role_workers(plan: dict, role_name: str, first_worker: int, first_rank: int
     """`replicas` workers of `attention_data` ranks for one role, each rank with its own G1 (and G2)."""
     engine, role = plan["engine"], plan["engine"]["workers"][role_name]
     kv, parallel, scheduler = role["kv_cache"], role["parallelism"], role["scheduler"]
+    most = max(replicas for _, replicas in replica_steps(role))
     geometry = plan["geometry"][role_name]
     model, hardware = plan["catalog"]["model"], plan["catalog"]["hardware"][role_name]
     prefix = "" if role_name == "aggregated" else f"{role_name}."
     workers, rank_index = [], first_rank
-    for w in range(parallel["replicas"]):
+    for w in range(most):
         ranks = []
         for d in range(parallel["attention_data"]):
             pool = BlockPool(kv["capacity"]["blocks"], kv["prefix_caching"])
@@ -84,6 +85,26 @@ def _role_workers(plan: dict, role_name: str, first_worker: int, first_rank: int
         attach_host_pools([rank for worker in workers for rank in worker.ranks], kv["host_offload"],
                           geometry["g2_block_bytes"])
     return workers
+
+
+def replica_steps(role: dict) -> list[tuple[int, int]]:
+    """(from ns, replicas) of a role: parallelism.replicas, then its `scaling` steps."""
+    return [(0, role["parallelism"]["replicas"])] + \
+        [(int(round(step["at_seconds"] * 1e9)), step["replicas"]) for step in role.get("scaling", ())]
+
+
+def periods(role: dict, position: int, delay_ns: int) -> list[tuple[int, int, int | None]]:
+    """(joined, ready, left) of each period in which worker `position` of the role is part of it."""
+    out, joined = [], None
+    for at, replicas in replica_steps(role):
+        if replicas > position and joined is None:
+            joined = at
+        elif replicas <= position and joined is not None:
+            out.append((joined, joined + delay_ns, at))
+            joined = None
+    if joined is not None:
+        out.append((joined, joined + delay_ns, None))
+    return out or [(0, 0, 0)]
 
 
 def _handoff(plan: dict) -> Handoff:
@@ -112,8 +133,11 @@ def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> 
         first_rank = sum(len(w.ranks) for w in workers)
         workers += _role_workers(plan, name, len(workers), first_rank)
     delays = plan["traffic"].get("replay", {}).get("startup_delay_ms", {})
-    for worker in workers:
-        worker.ready_ns = _ms_to_ns(delays.get(worker.ranks[0].role, 0.0))
+    for name, role in roles.items():
+        members = [w for w in workers if w.ranks[0].role == name]
+        delay = _ms_to_ns(delays.get(name, 0.0))
+        for position, worker in enumerate(members):
+            worker.periods = periods(role, position, delay)
     handoff = _handoff(plan) if "prefill" in roles else None
     if handoff is not None:
         for worker in workers:
@@ -132,6 +156,8 @@ def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> 
 def use_belady(replay: Replay) -> None:
     """Give every rank a Belady pool that knows the whole (open-loop) request list."""
     replay.initial = replay.traffic.start()
-    uses = future_uses(replay.initial, replay.block_size)
+    rank = replay.ranks()[0]  # Belady runs one fixed aggregated worker with one rank
+    admitted = [spec for spec in replay.initial if not replay._never_fits(rank, spec)]  # rejected ones use nothing
+    uses = future_uses(admitted, replay.block_size)
     for rank in replay.ranks():
         rank.pool = BeladyPool(rank.pool.capacity, uses)

@@ -45,7 +45,7 @@ GOLDEN_OVERRIDES = {
 }
 EXPECTED_REPLAYABLE = {
     "deepseek-v4-flash-state-cache", "disaggregated-kimi-state", "disaggregated-pd", "g1-default-capacity",
-    "g2-cluster-shared", "host-offload-prediction",
+    "g2-cluster-shared", "host-offload-prediction", "scaled-workers",
     "kimi-k3-state-cache", "mooncake-trace", "sglang-default-capacity", "state-cache-fixed-bytes",
     "trtllm-fixed-timing",
 }

@@ -214,6 +214,11 @@ def lower_document(document: dict, requests: FrozenList) -> tuple[PMap, dict, di
             settings.setdefault("parallelism", {})["replicas"] = written["initial_workers"]
             origin[role_at + "/parallelism/replicas"] = f"inferred(topology.{pool}.initial_workers)"
             aliases[role_at + "/parallelism/replicas"] = where + "/initial_workers"
+        if "schedule" in written and "scaling" not in settings:
+            settings["scaling"] = [{"at_seconds": step["at_ms"] / 1000, "replicas": step["workers"]}
+                                   for step in written["schedule"]]
+            origin[role_at + "/scaling"] = f"inferred(topology.{pool}.schedule)"
+            aliases[role_at + "/scaling"] = where + "/schedule"
         if "startup_delay_ms" in written:
             startup[role] = written["startup_delay_ms"]
             aliases[f"/traffic/replay/startup_delay_ms/{role}"] = where + "/startup_delay_ms"

@@ -65,6 +65,14 @@ def _moe_width(spec: Spec):
             yield role_pointer(role, "parallelism")
 
 
+def _scaling_order(spec: Spec):
+    for role in spec.roles():
+        steps = spec.get(role_pointer(role, "scaling")) or ()
+        times = [step["at_seconds"] for step in steps]
+        if any(b <= a for a, b in zip(times, times[1:])):
+            yield role_pointer(role, "scaling")
+
+
 def _decode_context(spec: Spec):
     for role in spec.roles():
         context = spec.get(role_pointer(role, "parallelism", "decode_context"), 1)
@@ -110,6 +118,8 @@ RULES = (
          "use the default timing, or drop the engine control", _controls_without_default_timing),
     Rule("PARALLEL-MOE-WIDTH", SECTION_ENGINE, "for a MoE model `moe_tensor x moe_expert` must equal "
          "`tensor x attention_data`", "e.g. `tensor: 8, moe_expert: 8` (or `moe_tensor: 8`)", _moe_width),
+    Rule("SCALING-ORDER", SECTION_ENGINE, "`scaling` steps must be in strictly increasing time order",
+         "sort the steps by `at_seconds` and merge steps at the same time", _scaling_order),
     Rule("PARALLEL-DECODE-CONTEXT", SECTION_ENGINE, "`decode_context` must divide `tensor`",
          "pick a divisor of `tensor`", _decode_context),
     Rule("SGLANG-CHUNKED-PREFILL", SECTION_ENGINE, "SGLang always chunks prefill; `enable_chunked_prefill: false` "

@@ -1,7 +1,7 @@
 """Rules of the other cache modes: grouped caches, Belady eviction, agentic traffic with G2."""
 from __future__ import annotations
 
-from ..spec import Spec
+from ..spec import Spec, role_pointer
 from . import Rule, backend, disaggregated, has_kv, kv, par, role_check
 
 GROUPED = "kv-cache-tiers.md: Other cache modes / Grouped caches"
@@ -70,7 +70,8 @@ RULES = (
          "set `prefix_caching: true`", role_check(_belady_role(lambda s, r: kv(s, r, "prefix_caching") is False),
                                                   "kv_cache", "prefix_caching")),
     Rule("BELADY-AGGREGATED", BELADY, "Belady eviction needs fixed aggregated workers",
-         "use `topology.kind: aggregated`", role_check(_belady_role(lambda s, r: disaggregated(s)))),
+         "use `topology.kind: aggregated` without a worker schedule",
+         role_check(_belady_role(lambda s, r: disaggregated(s) or s.has(role_pointer(r, "scaling"))))),
     Rule("AGENTIC-G2-TOPOLOGY", AGENTIC, "agentic traffic with G2 needs one aggregated worker, one prefill and one "
          "decode worker, or several aggregated workers that each own a `dp_rank_local` G2",
          "set `replicas: 1`, or `host_offload.scope: dp_rank_local`",
