@@ -134,12 +134,18 @@ class Replay:
         """A prefill finished: the KV goes to the decode rank that reserved it, or to the next one."""
         if self.handoff.destination_first:
             handoff.move_to(request, request.decode_rank, request.spec.output_len)
-            request.decode_rank.waiting.append(request)  # skipped while the KV travels
+            self._join(request.decode_rank, request)  # skipped while the KV travels
             self._start_handoff_transfer(request, now)
             return
         rank = self._place("decode", now, request.spec.dp_rank)
         handoff.move_to(request, rank, request.spec.output_len)
         request.decode_rank, request.handoff = rank, "pending"
+        self._join(rank, request)
+
+    def _join(self, rank: Rank, request: Request) -> None:
+        """A handed-off request joins a decode rank's queue; its place there orders landed handoffs."""
+        self.seq += 1
+        request.joined = self.seq
         rank.waiting.append(request)
 
     def _start_handoff_transfer(self, request: Request, now: int) -> None:
@@ -215,7 +221,7 @@ class Replay:
                 continue
             for job in rank.jobs:
                 if job.kind == "to_prefill":  # destination-first: reserved on the decode rank, now prefill
-                    prefill = self._place("prefill", now)
+                    prefill = self._place("prefill", now, job.request.spec.prefill_dp_rank)
                     handoff.move_to(job.request, prefill, 1)
                     job.request.prefill_rank, job.request.handoff = prefill, None
                     prefill.waiting.append(job.request)

@@ -102,9 +102,9 @@ def landed(rank, request: Request, now_ns: int) -> None:
     request.status = "waiting"
     waiting = rank.waiting
     waiting.remove(request)
-    # handed-off requests are admitted before other waiting ones, first landed first
+    # handed-off requests are admitted before other waiting ones, in the order they joined this queue
     ahead = 0
-    while ahead < len(waiting) and waiting[ahead].handoff == "arrived":
+    while ahead < len(waiting) and waiting[ahead].handoff == "arrived" and waiting[ahead].joined < request.joined:
         ahead += 1
     waiting.insert(ahead, request)
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from itertools import filterfalse
+from itertools import compress, filterfalse, repeat
+from operator import is_
 
 from .transfers import Link
 
@@ -60,21 +61,22 @@ PROFILES = {
 
 
 class _Token:
-    """Who placed a resident key in the eviction order: `entries[key] is` the run holding it.
+    """Who placed a key in the eviction order: `_stamp[key] is` the token of the run holding it.
 
-    The token of a refresh `owner` (one key list on this pool) places `keys[covered-1], ..., keys[0]` (first
-    key newest); each refresh of that list re-appends one run for it.  `lost` is set when a resident key of
-    its range gets another token, so a refresh of an owner that lost none re-stamps nothing.  Stores, pins
-    and loads append explicit key lists, each with a token of its own."""
+    An owner token stands for one key list on this pool: each refresh of keys[:covered] re-appends one run
+    `keys[covered-1], ..., keys[0]` (first key newest).  It claims every key of that range, resident or not
+    (a key stored later is placed by a later run anyway), and `stolen` lists the keys of the range whose
+    claim went elsewhere since, so a refresh re-claims just those.  Stores, pins and loads append explicit
+    key lists of resident keys, each with a token of its own (`stolen` None)."""
 
-    __slots__ = ("keys", "covered", "lost", "gen", "plain")
+    __slots__ = ("keys", "covered", "stolen", "gen", "plain")
 
-    def __init__(self, keys=None):
+    def __init__(self, keys=None, plain: bool = True):
         self.keys = keys
         self.covered = 0
-        self.lost = False
+        self.stolen = None if keys is None else []
         self.gen = 0
-        self.plain = True
+        self.plain = plain
 
 
 class _Run:
@@ -87,9 +89,6 @@ class _Run:
         self.token, self.gen, self.keys, self.pos, self.down = token, gen, keys, pos, down
 
 
-_UNPLACED = _Token()  # reserved keys a refresh is about to place (`reserve(place=False)`)
-
-
 @dataclass
 class HostPool:
     name: str
@@ -99,10 +98,7 @@ class HostPool:
     profile: ConnectorProfile
     d2h: Link
     h2d: Link
-    # key -> the token of the run placing it in the eviction order (see below); the key is `storing` while
-    # in `storing`, `ready` otherwise
-    entries: dict = field(default_factory=dict)
-    storing: set = field(default_factory=set)
+    entries: dict = field(default_factory=dict)  # key -> READY | STORING (the order is kept apart, below)
     loading: dict = field(default_factory=dict)  # key -> restores in flight reading it
     pinned: dict = field(default_factory=dict)  # key -> lookup pins
     stores: int = 0  # blocks whose store completed
@@ -114,23 +110,26 @@ class HostPool:
     version: int = 0  # bumped by every change of contents, states or order (lets a repeated lookup be skipped)
     # The eviction order (first = evicted next) is kept lazily: `_front` (entries an eviction scan passed but
     # could not evict, in order), then the runs of `_runs`, oldest first.  A key sits in the run whose token
-    # `entries[key]` is; its occurrences in other runs are stale.  So a refresh moves a whole run at once, and
-    # one that finds nothing of its owner's taken costs O(1) however long the prompt.
+    # `_stamp[key]` is; its occurrences in other runs are stale.  So a refresh moves a whole run at once, and
+    # one whose owner lost nothing since costs O(1) however long the prompt.
     _front: list = field(default_factory=list)
     _runs: deque = field(default_factory=deque)
+    _stamp: dict = field(default_factory=dict)
     _owners: dict = field(default_factory=dict)  # id(key list) -> its owner token
+    _plain: dict = field(default_factory=dict)  # id(key list) -> (key list, no key listed twice)
     _kept: _Token = field(default_factory=_Token)  # the token of `_front`
 
     # ------------------------------------------------------------------ lookups
     def lookup(self, keys: list, start: int, limit: int) -> tuple[int, bool]:
         """(consecutive usable hits from `start`, deferred?) under this connector's rules."""
-        entries, storing, loading, profile = self.entries, self.storing, self.loading, self.profile
+        entries, loading, profile = self.entries, self.loading, self.profile
         hits = 0
         for index in range(start, limit):
             key = keys[index]
-            if key not in entries:
+            state = entries.get(key)
+            if state is None:
                 break
-            if key in storing:
+            if state == STORING:
                 if profile.in_flight_store_hit == "defer":
                     return hits, True
                 break
@@ -139,34 +138,26 @@ class HostPool:
             hits += 1
         return hits, False
 
-    def refresh(self, keys: list, upto: int | None = None, fresh: list = ()) -> None:
-        """Make the resident blocks of keys[:upto] the newest, its first block newest of all.
-
-        `fresh`: keys just reserved unplaced (`reserve(place=False)`), all among keys[:upto]."""
+    def refresh(self, keys: list, upto: int | None = None) -> None:
+        """Make the resident blocks of keys[:upto] the newest, its first block newest of all."""
         self.version += 1
         if upto is None:
             upto = len(keys)
-        entries = self.entries
         if upto <= 0:
             return
-        owner = self._owners.get(id(keys))
-        if owner is None or upto < owner.covered:  # (a shorter refresh: a new owner; the old run keeps the rest)
-            owner = _Token(keys)
-            owner.plain = len(set(keys)) == len(keys)
-            self._owners[id(keys)] = owner
+        owner = self._owner(keys, upto)
         if not owner.plain:  # a key listed twice takes the place of its first occurrence
             order = list(dict.fromkeys(keys[:upto]))
             order.reverse()
-            self._append(list(filter(entries.__contains__, order)))
+            self._append(list(filter(self.entries.__contains__, order)))
             return
-        if fresh:
-            entries.update(dict.fromkeys(fresh, owner))
-        if owner.lost:  # take back what other runs took
-            self._take(keys[:upto], owner)
-            owner.lost = False
-        elif upto > owner.covered:
+        stolen = owner.stolen
+        if stolen:  # claim back what other runs took
+            owner.stolen = []
+            self._take(stolen, owner)
+        if upto > owner.covered:
             self._take(keys[owner.covered:upto], owner)
-        elif self._runs:  # nothing taken, nothing new: a no-op if its run is still the newest, untouched
+        elif not stolen and self._runs:  # nothing lost, nothing new: a no-op if its run is the newest, untouched
             last = self._runs[-1]
             if last.token is owner and last.gen == owner.gen and last.pos == upto - 1:
                 return
@@ -174,18 +165,26 @@ class HostPool:
         owner.gen += 1
         self._runs.append(_Run(owner, owner.gen, keys, upto - 1, True))
 
-    def _take(self, keys, token: _Token) -> None:
-        """Give the resident keys among `keys` to `token` (their old tokens learn they lost some)."""
-        entries = self.entries
-        resident = entries.keys() & keys
-        if not resident:
-            return
-        old = set(map(entries.__getitem__, resident))
-        old.discard(token)
-        if old:
-            for other in old:
-                other.lost = True
-            entries.update(dict.fromkeys(resident, token))
+    def _owner(self, keys: list, upto: int) -> _Token:
+        owner = self._owners.get(id(keys))
+        if owner is None or upto < owner.covered:  # (a shorter refresh: a new owner; the old run keeps the rest)
+            known = self._plain.get(id(keys))
+            if known is None or known[0] is not keys:
+                known = self._plain[id(keys)] = (keys, len(set(keys)) == len(keys))
+            owner = self._owners[id(keys)] = _Token(keys, known[1])
+        return owner
+
+    def _take(self, keys: list, token: _Token) -> None:
+        """Claim `keys` for `token`; owners that held some learn which."""
+        stamp = self._stamp
+        olds = list(map(stamp.get, keys))
+        others = set(olds)
+        others.discard(token)
+        others.discard(None)
+        for other in others:
+            if other.stolen is not None:
+                other.stolen.extend(compress(keys, map(is_, olds, repeat(other))))
+        stamp.update(dict.fromkeys(keys, token))
 
     def _append(self, keys: list) -> None:
         """Move resident, distinct `keys` to the end of the eviction order, in this order."""
@@ -199,8 +198,8 @@ class HostPool:
         """Admit new keys as `storing`, evicting to make room; returns the keys that got a slot.
 
         A connector that stores one pass late stops at the first key without room (it retries next pass);
-        the others drop what finds no room.  `place=False`: the caller passes the keys to a `refresh` right
-        after, which places them."""
+        the others drop what finds no room.  `place=False`: the caller refreshes a range holding all of
+        `keys` right after, which places them."""
         entries = self.entries
         new = list(filterfalse(entries.__contains__, dict.fromkeys(keys)))
         self.last_reserve_short = False
@@ -212,21 +211,16 @@ class HostPool:
                 if not self.profile.store_delay_passes:
                     self.dropped_stores += len(new) - room
                 new = new[:max(room, 0)]
-        if new:
-            self.storing.update(new)
-            if place:
-                token = _Token()
-                entries.update(dict.fromkeys(new, token))
-                self._runs.append(_Run(token, 0, new, 0, False))
-            else:
-                entries.update(dict.fromkeys(new, _UNPLACED))
+        entries.update(dict.fromkeys(new, STORING))
+        if place:
+            self._append(new)
         self.version += 1
         return new
 
     def _evict(self, wanted: int) -> int:
         """Evict up to `wanted` ready blocks that no restore reads and no lookup pins, oldest first."""
-        storing, loading, pinned, entries = self.storing, self.loading, self.pinned, self.entries
-        get = entries.get
+        loading, pinned, entries, stamp = self.loading, self.pinned, self.entries, self._stamp
+        get = stamp.get
         victims = []
         kept_token = self._kept
         front, kept = self._front, []
@@ -236,39 +230,44 @@ class HostPool:
                 break
             if get(key) is not kept_token:
                 continue  # moved since
-            if key in storing or key in loading or key in pinned:
-                kept.append(key)
-            else:
-                del entries[key]
+            if entries[key] == READY and key not in loading and key not in pinned:
+                del entries[key], stamp[key]
                 victims.append(key)
+            else:
+                kept.append(key)
         runs, owners = self._runs, self._owners
+        state_of = entries.get
         while len(victims) < wanted and runs:
             run = runs[0]
             token = run.token
             if run.gen != token.gen:
                 runs.popleft()
                 continue
-            keys, pos = run.keys, run.pos
+            keys, pos, stolen = run.keys, run.pos, token.stolen
             done = True
             for index in (range(pos, -1, -1) if run.down else range(pos, len(keys))):
                 key = keys[index]
                 if get(key) is not token:
-                    continue  # gone or placed by a later run
-                if key in storing or key in loading or key in pinned:
-                    entries[key] = kept_token
-                    token.lost = True
-                    kept.append(key)
-                else:
-                    del entries[key]
+                    continue  # placed by a later run
+                state = state_of(key)
+                if state is None:  # not resident: the claim goes (its owner will claim it again if need be)
+                    del stamp[key]
+                elif state == READY and key not in loading and key not in pinned:
+                    del entries[key], stamp[key]
                     victims.append(key)
-                    if len(victims) >= wanted:
-                        run.pos = index - 1 if run.down else index + 1
-                        done = False
-                        break
+                else:
+                    stamp[key] = kept_token
+                    kept.append(key)
+                if stolen is not None:
+                    stolen.append(key)
+                if len(victims) >= wanted:
+                    run.pos = index - 1 if run.down else index + 1
+                    done = False
+                    break
             if done:
                 runs.popleft()
-                if token.keys is not None and owners.get(id(token.keys)) is token:
-                    del owners[id(token.keys)]
+                if stolen is not None and owners.get(id(keys)) is token:
+                    del owners[id(keys)]
         self._front = kept
         self.version += 1
         self.evictions += len(victims)
@@ -297,7 +296,8 @@ class HostPool:
     def stored(self, keys: list) -> None:
         """The copies of `keys` landed (storing entries are never evicted, so all are still here)."""
         self.version += 1
-        self.storing.difference_update(keys)
+        entries = self.entries
+        entries.update(dict.fromkeys(keys, READY))
         if self.profile.eviction == "fifo":  # first in, first out by store completion
             self._append(_last_occurrences(keys))
         self.stores += len(keys)

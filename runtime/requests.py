@@ -78,7 +78,7 @@ class Request:
                  "first_g1_tokens", "first_host_tokens", "pins", "unstored", "store_jobs", "deferred_at",
                  "stop_after", "handoff", "source_rank", "source_blocks", "decode_blocks", "decode_hits",
                  "decode_reused_tokens", "transfer_tokens", "prefill_rank", "prefill_done_ns", "decode_admit_ns",
-                 "source_released_ns", "decode_rank")
+                 "source_released_ns", "decode_rank", "joined")
 
     def __init__(self, spec: RequestSpec, arrival_ns: int, rank: int, block_size: int):
         self.spec = spec
@@ -127,6 +127,7 @@ class Request:
         self.decode_admit_ns = None
         self.source_released_ns = None
         self.decode_rank = None
+        self.joined = 0  # order in which it joined its decode rank's queue
 
     def add_token(self, at_ns: int) -> None:
         if self.first_token_ns is None:

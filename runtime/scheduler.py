@@ -125,7 +125,8 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
         request.first_reused_tokens = prompt_reused
         request.first_host_tokens = host_reused
         request.first_g1_tokens = prompt_reused - host_reused
-    request.reused_tokens = max(request.reused_tokens, prompt_reused)
+    if rank.role != "decode":  # with a prefill stage, reuse is counted over prefill admissions only
+        request.reused_tokens = max(request.reused_tokens, prompt_reused)
     request.committed_prefill += max(0, request.spec.prompt_len - cached)
     request.status = "running"
     return new

@@ -223,6 +223,28 @@ def test_null_bandwidth_means_no_delay_in_either_mode(tmp_path, timing_mode):
     assert run.field("kv_transfer_tokens") == ([8, 12, 8] if timing_mode == "full_prompt" else [8, 4, 0])
 
 
+def test_predict_summary_latencies_include_the_transfer_in_ttst_not_ttft(tmp_path, capsys):
+    """`kvreplay predict` on PREFIX_ROWS (destination_missing): TTFT ends with the prefill pass (10 ms each);
+    TTST = transfer + one decode pass (9, 5, 1 ms); E2E = 20, 16, 12 ms; every record carries the P/D fields."""
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in PREFIX_ROWS))
+    path = tmp_path / "pd.yaml"
+    path.write_text(config_text(timing_mode="destination_missing"))
+    out = tmp_path / "out"
+    code = main(["predict", "--no-progress", "-c", str(path), "--output-dir", str(out), "--format", "json",
+                 "--capture-per-request"])
+    capsys.readouterr()
+    assert code == 0
+    summary = orjson.loads((out / "prediction.json").read_bytes())["summary"]
+    assert (summary["completed_requests"], summary["num_ttst_samples"]) == (3, 3)
+    assert (summary["min_ttft_ms"], summary["max_ttft_ms"]) == (10.0, 10.0)
+    assert (summary["min_ttst_ms"], summary["mean_ttst_ms"], summary["max_ttst_ms"]) == (1.0, 5.0, 9.0)
+    assert (summary["min_e2e_latency_ms"], summary["mean_e2e_latency_ms"], summary["max_e2e_latency_ms"]) == \
+        (12.0, 16.0, 20.0)
+    records = [orjson.loads(line) for line in (out / "requests.jsonl").read_bytes().splitlines()]
+    assert all(set(PD_FIELDS) <= set(r) for r in records)
+    assert [r["kv_transfer_tokens"] for r in records] == [8, 4, 0]
+
+
 # ============================================================================================ state cache
 
 @pytest.mark.parametrize("timing_mode, held", [
@@ -412,8 +434,6 @@ def test_a_decode_preemption_is_an_admission_of_the_decode_rank(tmp_path):
     assert run.field("terminal_status") == ["completed", "completed"]
 
 
-@pytest.mark.xfail(strict=True, reason="scheduler._admit raises reused_input_tokens on decode-rank readmissions; "
-                                       "the spec counts only prefill admissions when there is a prefill stage")
 def test_reused_input_tokens_ignore_decode_readmissions(tmp_path):
     """GPU cache (G1) field table: `reused_input_tokens` is the "largest reuse across the request's prefill
     admissions, or across all admissions without a prefill stage".  P/D requests have a prefill stage, so R1's
@@ -440,8 +460,6 @@ def test_landed_handoffs_are_admitted_before_other_waiting_requests(tmp_path):
     assert sorted(run.field("decode_admit_ms")[1:]) == [54.0, 94.0]
 
 
-@pytest.mark.xfail(strict=True, reason="handoff.landed orders landed handoffs by landing time ('first landed "
-                                       "first'), not by their FCFS queue order")
 def test_landed_handoffs_keep_fcfs_order_among_themselves(tmp_path):
     """Host offload (G2): landed handoffs go first "as vLLM's FCFS scheduler does".  vLLM keeps requests whose KV
     is in flight in their queue order (it re-prepends the skipped ones in order), so among landed handoffs the
@@ -528,21 +546,21 @@ def test_g2_on_the_prefill_role(tmp_path):
 
 
 def test_g2_on_the_decode_role(tmp_path):
-    """G2 on the decode role (PREEMPT_ROWS: R1 is preempted on the 8-block decode rank and recomputed there).
-    Transferred prompt blocks are not computed on the decode rank, so they are not stored; the recompute
-    stores what it computes.  Everything completes and the decode rank's domain is consistent."""
+    """G2 on the decode role (PREEMPT_ROWS: R1 is preempted on the 8-block decode rank and readmitted at 37 ms).
+
+    G2 stores prompt blocks as the rank computes them.  The decode rank computes no prompt block of a handoff
+    (the KV arrives over the transfer), so nothing is stored until R1's readmission recomputes its prompt: it
+    reuses its first block from G1 and recomputes the second (37-47 ms), whose 1 MB store lands at 48 ms.  The
+    domain then holds exactly that block."""
     run = replay_pd(tmp_path, PREEMPT_ROWS, decode_blocks=8, prefill_sequences=2, decode_extra=G2)
     assert run.field("terminal_status") == ["completed", "completed"]
     assert run.field("readmission_count") == [0, 1]
+    assert run.field("last_token_ms") == [37.0, 57.0]
     (domain,) = domain_summaries(run.replay)
-    assert (domain["name"], domain["capacity_blocks"], domain["block_bytes"]) == \
-        ("g2.decode.worker0.dp0", 16, 1_000_000)
-    assert 0 < domain["stores"] <= domain["capacity_blocks"]
-    assert domain["resident_blocks"] == domain["stores"] - domain["evictions"]
-    assert domain["d2h_bytes"] == domain["stores"] * 1_000_000
-    assert domain["h2d_bytes"] == domain["restores"] * 1_000_000
-    # the first handoffs land on an empty G2: nothing is stored before the preemption's recompute
-    assert all(r["first_admission_host_reused_input_tokens"] == 0 for r in run.records)
+    assert domain == {"name": "g2.decode.worker0.dp0", "scope": "dp_rank_local", "capacity_blocks": 16,
+                      "block_bytes": 1_000_000, "resident_blocks": 1, "stores": 1, "restores": 0, "evictions": 0,
+                      "dropped_stores": 0, "d2h_bytes": 1_000_000, "h2d_bytes": 0,
+                      "d2h_bandwidth_wait_ms": 0.0, "h2d_bandwidth_wait_ms": 0.0, "connector": "offloading_v0_24"}
 
 
 # ============================================================================================ native ReplaySpec
@@ -588,16 +606,15 @@ def test_replayspec_handoff_latency_adds_to_every_transfer(tmp_path, capsys):
     assert (b["prefill_admit_ms"], b["first_token_ms"]) == (10.0, 20.0)
 
 
-@pytest.mark.xfail(strict=True, reason="engine._start_jobs places a destination-first request on a prefill rank "
-                                       "with _place('prefill') and ignores the request's prefill_dp_rank")
 def test_replayspec_prefill_dp_rank_is_honoured_with_destination_first(tmp_path, capsys):
     """REFERENCE "Native ReplaySpec v1": requests may pin `prefill_dp_rank`.  Source-first honours it (test
-    above: both on prefill rank 1, one after the other); destination-first (SGLang) must too: b's prefill waits
-    for a's on the same pinned rank, 10-20 ms, instead of running on rank 0 at 0-10 ms."""
+    above: both on prefill rank 1, one after the other); destination-first (SGLang) must too: both prefill on the
+    same pinned rank, one at 0-10 ms and the other at 10-20 ms, instead of b running on rank 0 alongside a."""
     source_first = _replay_spec(tmp_path, capsys, "vllm")
     destination_first = _replay_spec(tmp_path, capsys, "sglang")
-    assert [r["prefill_dp_rank"] for r in destination_first] == [r["prefill_dp_rank"] for r in source_first]
-    assert [r["prefill_admit_ms"] for r in destination_first] == [0.0, 10.0]
+    assert [r["prefill_dp_rank"] for r in source_first] == [1, 1]  # global rank index: DP rank 1 of worker 0
+    assert [r["prefill_dp_rank"] for r in destination_first] == [1, 1]
+    assert sorted(r["prefill_admit_ms"] for r in destination_first) == [0.0, 10.0]
 
 
 # ============================================================================================ determinism
