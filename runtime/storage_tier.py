@@ -1,0 +1,108 @@
+"""G3: a storage pool behind G2, one per worker (`worker_local`) or one for all workers (`cluster_shared`).
+
+Blocks that land in G2 are also written here in the background; a restore
+reads a prefix back into G2 (and from there into G1 like any G2 hit): G3 alone
+never makes a block ready on the GPU.  An entry is `writing` until its write
+lands; entries being written or read are never evicted, the rest go least
+recently used first (a lookup hit refreshes them).  With `cluster_shared` a
+block is stored once and any worker reads it, including blocks written by a
+worker that has since been removed; `cross_worker_read_blocks` counts reads
+by another worker than the writer.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from .transfers import Link
+
+READY, WRITING = 0, 1
+
+
+@dataclass
+class StoragePool:
+    name: str
+    scope: str
+    capacity: int
+    block_bytes: int
+    read: Link
+    write: Link
+    entries: OrderedDict = field(default_factory=OrderedDict)  # key -> READY | WRITING, eviction order
+    writer: dict = field(default_factory=dict)  # key -> worker that wrote it
+    reading: dict = field(default_factory=dict)  # key -> reads in flight
+    lookup_hits: int = 0
+    read_jobs: int = 0
+    write_jobs: int = 0
+    evictions: int = 0
+    dropped_writes: int = 0
+    cross_worker_read_blocks: int = 0
+    bypassed_restores: int = 0
+
+    def lookup(self, keys: list, start: int, limit: int) -> int:
+        """Consecutive ready blocks from `start`; hits become the most recently used."""
+        entries = self.entries
+        found = 0
+        for index in range(start, limit):
+            if entries.get(keys[index]) != READY:
+                break
+            found += 1
+        for key in reversed(keys[start:start + found]):
+            entries.move_to_end(key)
+        self.lookup_hits += found
+        return found
+
+    def reserve(self, keys: list, worker: int) -> list:
+        """Admit keys for a background write, evicting idle blocks; returns those that got room."""
+        entries = self.entries
+        new = [k for k in dict.fromkeys(keys) if k not in entries]
+        room = self.capacity - len(entries)
+        if len(new) > room:
+            room += self._evict(len(new) - room)
+        if len(new) > room:
+            self.dropped_writes += len(new) - max(room, 0)
+            new = new[:max(room, 0)]
+        for key in new:
+            entries[key] = WRITING
+            self.writer[key] = worker
+        if new:
+            self.write_jobs += 1
+        return new
+
+    def _evict(self, wanted: int) -> int:
+        reading, victims = self.reading, []
+        for key, state in self.entries.items():
+            if state == READY and key not in reading:
+                victims.append(key)
+                if len(victims) == wanted:
+                    break
+        for key in victims:
+            del self.entries[key]
+            self.writer.pop(key, None)
+        self.evictions += len(victims)
+        return len(victims)
+
+    def written(self, keys: list) -> None:
+        self.entries.update(dict.fromkeys(keys, READY))
+
+    def start_read(self, keys: list, worker: int) -> None:
+        self.read_jobs += 1
+        for key in keys:
+            self.reading[key] = self.reading.get(key, 0) + 1
+            if self.writer.get(key, worker) != worker:
+                self.cross_worker_read_blocks += 1
+
+    def read_done(self, keys: list) -> None:
+        for key in keys:
+            left = self.reading[key] - 1
+            if left:
+                self.reading[key] = left
+            else:
+                del self.reading[key]
+
+    def summary(self) -> dict:
+        return {"name": self.name, "scope": self.scope, "capacity_blocks": self.capacity,
+                "resident_blocks": len(self.entries), "lookup_hits": self.lookup_hits, "read_jobs": self.read_jobs,
+                "write_jobs": self.write_jobs, "read_bytes": self.read.bytes_moved,
+                "write_bytes": self.write.bytes_moved, "evictions": self.evictions,
+                "dropped_writes": self.dropped_writes, "cross_worker_read_blocks": self.cross_worker_read_blocks,
+                **({"bypassed_restores": self.bypassed_restores} if self.bypassed_restores else {})}
