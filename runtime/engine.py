@@ -65,6 +65,7 @@ class Replay:
     stalled: int = 0  # requests left waiting when no event could move them
     handed_over: bool = False  # a pass start moved requests to another worker (see _start_idle_workers)
     initial: list | None = None  # the traffic's first arrivals, when building needed them already
+    parked: list = field(default_factory=list)  # restores waiting for their G1 blocks' copies to land
 
     def capture_kv_events(self) -> KvEventLog:
         """Record Stored/Removed events; each event carries its own time, so passes run one at a time."""
@@ -231,13 +232,27 @@ class Replay:
                     self._start_handoff_transfer(job.request, now)
                     continue
                 rank.transfers_in_flight += 1
-                link = rank.host.h2d if job.kind == "load" else rank.host.d2h
-                transfer = link.new(rank.index, len(job.keys) * rank.host.block_bytes, job)
-                if link.latency_ns:
-                    self.push(now + link.latency_ns, TRANSFER_START, (link, transfer))
-                else:
-                    self._transfer_moves(link, transfer, now)
+                if job.kind == "load" and rank.pool.copying.intersection(job.blocks):
+                    self.parked.append(job)  # its G1 blocks are still being copied out: it waits for them
+                    continue
+                self._start_copy(rank, job, now)
             rank.jobs = []
+
+    def _start_copy(self, rank: Rank, job, now: int) -> None:
+        link = rank.host.h2d if job.kind == "load" else rank.host.d2h
+        transfer = link.new(rank.index, len(job.keys) * rank.host.block_bytes, job)
+        if link.latency_ns:
+            self.push(now + link.latency_ns, TRANSFER_START, (link, transfer))
+        else:
+            self._transfer_moves(link, transfer, now)
+
+    def _unpark(self, now: int) -> None:
+        """Start the restores whose G1 blocks are no longer being copied out."""
+        ready = [job for job in self.parked if not job.rank.pool.copying.intersection(job.blocks)]
+        if ready:
+            self.parked = [job for job in self.parked if job not in ready]
+            for job in ready:
+                self._start_copy(job.rank, job, now)
 
     def _transfer_moves(self, link, transfer, now: int) -> None:
         link.start_moving(transfer, now)
@@ -260,6 +275,8 @@ class Replay:
             restored(job.rank, job)
         else:
             stored(job.rank, job)
+            if self.parked:
+                self._unpark(now)
         self._drain(job.rank, now)
         worker = self.workers[job.rank.worker]
         if worker.blocked and not any(blocked(rank) for rank in worker.ranks):

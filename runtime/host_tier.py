@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import compress, filterfalse, repeat
-from operator import is_
+from operator import attrgetter, is_, not_
 
 from .transfers import Link
 
@@ -65,18 +65,21 @@ class _Token:
 
     An owner token stands for one key list on this pool: each refresh of keys[:covered] re-appends one run
     `keys[covered-1], ..., keys[0]` (first key newest).  It claims every key of that range, resident or not
-    (a key stored later is placed by a later run anyway), and `stolen` lists the keys of the range whose
-    claim went elsewhere since, so a refresh re-claims just those.  Stores, pins and loads append explicit
-    key lists of resident keys, each with a token of its own (`stolen` None)."""
+    (a key stored later is placed by a later run anyway).  Stores, pins and loads append explicit key lists
+    of resident keys, each with a token of its own.  `stolen` lists the keys of a token's live run whose
+    claim went elsewhere since: the only keys an eviction scan of that run must skip, and the only ones a
+    refresh of its owner must claim back (unless the scan dropped claims: then it claims all).  A run's
+    scan drops the claims it passes, so a finished run leaves none."""
 
-    __slots__ = ("keys", "covered", "stolen", "gen", "plain")
+    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial")
 
-    def __init__(self, keys=None, plain: bool = True):
+    def __init__(self, keys=None, plain: bool = True, stolen: list | None = None):
         self.keys = keys
         self.covered = 0
-        self.stolen = None if keys is None else []
+        self.stolen = stolen
         self.gen = 0
         self.plain = plain
+        self.partial = False  # an eviction scan of its run dropped claims (its next refresh claims all again)
 
 
 class _Run:
@@ -89,6 +92,20 @@ class _Run:
         self.token, self.gen, self.keys, self.pos, self.down = token, gen, keys, pos, down
 
 
+class _Copy:
+    """The state shared by the entries one `reserve` admitted (`keys`): storing until `stored`, ready after."""
+
+    __slots__ = ("ready", "keys")
+
+    def __init__(self, ready: bool, keys: list | None):
+        self.ready, self.keys = ready, keys
+
+
+_READY_OF = attrgetter("ready")
+_COMPACT_FLOOR = 1 << 12
+_READY = _Copy(True, None)  # for entries whose store landed apart from the rest of their reserve
+
+
 @dataclass
 class HostPool:
     name: str
@@ -98,7 +115,7 @@ class HostPool:
     profile: ConnectorProfile
     d2h: Link
     h2d: Link
-    entries: dict = field(default_factory=dict)  # key -> READY | STORING (the order is kept apart, below)
+    entries: dict = field(default_factory=dict)  # key -> its `_Copy` (ready or storing); the order is apart
     loading: dict = field(default_factory=dict)  # key -> restores in flight reading it
     pinned: dict = field(default_factory=dict)  # key -> lookup pins
     stores: int = 0  # blocks whose store completed
@@ -115,9 +132,10 @@ class HostPool:
     _front: list = field(default_factory=list)
     _runs: deque = field(default_factory=deque)
     _stamp: dict = field(default_factory=dict)
+    _compact_at: int = _COMPACT_FLOOR  # drop superseded runs when `_runs` grows past this
     _owners: dict = field(default_factory=dict)  # id(key list) -> its owner token
-    _plain: dict = field(default_factory=dict)  # id(key list) -> (key list, no key listed twice)
     _kept: _Token = field(default_factory=_Token)  # the token of `_front`
+    _reserving: _Copy | None = None  # the copy of the keys a `reserve` is making room for
 
     # ------------------------------------------------------------------ lookups
     def lookup(self, keys: list, start: int, limit: int) -> tuple[int, bool]:
@@ -126,10 +144,10 @@ class HostPool:
         hits = 0
         for index in range(start, limit):
             key = keys[index]
-            state = entries.get(key)
-            if state is None:
+            copy = entries.get(key)
+            if copy is None:
                 break
-            if state == STORING:
+            if not copy.ready:
                 if profile.in_flight_store_hit == "defer":
                     return hits, True
                 break
@@ -145,13 +163,28 @@ class HostPool:
             upto = len(keys)
         if upto <= 0:
             return
-        owner = self._owner(keys, upto)
+        owner = self._owners.get(id(keys))
+        if owner is None or upto < owner.covered:  # (a shorter refresh: a new owner; the old run keeps the rest)
+            owner = self._owners[id(keys)] = _Token(keys, True, [])
+            part = keys[:upto]
+            claim = dict.fromkeys(part, owner)
+            if len(claim) < upto:
+                owner.plain = False
+            else:
+                self._take(part, owner, claim)
+                return self._place(owner, upto)
+        elif owner.plain and upto > owner.covered and len(set(keys[:upto])) < upto:
+            owner.plain = False
         if not owner.plain:  # a key listed twice takes the place of its first occurrence
             order = list(dict.fromkeys(keys[:upto]))
             order.reverse()
             self._append(list(filter(self.entries.__contains__, order)))
             return
         stolen = owner.stolen
+        if owner.partial:  # its run's scan dropped claims: claim the whole range again
+            owner.stolen, owner.partial = [], False
+            self._take(keys[:upto], owner)
+            return self._place(owner, upto)
         if stolen:  # claim back what other runs took
             owner.stolen = []
             self._take(stolen, owner)
@@ -161,66 +194,89 @@ class HostPool:
             last = self._runs[-1]
             if last.token is owner and last.gen == owner.gen and last.pos == upto - 1:
                 return
+        self._place(owner, upto)
+
+    def _place(self, owner: _Token, upto: int) -> None:
         owner.covered = upto
         owner.gen += 1
-        self._runs.append(_Run(owner, owner.gen, keys, upto - 1, True))
+        self._push(_Run(owner, owner.gen, owner.keys, upto - 1, True))
 
-    def _owner(self, keys: list, upto: int) -> _Token:
+    def known_distinct(self, keys: list, upto: int) -> bool:
+        """Is keys[:upto] known to list no key twice (a refresh of it found so)?"""
         owner = self._owners.get(id(keys))
-        if owner is None or upto < owner.covered:  # (a shorter refresh: a new owner; the old run keeps the rest)
-            known = self._plain.get(id(keys))
-            if known is None or known[0] is not keys:
-                known = self._plain[id(keys)] = (keys, len(set(keys)) == len(keys))
-            owner = self._owners[id(keys)] = _Token(keys, known[1])
-        return owner
+        return owner is not None and owner.keys is keys and owner.plain and owner.covered >= upto
 
-    def _take(self, keys: list, token: _Token) -> None:
-        """Claim `keys` for `token`; owners that held some learn which."""
+    def _take(self, keys: list, token: _Token, claim: dict | None = None) -> None:
+        """Claim `keys` for `token` (`claim`: dict.fromkeys(keys, token), if at hand); live tokens that held
+        some learn which."""
         stamp = self._stamp
-        olds = list(map(stamp.get, keys))
-        others = set(olds)
-        others.discard(token)
-        others.discard(None)
-        for other in others:
-            if other.stolen is not None:
-                other.stolen.extend(compress(keys, map(is_, olds, repeat(other))))
-        stamp.update(dict.fromkeys(keys, token))
+        if claim is None:
+            claim = dict.fromkeys(keys, token)
+        claimed = stamp.keys() & claim.keys()  # (those claimed before; usually few)
+        if claimed:
+            claimed = list(claimed)
+            olds = list(map(stamp.__getitem__, claimed))
+            for other in set(olds):
+                if other is not token and other.stolen is not None:
+                    other.stolen.extend(compress(claimed, map(is_, olds, repeat(other))))
+        stamp.update(claim)
+
+    def _push(self, run: _Run) -> None:
+        runs = self._runs
+        runs.append(run)
+        if len(runs) > self._compact_at:  # (a pool that rarely evicts would keep every superseded run)
+            self._runs = runs = deque(run for run in runs if run.gen == run.token.gen)
+            self._compact_at = max(2 * len(runs), _COMPACT_FLOOR)
 
     def _append(self, keys: list) -> None:
         """Move resident, distinct `keys` to the end of the eviction order, in this order."""
         if keys:
-            token = _Token()
+            token = _Token(stolen=[])
             self._take(keys, token)
-            self._runs.append(_Run(token, 0, keys, 0, False))
+            self._push(_Run(token, 0, keys, 0, False))
 
     # ------------------------------------------------------------------ stores
-    def reserve(self, keys: list, place: bool = True) -> list:
+    def reserve(self, keys: list, place: bool = True, distinct: bool = False) -> list:
         """Admit new keys as `storing`, evicting to make room; returns the keys that got a slot.
 
         A connector that stores one pass late stops at the first key without room (it retries next pass);
         the others drop what finds no room.  `place=False`: the caller refreshes a range holding all of
-        `keys` right after, which places them."""
+        `keys` right after, which places them.  `distinct`: no key is listed twice."""
         entries = self.entries
-        new = list(filterfalse(entries.__contains__, dict.fromkeys(keys)))
+        if not distinct:
+            keys = list(dict.fromkeys(keys))
+        copy = _Copy(False, None)
+        before = len(entries)
+        found = list(map(entries.setdefault, keys, repeat(copy)))  # in at once; room is made just below
+        added = len(entries) - before
+        new = keys if added == len(keys) else list(compress(keys, map(is_, found, repeat(copy))))
         self.last_reserve_short = False
-        room = self.capacity - len(entries)
-        if len(new) > room:
-            room += self._evict(len(new) - room)
-            if len(new) > room:
+        room = self.capacity - before
+        if added > room:
+            self._reserving = copy  # an eviction scan treats them as not in yet
+            room += self._evict(added - room)
+            self._reserving = None
+            if added > room:
                 self.last_reserve_short = True
                 if not self.profile.store_delay_passes:
-                    self.dropped_stores += len(new) - room
-                new = new[:max(room, 0)]
-        entries.update(dict.fromkeys(new, STORING))
-        if place:
-            self._append(new)
+                    self.dropped_stores += added - room
+                keep = max(room, 0)
+                for key in new[keep:]:
+                    del entries[key]
+                new = new[:keep]
+        if new:
+            copy.keys = new
+            if place:
+                self._append(new)
         self.version += 1
         return new
 
     def _evict(self, wanted: int) -> int:
         """Evict up to `wanted` ready blocks that no restore reads and no lookup pins, oldest first."""
         loading, pinned, entries, stamp = self.loading, self.pinned, self.entries, self._stamp
-        get = stamp.get
+        get, pop, stamp_pop = stamp.get, entries.pop, stamp.pop
+        busy = loading or pinned
+        reserving = self._reserving
         victims = []
         kept_token = self._kept
         front, kept = self._front, []
@@ -230,43 +286,68 @@ class HostPool:
                 break
             if get(key) is not kept_token:
                 continue  # moved since
-            if entries[key] == READY and key not in loading and key not in pinned:
+            if entries[key].ready and key not in loading and key not in pinned:
                 del entries[key], stamp[key]
                 victims.append(key)
             else:
                 kept.append(key)
         runs, owners = self._runs, self._owners
-        state_of = entries.get
         while len(victims) < wanted and runs:
             run = runs[0]
             token = run.token
             if run.gen != token.gen:
                 runs.popleft()
                 continue
-            keys, pos, stolen = run.keys, run.pos, token.stolen
-            done = True
-            for index in (range(pos, -1, -1) if run.down else range(pos, len(keys))):
-                key = keys[index]
-                if get(key) is not token:
-                    continue  # placed by a later run
-                state = state_of(key)
-                if state is None:  # not resident: the claim goes (its owner will claim it again if need be)
-                    del stamp[key]
-                elif state == READY and key not in loading and key not in pinned:
-                    del entries[key], stamp[key]
-                    victims.append(key)
+            keys, pos = run.keys, run.pos
+            need = wanted - len(victims)  # a chunk of `need` keys cannot hold more victims than wanted
+            if run.down:
+                low = pos - need + 1 if pos >= need else 0
+                chunk = keys[low:pos + 1]
+                chunk.reverse()
+                run.pos = low - 1
+                done = not low
+            else:
+                high = pos + need
+                chunk = keys[pos:high]
+                run.pos = high
+                done = high >= len(keys)
+            # take the chunk's claims out: this run's are what it still places (claims of keys that later runs
+            # placed again go back), then the resident ones among those go, or stay in front if they cannot
+            claims = list(map(stamp_pop, chunk, repeat(None)))
+            if claims.count(token) == len(chunk):
+                live = chunk
+            else:
+                mine = list(map(is_, claims, repeat(token)))
+                for key, claim in zip(compress(chunk, map(not_, mine)), compress(claims, map(not_, mine))):
+                    if claim is not None:
+                        stamp[key] = claim
+                live = list(compress(chunk, mine))
+            if live:
+                token.partial = True  # (its claims on these are gone)
+                copies = list(map(pop, live, repeat(None)))
+                if None in copies:  # not resident
+                    live = list(compress(live, copies))
+                    copies = list(filter(None, copies))
+                # (restores read and pins hold keys that are in: one of those among `live` is out now)
+                if all(copy.ready for copy in set(copies)) and not (busy and (
+                        not all(map(entries.__contains__, loading)) or not all(map(entries.__contains__, pinned)))):
+                    victims += live
                 else:
-                    stamp[key] = kept_token
-                    kept.append(key)
-                if stolen is not None:
-                    stolen.append(key)
-                if len(victims) >= wanted:
-                    run.pos = index - 1 if run.down else index + 1
-                    done = False
-                    break
-            if done:
+                    for key, copy in zip(live, copies):
+                        if copy.ready and key not in loading and key not in pinned:
+                            victims.append(key)
+                        elif copy is reserving:  # being reserved: not in yet, as far as this scan goes
+                            entries[key] = copy
+                        else:
+                            entries[key] = copy
+                            stamp[key] = kept_token
+                            kept.append(key)
+                            if token.stolen is not None:
+                                token.stolen.append(key)
+            if done:  # its current run is over (and its claims with it): the token is dead
                 runs.popleft()
-                if stolen is not None and owners.get(id(keys)) is token:
+                token.stolen = None
+                if token.keys is not None and owners.get(id(keys)) is token:
                     del owners[id(keys)]
         self._front = kept
         self.version += 1
@@ -297,7 +378,15 @@ class HostPool:
         """The copies of `keys` landed (storing entries are never evicted, so all are still here)."""
         self.version += 1
         entries = self.entries
-        entries.update(dict.fromkeys(keys, READY))
+        if keys:
+            copy = entries.get(keys[0])
+            if copy is not None and copy.keys is keys:  # the keys of one `reserve`, as offload stores them
+                copy.ready = True
+            else:
+                missing = list(filterfalse(entries.__contains__, dict.fromkeys(keys)))
+                entries.update(dict.fromkeys(keys, _READY))
+                if missing and self.profile.eviction != "fifo":
+                    self._append(missing)
         if self.profile.eviction == "fifo":  # first in, first out by store completion
             self._append(_last_occurrences(keys))
         self.stores += len(keys)

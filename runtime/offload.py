@@ -92,7 +92,7 @@ def offer(rank, request: Request, upto: int, hold: bool = False) -> None:
     offered = keys[start:upto]
     refresh = host.profile.refresh_on_lookup
     prompt_blocks = request.spec.prompt_len // rank.block_size
-    accepted = host.reserve(offered, not refresh or upto > prompt_blocks)
+    accepted = host.reserve(offered, not refresh or upto > prompt_blocks, host.known_distinct(keys, upto))
     if refresh:  # a store makes the prompt's resident blocks the newest (and places what it reserved)
         host.refresh(keys, prompt_blocks)
     waits_for_room = host.profile.store_delay_passes and host.last_reserve_short

@@ -61,8 +61,19 @@ class Link:
         self.clock = max(self.clock, now)
 
     def _rebalance(self) -> None:
-        rates = fair_rates([t.group for t in self.moving], self.group_limits, self.pool_limit)
-        for t, rate in zip(self.moving, rates):
+        moving = self.moving
+        if not moving:
+            return
+        group = moving[0].group
+        if not self.pool_limit and all(t.group == group for t in moving):
+            # one group and no pool limit: what `fair_rates` gives, the group's limit shared evenly
+            limit = self.group_limits.get(group)
+            rate = float(limit) / len(moving) if limit else math.inf
+            for t in moving:
+                t.rate = rate
+            return
+        rates = fair_rates([t.group for t in moving], self.group_limits, self.pool_limit)
+        for t, rate in zip(moving, rates):
             t.rate = rate
 
     def next_done(self) -> tuple[int, Transfer] | None:

@@ -335,9 +335,6 @@ def test_a_running_request_growing_into_a_block_being_copied_waits(tmp_path, con
 
 
 @pytest.mark.parametrize("connector", OFFLOADING)
-@pytest.mark.xfail(strict=True, reason="a G2 restore is started into a G1 block whose GPU->host copy is still in "
-                                       "flight (offload.restore allocates it and the load starts at once); only the "
-                                       "following pass waits for the copy")
 def test_a_restore_does_not_overwrite_a_g1_block_still_being_copied(tmp_path, connector):
     """How G2 behaves: "G1 blocks that are still being copied to G2 are not overwritten"; row "G1 blocks being
     copied": "a new owner waits for the copy".  A restore writes into the G1 blocks it is given, so a restore
