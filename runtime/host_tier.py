@@ -39,6 +39,7 @@ class ConnectorProfile:
     pin_before_load: bool
     g1_copy: str  # "new_owner_waits" | "hold_until_copied"
     preemption_waits_for: str  # "own_stores" | "all_transfers"
+    scan_from_block_zero: bool = False  # each admission offers from block 0 (blocks already in G2 are skipped)
 
 
 PROFILES = {
@@ -56,7 +57,7 @@ PROFILES = {
         "simple_cpu_v0_32", store_decode_blocks=True, store_delay_passes=1, store_rest_on_finish=True,
         eviction="fifo", refresh_on_lookup=False, refresh_on_load_done=True, in_flight_store_hit="miss",
         loading_hit="load", own_store_defers=False, pin_before_load=True, g1_copy="hold_until_copied",
-        preemption_waits_for="all_transfers"),
+        preemption_waits_for="all_transfers", scan_from_block_zero=True),
 }
 
 

@@ -111,7 +111,8 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     request.blocks = hits + fresh[:token_blocks] + fresh[token_blocks:]
     request.max_blocks = len(hits)
     request.num_computed = cached
-    request.stored_upto = len(hits)  # G1 hits and restored blocks are not offered to G2 again
+    # G1 hits and restored blocks are not offered to G2 again, unless the connector scans from block 0
+    request.stored_upto = 0 if rank.host is not None and rank.host.profile.scan_from_block_zero else len(hits)
     readmission = bool(request.admissions)
     prompt_reused = min(cached, request.spec.prompt_len)
     host_reused = min(request.host_tokens, prompt_reused)

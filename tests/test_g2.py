@@ -509,9 +509,6 @@ def test_v0_32_finishing_request_offers_prompt_blocks_it_could_not_store(tmp_pat
         assert (run.domain["stores"], run.domain["evictions"], run.domain["dropped_stores"]) == (2, 0, 2)
 
 
-@pytest.mark.xfail(strict=True, reason="simple_cpu_v0_32 starts offering at the first block after the G1 prefix "
-                                       "hit (scheduler._admit sets stored_upto = len(hits)) instead of scanning from "
-                                       "block 0, so G1-hit blocks missing from G2 are never stored")
 def test_simple_cpu_scans_from_block_0_at_each_admission(tmp_path):
     """Row "Stored blocks", simple_cpu_v0_32: "scanned from block 0 at each admission; blocks already in G2,
     such as those just loaded, are skipped."
