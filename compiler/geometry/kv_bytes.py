@@ -10,7 +10,6 @@ shrink it.  Only layers that hold per-token KV count (`kv_layers`: Kimi K3's
 from __future__ import annotations
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1, "float32": 4}
-FP8_WEIGHTS = ("fp8", "fp4")
 
 
 def kv_precision(model: dict, engine_value: str | None, role_value: str | None) -> tuple[str, str]:

@@ -51,11 +51,6 @@ def _pool_mismatch(spec: Spec):
             yield role_pointer(role, *BLAME, "scope")
 
 
-def _pool_mismatch_message() -> str:
-    return ("all roles in one `cluster_shared` pool must share the model, backend, parallel shape, KV precision, "
-            "block geometry, pool capacity and shared bandwidths")
-
-
 def _shared_knob_on_local(field: str):
     return lambda s, r: (_g2(s, r) and _scope(s, r) != "cluster_shared"
                          and s.has(role_pointer(r, *BLAME, field)))
@@ -95,7 +90,8 @@ RULES = (
     Rule("G2-SHARED-H2D-SCOPE", SCOPE, "`shared_h2d_bandwidth_gbps` applies to `scope: cluster_shared` only",
          "remove it, or set `scope: cluster_shared`",
          role_check(_shared_knob_on_local("shared_h2d_bandwidth_gbps"), *BLAME, "shared_h2d_bandwidth_gbps")),
-    Rule("G2-SHARED-POOL-MISMATCH", SCOPE, _pool_mismatch_message(),
+    Rule("G2-SHARED-POOL-MISMATCH", SCOPE, "all roles in one `cluster_shared` pool must share the model, backend, "
+         "parallel shape, KV precision, block geometry, pool capacity and shared bandwidths",
          "make the roles' parallelism, block geometry, `num_host_blocks` and shared bandwidths equal, or give "
          "each role `scope: dp_rank_local`", _pool_mismatch, stage="geometry"),
     Rule("G2-SHARED-RECOMMEND-PRESET", SCOPE, "recommend with a `cluster_shared` pool on both P/D roles must pin "
