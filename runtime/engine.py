@@ -19,15 +19,16 @@ from dataclasses import dataclass, field
 from sortedcontainers import SortedList
 
 from . import handoff, macro
+from .copy_events import TRANSFER_DONE, TRANSFER_START, CopyEvents
 from .handoff import Handoff
 from .kv_events import KvEventLog
+from .offload import blocked
 from .requests import Request, RequestSpec
-from .offload import blocked, restored, stored
 from .scheduler import Rank, finish_pass, schedule
 from .timing import Timing
 from .traffic import Traffic
 
-PASS_END, TRANSFER_START, TRANSFER_DONE, HANDOFF_DONE, WAKE, ARRIVAL = 0, 1, 2, 3, 4, 5
+PASS_END, HANDOFF_DONE, WAKE, ARRIVAL = 0, 3, 4, 5  # (TRANSFER_START = 1, TRANSFER_DONE = 2: copy_events.py)
 
 
 @dataclass
@@ -47,7 +48,7 @@ class Worker:
 
 
 @dataclass
-class Replay:
+class Replay(CopyEvents):
     workers: list[Worker]
     traffic: Traffic
     block_size: int
@@ -214,74 +215,6 @@ class Replay:
                     self._ended(request, now, completed=True)
             self._drain(rank, now)
         self._start_jobs(worker, now)
-
-    # ------------------------------------------------------------------ G2 copies
-    def _start_jobs(self, worker: Worker, now: int) -> None:
-        for rank in worker.ranks:
-            if not rank.jobs:
-                continue
-            for job in rank.jobs:
-                if job.kind == "to_prefill":  # destination-first: reserved on the decode rank, now prefill
-                    prefill = self._place("prefill", now, job.request.spec.prefill_dp_rank)
-                    handoff.move_to(job.request, prefill, 1)
-                    job.request.prefill_rank, job.request.handoff = prefill, None
-                    prefill.waiting.append(job.request)
-                    self.handed_over = True
-                    continue
-                if job.kind == "handoff":
-                    self._start_handoff_transfer(job.request, now)
-                    continue
-                rank.transfers_in_flight += 1
-                if job.kind == "load" and rank.pool.copying.intersection(job.blocks):
-                    self.parked.append(job)  # its G1 blocks are still being copied out: it waits for them
-                    continue
-                self._start_copy(rank, job, now)
-            rank.jobs = []
-
-    def _start_copy(self, rank: Rank, job, now: int) -> None:
-        link = rank.host.h2d if job.kind == "load" else rank.host.d2h
-        transfer = link.new(rank.index, len(job.keys) * rank.host.block_bytes, job)
-        if link.latency_ns:
-            self.push(now + link.latency_ns, TRANSFER_START, (link, transfer))
-        else:
-            self._transfer_moves(link, transfer, now)
-
-    def _unpark(self, now: int) -> None:
-        """Start the restores whose G1 blocks are no longer being copied out."""
-        ready = [job for job in self.parked if not job.rank.pool.copying.intersection(job.blocks)]
-        if ready:
-            self.parked = [job for job in self.parked if job not in ready]
-            for job in ready:
-                self._start_copy(job.rank, job, now)
-
-    def _transfer_moves(self, link, transfer, now: int) -> None:
-        link.start_moving(transfer, now)
-        self._schedule_next_done(link)
-
-    def _schedule_next_done(self, link) -> None:
-        link.version += 1
-        upcoming = link.next_done()
-        if upcoming is not None:
-            self.push(upcoming[0], TRANSFER_DONE, (link, link.version))
-
-    def _transfer_done(self, link, version: int, now: int) -> None:
-        if version != link.version:
-            return  # rates changed since this completion time was computed
-        _, transfer = link.next_done()
-        link.finish(transfer, now)
-        job = transfer.payload
-        job.rank.transfers_in_flight -= 1
-        if job.kind == "load":
-            restored(job.rank, job)
-        else:
-            stored(job.rank, job)
-            if self.parked:
-                self._unpark(now)
-        self._drain(job.rank, now)
-        worker = self.workers[job.rank.worker]
-        if worker.blocked and not any(blocked(rank) for rank in worker.ranks):
-            self._run_pass(worker, worker.batches, now)
-        self._schedule_next_done(link)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:

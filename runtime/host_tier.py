@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import compress, filterfalse, repeat
-from operator import attrgetter, is_, not_
+from operator import is_, is_not
 
 from .transfers import Link
 
@@ -62,17 +62,18 @@ PROFILES = {
 
 
 class _Token:
-    """Who placed a key in the eviction order: `_stamp[key] is` the token of the run holding it.
+    """Who placed a held key in the eviction order: `_slot[key] is` the token of the run holding it.
 
     An owner token stands for one key list on this pool: each refresh of keys[:covered] re-appends one run
-    `keys[covered-1], ..., keys[0]` (first key newest).  It claims every key of that range, resident or not
-    (a key stored later is placed by a later run anyway).  Stores, pins and loads append explicit key lists
-    of resident keys, each with a token of its own.  `stolen` lists the keys of a token's live run whose
-    claim went elsewhere since: the only keys an eviction scan of that run must skip, and the only ones a
-    refresh of its owner must claim back (unless the scan dropped claims: then it claims all).  A run's
-    scan drops the claims it passes, so a finished run leaves none."""
+    `keys[covered-1], ..., keys[0]` (first key newest).  It claims every key of that range: a held one maps
+    to the token, one not held to the token's `ghost` (a key stored later is placed by a later run anyway,
+    but the owner must hear of it).  Stores, pins and loads append explicit lists of held keys, each with a
+    token of its own.  `stolen` lists keys of an owner's range claimed elsewhere since its last refresh, so
+    that the next one claims back just those (after an eviction scan of its run dropped claims, `partial`,
+    it claims the whole range again).  A run's scan drops the claims it passes and puts back those of keys
+    other runs placed since, so a finished run leaves nothing behind."""
 
-    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial")
+    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial", "ghost")
 
     def __init__(self, keys=None, plain: bool = True, stolen: list | None = None):
         self.keys = keys
@@ -80,7 +81,17 @@ class _Token:
         self.stolen = stolen
         self.gen = 0
         self.plain = plain
-        self.partial = False  # an eviction scan of its run dropped claims (its next refresh claims all again)
+        self.partial = False
+        self.ghost = _Ghost(self)
+
+
+class _Ghost:
+    """A claim on a key that is not held (see `_Token`)."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, token: _Token):
+        self.token = token
 
 
 class _Run:
@@ -93,18 +104,7 @@ class _Run:
         self.token, self.gen, self.keys, self.pos, self.down = token, gen, keys, pos, down
 
 
-class _Copy:
-    """The state shared by the entries one `reserve` admitted (`keys`): storing until `stored`, ready after."""
-
-    __slots__ = ("ready", "keys")
-
-    def __init__(self, ready: bool, keys: list | None):
-        self.ready, self.keys = ready, keys
-
-
-_READY_OF = attrgetter("ready")
 _COMPACT_FLOOR = 1 << 12
-_READY = _Copy(True, None)  # for entries whose store landed apart from the rest of their reserve
 
 
 @dataclass
@@ -116,7 +116,8 @@ class HostPool:
     profile: ConnectorProfile
     d2h: Link
     h2d: Link
-    entries: dict = field(default_factory=dict)  # key -> its `_Copy` (ready or storing); the order is apart
+    resident: int = 0  # keys held (ready or storing)
+    storing: set = field(default_factory=set)  # held keys whose GPU->host copy is in flight
     loading: dict = field(default_factory=dict)  # key -> restores in flight reading it
     pinned: dict = field(default_factory=dict)  # key -> lookup pins
     stores: int = 0  # blocks whose store completed
@@ -126,29 +127,39 @@ class HostPool:
     events: list | None = None  # (kind, keys) for KV events, when captured
     last_reserve_short: bool = False  # the last `reserve` ran out of room
     version: int = 0  # bumped by every change of contents, states or order (lets a repeated lookup be skipped)
-    # The eviction order (first = evicted next) is kept lazily: `_front` (entries an eviction scan passed but
-    # could not evict, in order), then the runs of `_runs`, oldest first.  A key sits in the run whose token
-    # `_stamp[key]` is; its occurrences in other runs are stale.  So a refresh moves a whole run at once, and
-    # one whose owner lost nothing since costs O(1) however long the prompt.
+    # Contents and eviction order (first = evicted next) in one map, kept lazily: `_slot[key]` is the token
+    # of the run placing a held key, or the ghost of an owner claiming a key not held.  The order is `_front`
+    # (held keys an eviction scan passed but could not evict, in order), then the runs of `_runs`, oldest
+    # first, each key in the run of its token (its occurrences in other runs are stale).  So a refresh moves
+    # a whole run at once, and one whose owner lost nothing since costs O(1) however long the prompt.
+    _slot: dict = field(default_factory=dict)
     _front: list = field(default_factory=list)
     _runs: deque = field(default_factory=deque)
-    _stamp: dict = field(default_factory=dict)
     _compact_at: int = _COMPACT_FLOOR  # drop superseded runs when `_runs` grows past this
     _owners: dict = field(default_factory=dict)  # id(key list) -> its owner token
     _kept: _Token = field(default_factory=_Token)  # the token of `_front`
-    _reserving: _Copy | None = None  # the copy of the keys a `reserve` is making room for
+
+    # ------------------------------------------------------------------ contents
+    def holds(self, key) -> bool:
+        return type(self._slot.get(key)) is _Token
+
+    @property
+    def entries(self) -> dict:
+        """key -> READY | STORING of every held key (a snapshot)."""
+        storing = self.storing
+        return {key: STORING if key in storing else READY for key, claim in self._slot.items()
+                if type(claim) is _Token}
 
     # ------------------------------------------------------------------ lookups
     def lookup(self, keys: list, start: int, limit: int) -> tuple[int, bool]:
         """(consecutive usable hits from `start`, deferred?) under this connector's rules."""
-        entries, loading, profile = self.entries, self.loading, self.profile
+        get, storing, loading, profile = self._slot.get, self.storing, self.loading, self.profile
         hits = 0
         for index in range(start, limit):
             key = keys[index]
-            copy = entries.get(key)
-            if copy is None:
+            if type(get(key)) is not _Token:
                 break
-            if not copy.ready:
+            if key in storing:
                 if profile.in_flight_store_hit == "defer":
                     return hits, True
                 break
@@ -165,36 +176,38 @@ class HostPool:
         if upto <= 0:
             return
         owner = self._owners.get(id(keys))
-        if owner is None or upto < owner.covered:  # (a shorter refresh: a new owner; the old run keeps the rest)
-            owner = self._owners[id(keys)] = _Token(keys, True, [])
+        if owner is None or upto < owner.covered or not owner.covered:
+            # a new owner (a shorter refresh gets one too: the old run keeps the rest), or one a reserve made
+            if owner is None or owner.covered:
+                owner = self._owners[id(keys)] = _Token(keys, True, [])
             part = keys[:upto]
-            claim = dict.fromkeys(part, owner)
+            claim = dict.fromkeys(part, owner.ghost)
             if len(claim) < upto:
                 owner.plain = False
             else:
-                self._take(part, owner, claim)
+                self._claim(part, owner, claim)
                 return self._place(owner, upto)
         elif owner.plain and upto > owner.covered and len(set(keys[:upto])) < upto:
             owner.plain = False
         if not owner.plain:  # a key listed twice takes the place of its first occurrence
             order = list(dict.fromkeys(keys[:upto]))
             order.reverse()
-            self._append(list(filter(self.entries.__contains__, order)))
+            self._append(list(filter(self.holds, order)))
             return
         stolen = owner.stolen
         if owner.partial:  # its run's scan dropped claims: claim the whole range again
             owner.stolen, owner.partial = [], False
-            self._take(keys[:upto], owner)
-            return self._place(owner, upto)
-        if stolen:  # claim back what other runs took
-            owner.stolen = []
-            self._take(stolen, owner)
-        if upto > owner.covered:
-            self._take(keys[owner.covered:upto], owner)
-        elif not stolen and self._runs:  # nothing lost, nothing new: a no-op if its run is the newest, untouched
-            last = self._runs[-1]
-            if last.token is owner and last.gen == owner.gen and last.pos == upto - 1:
-                return
+            self._claim(keys[:upto], owner)
+        else:
+            if stolen:  # claim back what other runs took
+                owner.stolen = []
+                self._claim(list(dict.fromkeys(stolen)), owner)
+            if upto > owner.covered:
+                self._claim(keys[owner.covered:upto], owner)
+            elif not stolen and self._runs:  # nothing lost or new: a no-op if its run is the newest, untouched
+                last = self._runs[-1]
+                if last.token is owner and last.gen == owner.gen and last.pos == upto - 1:
+                    return
         self._place(owner, upto)
 
     def _place(self, owner: _Token, upto: int) -> None:
@@ -207,20 +220,20 @@ class HostPool:
         owner = self._owners.get(id(keys))
         return owner is not None and owner.keys is keys and owner.plain and owner.covered >= upto
 
-    def _take(self, keys: list, token: _Token, claim: dict | None = None) -> None:
-        """Claim `keys` for `token` (`claim`: dict.fromkeys(keys, token), if at hand); live tokens that held
-        some learn which."""
-        stamp = self._stamp
+    def _claim(self, keys: list, token: _Token, claim: dict | None = None) -> None:
+        """Claim distinct `keys` for `token` (`claim`: dict.fromkeys(keys, token.ghost), if at hand); owners
+        that claimed some learn which."""
+        slot = self._slot
         if claim is None:
-            claim = dict.fromkeys(keys, token)
-        claimed = stamp.keys() & claim.keys()  # (those claimed before; usually few)
-        if claimed:
-            claimed = list(claimed)
-            olds = list(map(stamp.__getitem__, claimed))
-            for other in set(olds):
-                if other is not token and other.stolen is not None:
-                    other.stolen.extend(compress(claimed, map(is_, olds, repeat(other))))
-        stamp.update(claim)
+            claim = dict.fromkeys(keys, token.ghost)
+        known = slot.keys() & claim.keys()  # the keys held or claimed before (the others are claimed, not held)
+        if known:
+            known = list(known)
+            olds = list(map(slot.__getitem__, known))
+            held = list(map(is_, map(type, olds), repeat(_Token)))
+            claim.update(dict.fromkeys(compress(known, held), token))
+            _notify(olds, known, token)
+        slot.update(claim)
 
     def _push(self, run: _Run) -> None:
         runs = self._runs
@@ -230,54 +243,64 @@ class HostPool:
             self._compact_at = max(2 * len(runs), _COMPACT_FLOOR)
 
     def _append(self, keys: list) -> None:
-        """Move resident, distinct `keys` to the end of the eviction order, in this order."""
+        """Move held, distinct `keys` to the end of the eviction order, in this order."""
         if keys:
-            token = _Token(stolen=[])
-            self._take(keys, token)
+            token = _Token()
+            slot = self._slot
+            _notify(list(map(slot.__getitem__, keys)), keys, token)
+            slot.update(dict.fromkeys(keys, token))
             self._push(_Run(token, 0, keys, 0, False))
 
     # ------------------------------------------------------------------ stores
-    def reserve(self, keys: list, place: bool = True, distinct: bool = False) -> list:
+    def reserve(self, keys: list, place: bool = True, distinct: bool = False, refresh: tuple | None = None) -> list:
         """Admit new keys as `storing`, evicting to make room; returns the keys that got a slot.
 
         A connector that stores one pass late stops at the first key without room (it retries next pass);
-        the others drop what finds no room.  `place=False`: the caller refreshes a range holding all of
-        `keys` right after, which places them.  `distinct`: no key is listed twice."""
-        entries = self.entries
+        the others drop what finds no room.  `place=False`: the caller refreshes `refresh` = (key list, upto),
+        a range holding all of `keys`, right after, which places them.  `distinct`: no key is listed twice."""
         if not distinct:
             keys = list(dict.fromkeys(keys))
-        copy = _Copy(False, None)
-        before = len(entries)
-        found = list(map(entries.setdefault, keys, repeat(copy)))  # in at once; room is made just below
-        added = len(entries) - before
-        new = keys if added == len(keys) else list(compress(keys, map(is_, found, repeat(copy))))
+        slot = self._slot
+        token = _Token() if place else self._owner(*refresh)
+        olds = list(map(slot.get, keys))
+        if olds.count(token.ghost) == len(olds):  # all claimed by the refreshing owner, none held (the usual)
+            new = keys
+        else:
+            fresh = list(map(is_not, map(type, olds), repeat(_Token)))
+            new, olds = list(compress(keys, fresh)), list(compress(olds, fresh))
         self.last_reserve_short = False
-        room = self.capacity - before
-        if added > room:
-            self._reserving = copy  # an eviction scan treats them as not in yet
-            room += self._evict(added - room)
-            self._reserving = None
-            if added > room:
+        room = self.capacity - self.resident
+        if len(new) > room:
+            room += self._evict(len(new) - room)
+            if len(new) > room:
                 self.last_reserve_short = True
                 if not self.profile.store_delay_passes:
-                    self.dropped_stores += added - room
+                    self.dropped_stores += len(new) - room
                 keep = max(room, 0)
-                for key in new[keep:]:
-                    del entries[key]
-                new = new[:keep]
+                new, olds = new[:keep], olds[:keep]
         if new:
-            copy.keys = new
+            if olds.count(token.ghost) < len(olds):
+                _notify(olds, new, token)  # (claims the scan dropped meanwhile only make an owner claim more)
+            slot.update(dict.fromkeys(new, token))
+            self.storing.update(new)
+            self.resident += len(new)
             if place:
-                self._append(new)
+                self._push(_Run(token, 0, new, 0, False))
         self.version += 1
         return new
 
+    def _owner(self, keys: list, upto: int) -> _Token:
+        """The owner the coming refresh of keys[:upto] uses (made now if need be, with nothing claimed)."""
+        owner = self._owners.get(id(keys))
+        if owner is None or upto < owner.covered:
+            owner = self._owners[id(keys)] = _Token(keys, len(set(keys[:upto])) == upto, [])
+        return owner
+
     def _evict(self, wanted: int) -> int:
         """Evict up to `wanted` ready blocks that no restore reads and no lookup pins, oldest first."""
-        loading, pinned, entries, stamp = self.loading, self.pinned, self.entries, self._stamp
-        get, pop, stamp_pop = stamp.get, entries.pop, stamp.pop
+        slot, storing, loading, pinned = self._slot, self.storing, self.loading, self.pinned
+        pop = slot.pop
         busy = loading or pinned
-        reserving = self._reserving
         victims = []
         kept_token = self._kept
         front, kept = self._front, []
@@ -285,13 +308,13 @@ class HostPool:
             if len(victims) >= wanted:
                 kept.extend(front[index:])
                 break
-            if get(key) is not kept_token:
+            if slot.get(key) is not kept_token:
                 continue  # moved since
-            if entries[key].ready and key not in loading and key not in pinned:
-                del entries[key], stamp[key]
-                victims.append(key)
-            else:
+            if key in storing or key in loading or key in pinned:
                 kept.append(key)
+            else:
+                del slot[key]
+                victims.append(key)
         runs, owners = self._runs, self._owners
         while len(victims) < wanted and runs:
             run = runs[0]
@@ -312,51 +335,39 @@ class HostPool:
                 chunk = keys[pos:high]
                 run.pos = high
                 done = high >= len(keys)
-            # take the chunk's claims out: this run's are what it still places (claims of keys that later runs
-            # placed again go back), then the resident ones among those go, or stay in front if they cannot
-            claims = list(map(stamp_pop, chunk, repeat(None)))
-            if claims.count(token) == len(chunk):
-                live = chunk
+            # take the chunk's claims out: the keys this run holds go (or stay, in front, if they cannot), its
+            # claims on keys not held are dropped, and keys another run placed since are put back
+            token.partial = True
+            claims = list(map(pop, chunk, repeat(None)))
+            # (restores read and pins hold keys that are held: one of those in the chunk is out of `_slot` now)
+            if claims.count(token) == len(chunk) and storing.isdisjoint(chunk) and not (busy and (
+                    not all(map(slot.__contains__, loading)) or not all(map(slot.__contains__, pinned)))):
+                victims += chunk
             else:
-                mine = list(map(is_, claims, repeat(token)))
-                for key, claim in zip(compress(chunk, map(not_, mine)), compress(claims, map(not_, mine))):
-                    if claim is not None:
-                        stamp[key] = claim
-                live = list(compress(chunk, mine))
-            if live:
-                token.partial = True  # (its claims on these are gone)
-                copies = list(map(pop, live, repeat(None)))
-                if None in copies:  # not resident
-                    live = list(compress(live, copies))
-                    copies = list(filter(None, copies))
-                # (restores read and pins hold keys that are in: one of those among `live` is out now)
-                if all(copy.ready for copy in set(copies)) and not (busy and (
-                        not all(map(entries.__contains__, loading)) or not all(map(entries.__contains__, pinned)))):
-                    victims += live
-                else:
-                    for key, copy in zip(live, copies):
-                        if copy.ready and key not in loading and key not in pinned:
-                            victims.append(key)
-                        elif copy is reserving:  # being reserved: not in yet, as far as this scan goes
-                            entries[key] = copy
-                        else:
-                            entries[key] = copy
-                            stamp[key] = kept_token
+                ghost = token.ghost
+                for key, claim in zip(chunk, claims):
+                    if claim is token:
+                        if key in storing or key in loading or key in pinned:
+                            slot[key] = kept_token
                             kept.append(key)
                             if token.stolen is not None:
                                 token.stolen.append(key)
-            if done:  # its current run is over (and its claims with it): the token is dead
+                        else:
+                            victims.append(key)
+                    elif claim is not None and claim is not ghost:
+                        slot[key] = claim
+            if done:  # its current run is over, and its claims with it: the token is dead
                 runs.popleft()
                 token.stolen = None
                 if token.keys is not None and owners.get(id(keys)) is token:
                     del owners[id(keys)]
         self._front = kept
+        self.resident -= len(victims)
         self.version += 1
         self.evictions += len(victims)
         if self.events is not None and victims:
             self.events.append(("Removed", victims))
         return len(victims)
-
     def pin(self, keys: list) -> None:
         self.version += 1
         pinned = self.pinned
@@ -366,29 +377,32 @@ class HostPool:
     def unpin(self, keys: list) -> None:
         """Drop a lookup pin; the blocks become the newest (simple_cpu)."""
         self.version += 1
-        pinned, entries = self.pinned, self.entries
+        pinned = self.pinned
         for key in keys:
             left = pinned.get(key, 0) - 1
             if left > 0:
                 pinned[key] = left
             else:
                 pinned.pop(key, None)
-        self._append(_last_occurrences(list(filter(entries.__contains__, keys))))
+        self._append(_last_occurrences(list(filter(self.holds, keys))))
 
     def stored(self, keys: list) -> None:
         """The copies of `keys` landed (storing entries are never evicted, so all are still here)."""
         self.version += 1
-        entries = self.entries
-        if keys:
-            copy = entries.get(keys[0])
-            if copy is not None and copy.keys is keys:  # the keys of one `reserve`, as offload stores them
-                copy.ready = True
-            else:
-                missing = list(filterfalse(entries.__contains__, dict.fromkeys(keys)))
-                entries.update(dict.fromkeys(keys, _READY))
-                if missing and self.profile.eviction != "fifo":
-                    self._append(missing)
-        if self.profile.eviction == "fifo":  # first in, first out by store completion
+        storing = self.storing
+        before = len(storing)
+        storing.difference_update(keys)
+        fifo = self.profile.eviction == "fifo"
+        # all were storing (so held), as offload's stores are; else a key not held joins as ready, newest
+        missing = [] if before - len(storing) == len(keys) else list(filterfalse(self.holds, dict.fromkeys(keys)))
+        if missing:
+            slot, placeholder = self._slot, _Token()
+            _notify(list(map(slot.get, missing)), missing, placeholder)
+            slot.update(dict.fromkeys(missing, placeholder))
+            self.resident += len(missing)
+            if not fifo:
+                self._append(missing)
+        if fifo:  # first in, first out by store completion
             self._append(_last_occurrences(keys))
         self.stores += len(keys)
         if self.events is not None and keys:
@@ -403,7 +417,7 @@ class HostPool:
 
     def loaded(self, keys: list) -> None:
         self.version += 1
-        loading, entries = self.loading, self.entries
+        loading = self.loading
         for key in keys:
             left = loading[key] - 1
             if left:
@@ -411,16 +425,26 @@ class HostPool:
             else:
                 del loading[key]
         if self.profile.refresh_on_load_done:
-            self._append(_last_occurrences(list(filter(entries.__contains__, keys))))
+            self._append(_last_occurrences(list(filter(self.holds, keys))))
         self.restores += len(keys)
 
     def summary(self) -> dict:
         return {"scope": self.scope, "capacity_blocks": self.capacity, "block_bytes": self.block_bytes,
-                "resident_blocks": len(self.entries), "stores": self.stores, "restores": self.restores,
+                "resident_blocks": self.resident, "stores": self.stores, "restores": self.restores,
                 "evictions": self.evictions, "dropped_stores": self.dropped_stores,
                 "d2h_bytes": self.d2h.bytes_moved, "h2d_bytes": self.h2d.bytes_moved,
                 "d2h_bandwidth_wait_ms": self.d2h.waited_ns / 1e6,
                 "h2d_bandwidth_wait_ms": self.h2d.waited_ns / 1e6, "connector": self.profile.name}
+
+
+def _notify(olds: list, keys: list, token: _Token) -> None:
+    """Owners whose claims (`olds`, on `keys`) go to `token` add those keys to `stolen`."""
+    for other in set(olds):
+        if other is None or other is token or other is token.ghost:
+            continue
+        owner = other.token if type(other) is _Ghost else other
+        if owner.stolen is not None and owner.keys is not None:
+            owner.stolen.extend(compress(keys, map(is_, olds, repeat(other))))
 
 
 def _last_occurrences(keys: list) -> list:

@@ -92,7 +92,8 @@ def offer(rank, request: Request, upto: int, hold: bool = False) -> None:
     offered = keys[start:upto]
     refresh = host.profile.refresh_on_lookup
     prompt_blocks = request.spec.prompt_len // rank.block_size
-    accepted = host.reserve(offered, not refresh or upto > prompt_blocks, host.known_distinct(keys, upto))
+    place = not refresh or upto > prompt_blocks
+    accepted = host.reserve(offered, place, host.known_distinct(keys, upto), None if place else (keys, prompt_blocks))
     if refresh:  # a store makes the prompt's resident blocks the newest (and places what it reserved)
         host.refresh(keys, prompt_blocks)
     waits_for_room = host.profile.store_delay_passes and host.last_reserve_short
@@ -105,10 +106,10 @@ def offer(rank, request: Request, upto: int, hold: bool = False) -> None:
             blocks = [request.blocks[position[key]] for key in accepted]
         _start_store(rank, request, accepted, blocks, hold)
     if waits_for_room:  # simple_cpu: what did not fit is offered again next pass
-        request.stored_upto = start + next(i for i, key in enumerate(offered) if key not in host.entries)
+        request.stored_upto = start + next(i for i, key in enumerate(offered) if not host.holds(key))
     else:
         if not everything:
-            request.unstored.extend(filterfalse(host.entries.__contains__, offered))
+            request.unstored.extend(filterfalse(host.holds, offered))
         request.stored_upto = upto
 
 
@@ -141,7 +142,7 @@ def offer_on_finish(rank, request: Request) -> None:
         offer(rank, request, min(request.num_computed // size, len(request.keys)), hold=True)
         return
     unstored, request.unstored = request.unstored, []
-    retry = [k for k in unstored if k not in host.entries]
+    retry = [k for k in unstored if not host.holds(k)]
     accepted = host.reserve(retry)
     if accepted:
         position = {key: i for i, key in enumerate(request.keys)}
