@@ -224,6 +224,7 @@ class Replay(CopyEvents):
         try:
             self._loop()
         finally:
+            gc.freeze()  # the replay's objects live on: later collections need not scan them again
             if collecting:
                 gc.enable()
 

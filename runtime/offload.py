@@ -115,22 +115,27 @@ def offer(rank, request: Request, upto: int, hold: bool = False) -> None:
 
 def offer_after_pass(rank, batch) -> None:
     """Stores at the end of a pass (`batch` before its tokens are counted)."""
-    host, size = rank.host, rank.block_size
-    profile = host.profile
-    prompt_only = not profile.store_decode_blocks
-    for request, new in batch.items:
-        if profile.store_delay_passes:  # what was computed before this pass: one pass after it was computed
-            end = request.num_computed
-        else:
-            end = request.num_computed + new
-            if prompt_only:
-                prompt = request.spec.prompt_len
-                if request.num_computed >= prompt:
-                    continue  # decoding: nothing new to store
-                end = min(end, prompt)
-        upto = end // size
-        if upto > request.stored_upto:
-            offer(rank, request, min(upto, len(request.keys)))
+    size = rank.block_size
+    profile = rank.host.profile
+    if profile.store_delay_passes:  # what was computed before this pass: one pass after it was computed
+        for request, new in batch.items:
+            upto = request.num_computed // size
+            if upto > request.stored_upto:
+                offer(rank, request, min(upto, len(request.keys)))
+    elif profile.store_decode_blocks:
+        for request, new in batch.items:
+            upto = (request.num_computed + new) // size
+            if upto > request.stored_upto:
+                offer(rank, request, min(upto, len(request.keys)))
+    else:  # prompt blocks only
+        for request, new in batch.items:
+            computed, prompt = request.num_computed, request.spec.prompt_len
+            if computed >= prompt:
+                continue  # decoding: nothing new to store
+            end = computed + new
+            upto = (end if end < prompt else prompt) // size
+            if upto > request.stored_upto:
+                offer(rank, request, min(upto, len(request.keys)))
 
 
 def offer_on_finish(rank, request: Request) -> None:
@@ -196,6 +201,8 @@ def blocked(rank) -> bool:
     """Does a pass of this rank have to wait for copies?"""
     if rank.pool.awaited:
         return True
+    if not rank.waits:
+        return False
     rank.waits = [w for w in rank.waits if (w[1].transfers_in_flight if w[0] == "rank" else
                                              w[1].stores_in_flight)]
     return bool(rank.waits)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from .bandwidth import fair_rates
 
 
-@dataclass
+@dataclass(slots=True)
 class Transfer:
     seq: int
     group: object  # the rank whose limit applies
@@ -40,6 +40,7 @@ class Link:
     waited_ns: int = 0  # total time transfers spent beyond their solo time (bandwidth contention)
     bytes_moved: int = 0
     version: int = 0  # bumped whenever rates change, so stale completion events can be recognised
+    _next: object = field(default=None, repr=False, compare=False)  # next_done(), or None: not known
 
     def new(self, group, size: int, payload=None) -> Transfer:
         self.seq += 1
@@ -48,6 +49,7 @@ class Link:
         return Transfer(self.seq, group, size, payload, float(size), solo_ns=solo)
 
     def start_moving(self, transfer: Transfer, now: int) -> None:
+        self._next = None
         self._advance(now)
         transfer.moving_since = now
         self.moving.append(transfer)
@@ -78,15 +80,19 @@ class Link:
 
     def next_done(self) -> tuple[int, Transfer] | None:
         """(time, transfer) of the next completion, ties broken by start order."""
+        if self._next is not None:  # nothing moved since it was found
+            return self._next[0]
         best = None
         for t in self.moving:
             when = self.clock if t.remaining <= 0 or math.isinf(t.rate) else \
                 self.clock + math.ceil(t.remaining / t.rate)
             if best is None or (when, t.seq) < (best[0], best[1].seq):
                 best = (when, t)
+        self._next = (best,)
         return best
 
     def finish(self, transfer: Transfer, now: int) -> None:
+        self._next = None
         self._advance(now)
         self.moving.remove(transfer)
         self.bytes_moved += transfer.size
