@@ -281,8 +281,9 @@ class HostPool:
         if new:
             if olds.count(token.ghost) < len(olds):
                 _notify(olds, new, token)  # (claims the scan dropped meanwhile only make an owner claim more)
-            slot.update(dict.fromkeys(new, token))
-            self.storing.update(new)
+            placed = dict.fromkeys(new, token)
+            slot.update(placed)
+            self.storing.update(placed)  # (from a dict: its hashes are reused)
             self.resident += len(new)
             if place:
                 self._push(_Run(token, 0, new, 0, False))
@@ -368,6 +369,7 @@ class HostPool:
         if self.events is not None and victims:
             self.events.append(("Removed", victims))
         return len(victims)
+
     def pin(self, keys: list) -> None:
         self.version += 1
         pinned = self.pinned
