@@ -255,7 +255,7 @@ class HostPool:
     def reserve(self, keys: list, place: bool = True, distinct: bool = False, refresh: tuple | None = None) -> list:
         """Admit new keys as `storing`, evicting to make room; returns the keys that got a slot.
 
-        A connector that stores one pass late stops at the first key without room (it retries next pass);
+        A connector that stores one pass late stores nothing unless everything fits (it retries next pass);
         the others drop what finds no room.  `place=False`: the caller refreshes `refresh` = (key list, upto),
         a range holding all of `keys`, right after, which places them.  `distinct`: no key is listed twice."""
         if not distinct:
@@ -274,9 +274,10 @@ class HostPool:
             room += self._evict(len(new) - room)
             if len(new) > room:
                 self.last_reserve_short = True
+                # a connector that stores one pass late stores all of it next pass (vLLM stores what fits)
+                keep = 0 if self.profile.store_delay_passes else max(room, 0)
                 if not self.profile.store_delay_passes:
                     self.dropped_stores += len(new) - room
-                keep = max(room, 0)
                 new, olds = new[:keep], olds[:keep]
         if new:
             if olds.count(token.ghost) < len(olds):

@@ -535,9 +535,6 @@ def test_simple_cpu_store_that_does_not_fit_waits_for_the_next_pass(tmp_path):
     assert (run.domain["stores"], run.domain["evictions"], run.domain["dropped_stores"]) == (4, 2, 0)
 
 
-@pytest.mark.xfail(strict=True, reason="a simple_cpu_v0_32 store that only partly fits stores the blocks that fit "
-                                       "at once and retries the rest (HostPool.reserve keeps new[:room]); the spec says "
-                                       "the store waits for the next pass and only vLLM stores the blocks that fit")
 def test_simple_cpu_store_that_partly_fits_waits_whole(tmp_path):
     """Model difference 2: "A simple_cpu_v0_32 store that does not fit waits for the next pass, while vLLM stores
     the blocks that fit."  Read literally: the model does not store the part that fits.
@@ -545,7 +542,7 @@ def test_simple_cpu_store_that_partly_fits_waits_whole(tmp_path):
     G2 holds 3 blocks, latency 0.5 ms.  A (1, 2) finishes at 10 ms; its copy lands at 12.5 ms.  B (3, 4; 4 output
     tokens, no full output block) offers 3, 4 at 11 and 12 ms: one slot is free, not two, so the store waits.  At
     13 ms (B finishes) 1, 2 are ready, 1 is evicted (FIFO) and 3, 4 are stored together, landing at 15.5 ms.
-    The runtime stores 3 alone at 11 ms, and 4 never finds room before B finishes, so it is never stored."""
+    (Storing what fits would store 3 alone at 11 ms, and 4 would never find room before B finishes.)"""
     run = replay_trace(tmp_path, [row(0, 8, 1, [1, 2]), row(0, 8, 4, [3, 4])], connector=SIMPLE, g1_blocks=8,
                        host_blocks=3, latency_ms=0.5)
     assert run.g2 == [(12.5, "Stored", [1, 2]), (13.0, "Removed", [1]), (15.5, "Stored", [3, 4])]
