@@ -1,7 +1,9 @@
-"""The replay's copy events: G2 stores and restores moving over shared-bandwidth links, and handoff jobs.
+"""The replay's copy events: tier copies (G2 stores and loads, G3 reads and writes) over shared-bandwidth links,
+and handoff jobs.
 
 A mixin of `engine.Replay`: the scheduler leaves `Job`s on a rank; at the end
-of a scheduling step the replay starts them here.  A restore whose G1 blocks
+of a scheduling step (or when a copy lands and asks for another) the replay
+starts them here.  A restore whose G1 blocks
 are still being copied out is parked until those copies land.  Each link
 keeps one pending completion event, recomputed (and the old one made stale by
 the link's version) whenever a transfer starts or ends.
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import handoff
+from . import g3_offload, handoff
 from .offload import blocked, restored, stored
 
 if TYPE_CHECKING:
@@ -18,6 +20,8 @@ if TYPE_CHECKING:
     from .scheduler import Rank
 
 TRANSFER_START, TRANSFER_DONE = 1, 2  # event kinds (see engine.py for the order of all kinds)
+LINKS = {"load": "h2d", "store": "d2h", "read": "read", "write": "write"}  # job kind -> its tier's link
+LANDED = {"load": restored, "store": stored, "read": g3_offload.read_done, "write": g3_offload.written}
 
 
 class CopyEvents:
@@ -44,8 +48,10 @@ class CopyEvents:
             rank.jobs = []
 
     def _start_copy(self, rank: Rank, job, now: int) -> None:
-        link = rank.host.h2d if job.kind == "load" else rank.host.d2h
-        transfer = link.new(rank.index, len(job.keys) * rank.host.block_bytes, job)
+        tier = rank.host if job.kind in ("load", "store") else rank.storage
+        link = getattr(tier, LINKS[job.kind])
+        # G3 links are shared per worker (G3 runs one rank per worker), G2 links per rank
+        transfer = link.new(rank.index if tier is rank.host else rank.worker, len(job.keys) * tier.block_bytes, job)
         if link.latency_ns:
             self.push(now + link.latency_ns, TRANSFER_START, (link, transfer))
         else:
@@ -75,15 +81,15 @@ class CopyEvents:
         _, transfer = link.next_done()
         link.finish(transfer, now)
         job = transfer.payload
-        job.rank.transfers_in_flight -= 1
-        if job.kind == "load":
-            restored(job.rank, job)
-        else:
-            stored(job.rank, job)
-            if self.parked:
-                self._unpark(now)
-        self._drain(job.rank, now)
-        worker = self.workers[job.rank.worker]
+        rank = job.rank
+        rank.transfers_in_flight -= 1
+        LANDED[job.kind](rank, job)
+        if job.kind == "store" and self.parked:
+            self._unpark(now)
+        self._drain(rank, now)
+        worker = self.workers[rank.worker]
+        if rank.jobs:  # a landed store starts its G3 write
+            self._start_jobs(worker, now)
         if worker.blocked and not any(blocked(rank) for rank in worker.ranks):
             self._run_pass(worker, worker.batches, now)
         self._schedule_next_done(link)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from . import handoff, macro
+from . import handoff, macro, storage_tier
 from .copy_events import TRANSFER_DONE, TRANSFER_START, CopyEvents
 from .handoff import Handoff
 from .kv_events import KvEventLog
@@ -95,6 +95,17 @@ class Replay(CopyEvents):
     def host_pools(self) -> list:
         """The distinct G2 pools, in rank order."""
         return list({id(r.host): r.host for r in self.ranks() if r.host is not None}.values())
+
+    def tier_sections(self) -> dict:
+        """The summary's sections for the tiers behind G1: `g2_domains`, `g3_offload`."""
+        out = {}
+        hosts = self.host_pools()
+        if hosts:
+            out["g2_domains"] = [{"name": pool.name, **pool.summary()} for pool in hosts]
+        stores = list({id(r.storage): r.storage for r in self.ranks() if r.storage is not None}.values())
+        if stores:
+            out["g3_offload"] = storage_tier.section(stores)
+        return out
 
     # ------------------------------------------------------------------ arrivals
     def _place(self, role: str, now: int, pinned: int | None = None) -> Rank:

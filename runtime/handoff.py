@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .offload import Job
+from .jobs import Job
 from .requests import Request
 
 DESTINATION_FIRST_BACKENDS = ("sglang",)

@@ -121,6 +121,7 @@ class HostPool:
     loading: dict = field(default_factory=dict)  # key -> restores in flight reading it
     pinned: dict = field(default_factory=dict)  # key -> lookup pins
     stores: int = 0  # blocks whose store completed
+    filled: dict = field(default_factory=dict)  # source tier -> blocks it brought in (not stores from the GPU)
     restores: int = 0  # blocks loaded to G1
     evictions: int = 0
     dropped_stores: int = 0  # blocks that found no room
@@ -252,12 +253,14 @@ class HostPool:
             self._push(_Run(token, 0, keys, 0, False))
 
     # ------------------------------------------------------------------ stores
-    def reserve(self, keys: list, place: bool = True, distinct: bool = False, refresh: tuple | None = None) -> list:
+    def reserve(self, keys: list, place: bool = True, distinct: bool = False, refresh: tuple | None = None,
+                count_dropped: bool = True) -> list:
         """Admit new keys as `storing`, evicting to make room; returns the keys that got a slot.
 
         A connector that stores one pass late stores nothing unless everything fits (it retries next pass);
         the others drop what finds no room.  `place=False`: the caller refreshes `refresh` = (key list, upto),
-        a range holding all of `keys`, right after, which places them.  `distinct`: no key is listed twice."""
+        a range holding all of `keys`, right after, which places them.  `distinct`: no key is listed twice.
+        `count_dropped=False`: what finds no room is not a dropped store (a G3 read takes what fits)."""
         if not distinct:
             keys = list(dict.fromkeys(keys))
         slot = self._slot
@@ -276,7 +279,7 @@ class HostPool:
                 self.last_reserve_short = True
                 # a connector that stores one pass late stores all of it next pass (vLLM stores what fits)
                 keep = 0 if self.profile.store_delay_passes else max(room, 0)
-                if not self.profile.store_delay_passes:
+                if count_dropped and not self.profile.store_delay_passes:
                     self.dropped_stores += len(new) - room
                 new, olds = new[:keep], olds[:keep]
         if new:
@@ -389,8 +392,9 @@ class HostPool:
                 pinned.pop(key, None)
         self._append(_last_occurrences(list(filter(self.holds, keys))))
 
-    def stored(self, keys: list) -> None:
-        """The copies of `keys` landed (storing entries are never evicted, so all are still here)."""
+    def stored(self, keys: list, source: str = "") -> None:
+        """The copies of `keys` landed (storing entries are never evicted, so all are still here); from the GPU
+        unless `source` names another tier ("g3", "peer"), which counts them as `filled_from_<source>`."""
         self.version += 1
         storing = self.storing
         before = len(storing)
@@ -407,7 +411,10 @@ class HostPool:
                 self._append(missing)
         if fifo:  # first in, first out by store completion
             self._append(_last_occurrences(keys))
-        self.stores += len(keys)
+        if source:
+            self.filled[source] = self.filled.get(source, 0) + len(keys)
+        else:
+            self.stores += len(keys)
         if self.events is not None and keys:
             self.events.append(("Stored", list(keys)))
 
@@ -437,7 +444,8 @@ class HostPool:
                 "evictions": self.evictions, "dropped_stores": self.dropped_stores,
                 "d2h_bytes": self.d2h.bytes_moved, "h2d_bytes": self.h2d.bytes_moved,
                 "d2h_bandwidth_wait_ms": self.d2h.waited_ns / 1e6,
-                "h2d_bandwidth_wait_ms": self.h2d.waited_ns / 1e6, "connector": self.profile.name}
+                "h2d_bandwidth_wait_ms": self.h2d.waited_ns / 1e6, "connector": self.profile.name,
+                **{f"filled_from_{source}": blocks for source, blocks in sorted(self.filled.items())}}
 
 
 def _notify(olds: list, keys: list, token: _Token) -> None:

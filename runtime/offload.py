@@ -18,18 +18,11 @@ from __future__ import annotations
 
 from itertools import filterfalse
 
+from . import g3_offload
+from .jobs import Job
 from .requests import Request
 
-DEFER, LOAD = -1, -2  # `restore` outcomes besides 0 (nothing to restore)
-
-
-class Job:
-    """A copy asked of the engine: a G2 store (GPU->host) or restore (host->GPU) of one request's blocks."""
-
-    __slots__ = ("kind", "rank", "request", "keys", "blocks", "hold")
-
-    def __init__(self, kind: str, rank, request: Request, keys: list, blocks: list[int], hold: bool = False):
-        self.kind, self.rank, self.request, self.keys, self.blocks, self.hold = kind, rank, request, keys, blocks, hold
+DEFER, LOAD, READ = -1, -2, -3  # `restore` outcomes besides 0 (nothing to restore); READ: from G3 first
 
 
 # ---------------------------------------------------------------------------------------------- restores
@@ -51,6 +44,8 @@ def restore(rank, request: Request, hits: list[int], limit: int) -> int:
     if deferred:
         request.deferred_at = host.version
         return DEFER
+    if rank.storage is not None and g3_offload.read(rank, request, len(hits) + found, limit):
+        return READ
     if not found:
         return 0
     keys = request.keys[len(hits):len(hits) + found]
@@ -62,6 +57,7 @@ def restore(rank, request: Request, hits: list[int], limit: int) -> int:
     rank.pool.touch(hits)
     fresh = rank.pool.allocate(found)
     host.start_load(keys)
+    rank.read_rounds = 0  # a load is progress (see g3_offload's bypass)
     request.blocks = hits + fresh
     request.loading = True
     request.host_tokens = found * rank.block_size
@@ -167,6 +163,8 @@ def _start_store(rank, request: Request, keys: list, blocks: list[int], hold: bo
 
 def stored(rank, job: Job) -> None:
     rank.host.stored(job.keys)
+    if rank.storage is not None:
+        g3_offload.write_back(rank, job.keys)
     rank.pool.end_copy(job.blocks)
     job.request.stores_in_flight -= 1
     job.request.store_jobs.remove(job)

@@ -15,6 +15,7 @@ from .handoff import DESTINATION_FIRST_BACKENDS, Handoff
 from .host_tier import PROFILES, HostPool
 from .mooncake import read_trace
 from .scheduler import Rank
+from .storage_tier import StoragePool
 from .timing.factory import make_timing
 from .traffic import Traffic
 from .transfers import Link
@@ -60,6 +61,26 @@ def attach_host_pools(ranks: list[Rank], offload: dict, block_bytes: int) -> lis
     return [pool(f"g2.{rank.name}", [rank], False) for rank in ranks]
 
 
+def attach_storage_pools(workers: list[Worker], offload: dict, block_bytes: int) -> list[StoragePool]:
+    """One G3 store per worker (`worker_local`) or one for all of them (`cluster_shared`); G3 runs one rank
+    per worker, so a worker's limits are its rank's."""
+    latency = _ms_to_ns(offload["latency_to_first_byte_ms"])
+
+    def store(name: str, members: list[Worker], shared: bool) -> StoragePool:
+        links = [Link({w.index: offload[f"{way}_bandwidth_gbps"] for w in members},
+                      offload.get(f"shared_{way}_bandwidth_gbps") if shared else None, latency)
+                 for way in ("read", "write")]
+        pool = StoragePool(name, offload["scope"], offload["num_g3_blocks"], block_bytes, *links)
+        for worker in members:
+            for rank in worker.ranks:
+                rank.storage = pool
+        return pool
+
+    if offload["scope"] == "cluster_shared":
+        return [store("g3.shared", workers, True)]
+    return [store(f"g3.worker{w.index}", [w], False) for w in workers]
+
+
 def _role_workers(plan: dict, role_name: str, first_worker: int, first_rank: int) -> list[Worker]:
     """`replicas` workers of `attention_data` ranks for one role, each rank with its own G1 (and G2)."""
     engine, role = plan["engine"], plan["engine"]["workers"][role_name]
@@ -84,6 +105,8 @@ def _role_workers(plan: dict, role_name: str, first_worker: int, first_rank: int
     if "host_offload" in kv:
         attach_host_pools([rank for worker in workers for rank in worker.ranks], kv["host_offload"],
                           geometry["g2_block_bytes"])
+    if "g3_offload" in kv:
+        attach_storage_pools(workers, kv["g3_offload"], geometry["g3_block_bytes"])
     return workers
 
 
@@ -125,9 +148,8 @@ def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> 
     if source == "agentx":
         raise ReplayUnsupported("agentx traffic replay is not available yet")
     for name, role in roles.items():
-        for tier in ("g3_offload", "kvcr"):
-            if tier in role["kv_cache"]:
-                raise ReplayUnsupported(f"`{tier}` replay is not available yet")
+        if "kvcr" in role["kv_cache"]:
+            raise ReplayUnsupported("`kvcr` replay is not available yet")
     workers: list[Worker] = []
     for name in [r for r in ("aggregated", "prefill", "decode") if r in roles]:
         first_rank = sum(len(w.ranks) for w in workers)

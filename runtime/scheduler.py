@@ -16,7 +16,7 @@ from collections import deque
 
 from . import handoff, offload
 from .g1 import BlockPool
-from .offload import Job
+from .jobs import Job
 from .requests import Request
 from .timing import PassWork
 
@@ -24,7 +24,7 @@ from .timing import PassWork
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "host", "jobs", "waits", "transfers_in_flight",
-                 "role", "handoff")
+                 "role", "handoff", "storage", "read_rounds")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -41,6 +41,8 @@ class Rank:
         self.preemptions = 0
         self.name = name
         self.host = None  # HostPool when G2 is configured
+        self.storage = None  # StoragePool when G3 is configured
+        self.read_rounds = 0  # G3 reads landed since the last G2 -> G1 load started (see g3_offload)
         self.jobs: list[Job] = []  # copies requested since the engine last looked
         self.waits: list = []  # what its next pass waits for after a preemption (see offload.preemption_wait)
         self.transfers_in_flight = 0

@@ -33,6 +33,8 @@ class StoragePool:
     lookup_hits: int = 0
     read_jobs: int = 0
     write_jobs: int = 0
+    read_blocks: int = 0
+    write_blocks: int = 0
     evictions: int = 0
     dropped_writes: int = 0
     cross_worker_read_blocks: int = 0
@@ -66,6 +68,7 @@ class StoragePool:
             self.writer[key] = worker
         if new:
             self.write_jobs += 1
+            self.write_blocks += len(new)
         return new
 
     def _evict(self, wanted: int) -> int:
@@ -86,6 +89,7 @@ class StoragePool:
 
     def start_read(self, keys: list, worker: int) -> None:
         self.read_jobs += 1
+        self.read_blocks += len(keys)
         for key in keys:
             self.reading[key] = self.reading.get(key, 0) + 1
             if self.writer.get(key, worker) != worker:
@@ -99,10 +103,23 @@ class StoragePool:
             else:
                 del self.reading[key]
 
-    def summary(self) -> dict:
-        return {"name": self.name, "scope": self.scope, "capacity_blocks": self.capacity,
-                "resident_blocks": len(self.entries), "lookup_hits": self.lookup_hits, "read_jobs": self.read_jobs,
-                "write_jobs": self.write_jobs, "read_bytes": self.read.bytes_moved,
+    def counters(self) -> dict:
+        """What the `g3_offload` summary adds up over stores."""
+        return {"capacity_blocks": self.capacity, "resident_blocks": len(self.entries),
+                "lookup_hits": self.lookup_hits, "read_jobs": self.read_jobs, "read_blocks": self.read_blocks,
+                "read_bytes": self.read.bytes_moved, "write_jobs": self.write_jobs, "write_blocks": self.write_blocks,
                 "write_bytes": self.write.bytes_moved, "evictions": self.evictions,
                 "dropped_writes": self.dropped_writes, "cross_worker_read_blocks": self.cross_worker_read_blocks,
-                **({"bypassed_restores": self.bypassed_restores} if self.bypassed_restores else {})}
+                "read_bandwidth_wait_ms": self.read.waited_ns / 1e6,
+                "write_bandwidth_wait_ms": self.write.waited_ns / 1e6, "bypassed_restores": self.bypassed_restores}
+
+
+def section(pools: list[StoragePool]) -> dict:
+    """The summary's `g3_offload` section: counters added up over the stores (one per worker or one shared)."""
+    total: dict = {}
+    for pool in pools:
+        for key, value in pool.counters().items():
+            total[key] = total.get(key, 0) + value
+    if not total["bypassed_restores"]:
+        del total["bypassed_restores"]  # (reported only when it happened)
+    return {"scope": pools[0].scope, "stores": len(pools), **total}

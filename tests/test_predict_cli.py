@@ -69,7 +69,7 @@ def config(tmp_path):
 
 def test_the_refused_examples_cover_every_unsupported_feature():
     found = {feature for _, features in NOT_REPLAYABLE for feature in features}
-    assert found == {"g3_offload", "kvcr"}
+    assert found == {"kvcr"}
 
 
 @pytest.mark.parametrize("path, features", NOT_REPLAYABLE, ids=[p.stem for p, _ in NOT_REPLAYABLE])

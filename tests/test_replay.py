@@ -34,7 +34,7 @@ SHARED_TRACES = ROOT.parent / "shared" / "traces"
 
 # what the runtime does not replay yet (besides agentx traffic); an example using any of these must exit 1
 # (tests/test_predict_cli.py).  G2 (`host_offload`) and disaggregated prefill/decode are replayed.
-UNSUPPORTED_TIERS = ("g3_offload", "kvcr")
+UNSUPPORTED_TIERS = ("kvcr",)
 
 # Stop overrides for the golden runs: fewer requests keep the golden files reviewable and
 # the runs short (sglang-default-capacity makes 640 requests, trtllm-fixed-timing 500).
@@ -45,7 +45,7 @@ GOLDEN_OVERRIDES = {
 }
 EXPECTED_REPLAYABLE = {
     "deepseek-v4-flash-state-cache", "disaggregated-kimi-state", "disaggregated-pd", "g1-default-capacity",
-    "g2-cluster-shared", "host-offload-prediction", "scaled-workers",
+    "g2-cluster-shared", "g3-storage", "host-offload-prediction", "scaled-workers",
     "kimi-k3-state-cache", "mooncake-trace", "sglang-default-capacity", "state-cache-fixed-bytes",
     "trtllm-fixed-timing",
 }

@@ -1,7 +1,7 @@
 """G3 storage pool: background writes, LRU over idle blocks, reads and cross-worker accounting."""
 from __future__ import annotations
 
-from kvreplay.runtime.storage_tier import READY, WRITING, StoragePool
+from kvreplay.runtime.storage_tier import READY, WRITING, StoragePool, section
 from kvreplay.runtime.transfers import Link
 
 
@@ -44,5 +44,5 @@ def test_shared_blocks_are_read_by_other_workers():
     g3.written([7, 8])
     g3.start_read([7, 8], worker=1)
     assert g3.cross_worker_read_blocks == 2 and g3.read_jobs == 1
-    assert g3.summary()["cross_worker_read_blocks"] == 2 and "bypassed_restores" not in g3.summary()
+    assert section([g3])["cross_worker_read_blocks"] == 2 and "bypassed_restores" not in section([g3])
     assert g3.entries == {7: READY, 8: READY}

@@ -1,0 +1,251 @@
+"""G3 offload: kv-cache-tiers.md "G3 offload", one test (or small group) per sentence, on hand-built scenarios.
+
+Conventions (as in test_g2.py, so every time is a round number):
+- block_size 4 and bytes_per_token 250,000: one G1 = G2 = G3 block = 1,000,000 bytes;
+- G2 d2h/h2d and G3 read/write at 1.0 GB/s (= 1 byte/ns): 1 ms per block on an idle link, no latency
+  unless a test sets one;
+- fixed timing: a pass with prefill costs 10 ms, a decode-only pass 1 ms;
+- G1 4 blocks, G2 2 blocks, G3 8 blocks per store unless a test says otherwise;
+- a Mooncake trace with `block_size: 4`, so every hash_id is one engine block.
+
+Scenario "back" (used by several tests): A [1, 2] at 0 ms stores 1, 2 to G2 at 10 ms (landing at 12) and
+G3 writes them from 12 to 14 ms.  B [3, 4, 5] at 20 ms takes G1 block 2 (A's blocks are freed last block
+first) and at 30 ms stores 3, 4 to G2, evicting 1, 2 (5 finds no room); G3 writes 3, 4 from 32 to 34 ms.
+C [1, 2, 6] at 40 ms: block 1 is still in G1, block 2 is in neither G1 nor G2 but in G3.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvreplay.compiler.pipeline import compile_bytes
+from kvreplay.runtime import g3_offload
+from kvreplay.runtime.bandwidth import fair_rates
+from kvreplay.runtime.metrics import request_record
+from kvreplay.runtime.replay import build
+from kvreplay.runtime.storage_tier import READY, WRITING
+
+BS = 4
+BLOCK = 1_000_000
+MS = 1_000_000
+
+
+def row(t: float, prompt: int, ids: list[int], output: int = 1) -> dict:
+    assert len(ids) == -(-prompt // BS)
+    return {"timestamp": t, "input_length": prompt, "output_length": output, "hash_ids": ids}
+
+
+BACK = [row(0, 8, [1, 2]), row(20, 12, [3, 4, 5]), row(40, 9, [1, 2, 6])]
+
+
+def config(*, scope: str = "worker_local", g1_blocks: int = 4, host_blocks: int = 2, g3_blocks: int = 8,
+           latency_ms: float = 0.0, replicas: int = 1, shared_bandwidth: float | None = None,
+           scaling: str = "", stop_s: float | None = None) -> str:
+    g3 = {"scope": scope, "num_g3_blocks": g3_blocks, "latency_to_first_byte_ms": latency_ms,
+          "read_bandwidth_gbps": 1.0, "write_bandwidth_gbps": 1.0}
+    if shared_bandwidth is not None:
+        g3["shared_read_bandwidth_gbps"] = g3["shared_write_bandwidth_gbps"] = shared_bandwidth
+    stop = f"\n  stop: {{max_virtual_time_seconds: {stop_s}}}" if stop_s is not None else ""
+    return f"""
+engine:
+  model: Qwen/Qwen3-8B
+  hardware: h200_sxm
+  workers:
+    aggregated:
+      parallelism: {{replicas: {replicas}}}{scaling}
+      timing: {{type: fixed, prefill_ms: 10, decode_ms: 1}}
+      scheduler: {{max_batched_tokens: 64, max_sequences: 4}}
+      kv_cache:
+        block_size: {BS}
+        bytes_per_token: 250000
+        capacity: {{type: fixed, blocks: {g1_blocks}}}
+        host_offload: {{num_host_blocks: {host_blocks}, d2h_bandwidth_gbps: 1.0, h2d_bandwidth_gbps: 1.0}}
+        g3_offload: {json.dumps(g3)}
+traffic:
+  source: {{type: trace, paths: [trace.jsonl], block_size: {BS}}}
+  load: {{type: trace_timestamps}}{stop}
+"""
+
+
+class Run:
+    def __init__(self, replay):
+        self.replay = replay
+        self.records = [request_record(r) for r in sorted(replay.requests, key=lambda r: r.spec.index)]
+        sections = replay.tier_sections()
+        self.g3 = sections["g3_offload"]
+        self.g2 = sections["g2_domains"]
+
+    def admissions(self, index: int) -> list[tuple]:
+        """(at ms, pool, g1 tokens, host tokens) of every admission of request `index`."""
+        return [(a["at_ms"], a["pool"], a["g1_reused_input_tokens"], a["host_reused_input_tokens"])
+                for a in self.records[index]["admission_history"]]
+
+    def ttft(self, index: int) -> float:
+        return self.records[index]["ttft_ms"]
+
+    def store(self, worker: int = 0):
+        return self.replay.workers[worker].ranks[0].storage
+
+
+def replay(tmp_path: Path, rows: list[dict], **knobs) -> Run:
+    """Replay with macro steps and single-stepped; both must agree."""
+    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = compile_bytes(config(**knobs).encode(), str(tmp_path / "g3.yaml"), ())
+    assert result.plan is not None, [str(d) for d in result.diagnostics]
+    plan = result.plan.to_dict()
+    runs = []
+    for single_step in (False, True):
+        run = build(plan, tmp_path, single_step=single_step)
+        run.run()
+        runs.append(Run(run))
+    fused, single = runs
+    assert fused.records == single.records and fused.g3 == single.g3 and fused.g2 == single.g2
+    return single
+
+
+# ---- "Blocks written to G2 are also written to G3 in the background." ---------------------------------
+
+@pytest.mark.parametrize("stop_ms, state", [(13.9, WRITING), (14.0, READY)])
+def test_g2_stores_are_written_to_g3_when_they_land(tmp_path, stop_ms, state):
+    """A's G2 store lands at 12 ms; the G3 write of its two blocks starts then and lands at 14 ms."""
+    run = replay(tmp_path, BACK[:1], stop_s=stop_ms / 1e3)
+    store = run.store()
+    assert list(store.entries.values()) == [state, state]
+    assert (run.g3["write_jobs"], run.g3["write_blocks"]) == (1, 2)
+
+
+def test_background_writes_cost_the_requests_nothing(tmp_path):
+    """Scenario "back" up to B: the writes add no time to A or B, and each G2 store is written once."""
+    run = replay(tmp_path, BACK[:2])
+    assert [run.ttft(0), run.ttft(1)] == [10.0, 10.0]
+    assert {k: run.g3[k] for k in ("write_jobs", "write_blocks", "write_bytes", "resident_blocks")} == \
+        {"write_jobs": 2, "write_blocks": 4, "write_bytes": 4 * BLOCK, "resident_blocks": 4}
+    assert run.g2[0]["stores"] == 4 and run.g2[0]["dropped_stores"] == 1
+
+
+# ---- "A read restores a prefix from G3 into G2 and then into G1." -------------------------------------
+
+@pytest.mark.parametrize("latency_ms", [0.0, 0.1])
+def test_read_goes_from_g3_to_g2_then_to_g1(tmp_path, latency_ms):
+    """C at 40 ms: block 1 from G1, block 2 read from G3 into G2 (1 ms, plus the G3 latency), then loaded into
+    G1 (1 ms) before C is admitted: TTFT = read + load + 10 ms prefill."""
+    run = replay(tmp_path, BACK, latency_ms=latency_ms)
+    admitted = 42.0 + latency_ms
+    assert run.admissions(2) == [(admitted, "g2.worker0.dp0", 4, 4)]
+    assert run.ttft(2) == pytest.approx(12.0 + latency_ms)
+    assert {k: run.g3[k] for k in ("lookup_hits", "read_jobs", "read_blocks", "read_bytes")} == \
+        {"lookup_hits": 1, "read_jobs": 1, "read_blocks": 1, "read_bytes": BLOCK}
+    assert run.g2[0]["filled_from_g3"] == 1 and run.g2[0]["restores"] == 1 and run.g2[0]["h2d_bytes"] == BLOCK
+
+
+def test_g3_alone_never_makes_a_block_ready_on_the_gpu(tmp_path):
+    """Without room in G2 for the read (G2's only slot is held by a block being loaded), C recomputes the
+    block G3 holds: a G3 hit is usable only through G2."""
+    run = replay(tmp_path, BACK, host_blocks=1)
+    assert run.admissions(2) == [(40.0, "worker0.dp0", 4, 0)]
+    assert run.g3["read_jobs"] == 0
+
+
+# ---- "With cluster_shared, a block is stored once and any worker can read it ..." ----------------------
+
+TWO_WORKERS = [row(0, 8, [1, 2]), row(20, 12, [1, 2, 7])]  # round robin: A on worker 0, B on worker 1
+
+
+@pytest.mark.parametrize("scope, admission, cross", [
+    ("cluster_shared", (24.0, "g2.worker1.dp0", 0, 8), 2),  # read 2 blocks (2 ms), load them (2 ms)
+    ("worker_local", (20.0, "worker1.dp0", 0, 0), 0),  # worker 1 cannot read worker 0's store
+])
+def test_cluster_shared_store_serves_every_worker(tmp_path, scope, admission, cross):
+    """B's prompt [1, 2, 7] after A's [1, 2] on the other worker.  Shared: 1, 2 are stored once and B writes
+    only 7; worker-local: worker 1 recomputes, its G2 (2 blocks) takes 1, 2 and its own store gets those again."""
+    shared = 0 if scope == "cluster_shared" else None
+    run = replay(tmp_path, TWO_WORKERS, scope=scope, replicas=2, shared_bandwidth=shared)
+    assert run.admissions(1) == [admission]
+    assert run.g3["cross_worker_read_blocks"] == cross
+    assert (run.g3["stores"], run.g3["resident_blocks"]) == ((1, 3) if scope == "cluster_shared" else (2, 4))
+
+
+def test_blocks_of_a_removed_worker_stay_readable(tmp_path):
+    """Worker 1 writes A's blocks (X takes worker 0), then leaves at 15 ms; B on the remaining worker reads
+    them at 30 ms: read 2 ms + load 2 ms."""
+    rows = [row(0, 4, [10]), row(0, 8, [1, 2]), row(30, 12, [1, 2, 7])]
+    run = replay(tmp_path, rows, scope="cluster_shared", replicas=2, shared_bandwidth=0,
+                 scaling="\n      scaling: [{at_seconds: 0.015, replicas: 1}]")
+    assert run.records[1]["dp_rank"] == 1 and run.records[2]["dp_rank"] == 0
+    assert run.admissions(2) == [(34.0, "g2.worker0.dp0", 0, 8)]
+    assert run.g3["cross_worker_read_blocks"] == 2
+
+
+# ---- "G3 evicts least recently used blocks that are not being transferred." ----------------------------
+
+@pytest.mark.parametrize("g3_blocks, evicted, admission", [
+    (3, 1, (42.0, "g2.worker0.dp0", 4, 4)),  # 3, 4 evict 1 (the older of A's blocks): 2 is still read
+    (2, 3, (40.0, "worker0.dp0", 4, 0)),  # 3, 4 evict 1 and 2: C recomputes 2, whose write evicts 3
+])
+def test_g3_evicts_least_recently_used(tmp_path, g3_blocks, evicted, admission):
+    run = replay(tmp_path, BACK, g3_blocks=g3_blocks)
+    assert (run.g3["evictions"], run.g3["resident_blocks"]) == (evicted, g3_blocks)
+    assert run.admissions(2) == [admission]
+
+
+def test_blocks_being_written_are_not_evicted(tmp_path):
+    """G3 holds 2 blocks and A's two are still being written when B's store lands (writes at 1 ms per block
+    would end at 14 ms; B's G2 store lands at 12 ms too, but A's entries are WRITING): B's write finds no
+    block it may evict and is dropped."""
+    rows = [row(0, 8, [1, 2]), row(0, 8, [3, 4])]
+    run = replay(tmp_path, rows, g1_blocks=8, host_blocks=4, g3_blocks=2)
+    assert (run.g3["evictions"], run.g3["dropped_writes"], run.g3["write_blocks"]) == (0, 2, 2)
+
+
+# ---- bandwidth: worker_local grows with workers, cluster_shared is capped and split max-min ---------------
+
+@pytest.mark.parametrize("scope, shared, wait_ms, landed_by_15ms", [
+    ("worker_local", None, 0.0, True),  # each worker writes at its own 1 GB/s: 12 -> 14 ms
+    ("cluster_shared", 0, 0.0, True),  # shared limit 0 = unlimited: the per-worker limit binds
+    ("cluster_shared", 1.0, 4.0, False),  # 1 GB/s for both: 0.5 each, 12 -> 16 ms, 2 ms late each
+])
+def test_write_bandwidth_per_worker_or_shared(tmp_path, scope, shared, wait_ms, landed_by_15ms):
+    rows = [row(0, 8, [1, 2]), row(0, 8, [3, 4])]  # one per worker; both G2 stores land at 12 ms
+    run = replay(tmp_path, rows, scope=scope, replicas=2, shared_bandwidth=shared)
+    assert run.g3["write_bandwidth_wait_ms"] == wait_ms
+    cut = replay(tmp_path, rows, scope=scope, replicas=2, shared_bandwidth=shared, stop_s=0.015)
+    states = {state for w in (0, 1) for state in cut.store(w).entries.values()}
+    assert states == ({READY} if landed_by_15ms else {WRITING})
+
+
+def test_worker_local_bandwidth_grows_with_workers_shared_is_capped():
+    """Spec: 16 workers at 10 GB/s reach 160 GB/s with worker_local; cluster_shared caps them at 80 GB/s."""
+    groups = list(range(16))
+    limits = {g: 10.0 for g in groups}
+    assert sum(fair_rates(groups, limits, None)) == pytest.approx(160.0)
+    assert fair_rates(groups, limits, 80.0) == [pytest.approx(5.0)] * 16
+
+
+# ---- "If the rank makes no progress for 1,024 consecutive restore rounds, ... recomputes" ------------------
+
+def test_restores_that_keep_evicting_each_other_are_bypassed(tmp_path):
+    """G1 5 blocks, G2 2 blocks.  A [1, 2] and B [1, 2, 3] leave 1, 2, 3 in G3; C (5 blocks) flushes G1 and G2.
+    D [1, 2, 3, 9] at 60 ms: G3 holds its 3 prompt blocks, G2 only 2 fit, and each read evicts a block the
+    previous one brought (62 ms: 1, 2; then 3 evicts 2, 2 evicts 3, ...).  The first read moves 2 blocks
+    (60 -> 62 ms), the next 1,023 one each (1 ms): after the 1,024th round, at 1,085 ms, D loads the one block
+    G2 holds (1 ms) and recomputes the rest."""
+    rows = [row(0, 8, [1, 2]), row(20, 12, [1, 2, 3]), row(40, 17, [4, 5, 6, 7, 8]), row(60, 13, [1, 2, 3, 9])]
+    run = replay(tmp_path, rows, g1_blocks=5)
+    assert g3_offload.BYPASS_ROUNDS == 1024
+    assert run.g3["bypassed_restores"] == 1
+    assert (run.g3["read_jobs"], run.g3["read_blocks"]) == (1024, 1025)
+    assert run.admissions(3) == [(1086.0, "g2.worker0.dp0", 0, 4)]
+    assert run.ttft(3) == 1036.0
+
+
+# ---- the summary section ----------------------------------------------------------------------------------
+
+def test_summary_section_lists_every_counter(tmp_path):
+    run = replay(tmp_path, BACK)
+    assert run.g3 == {
+        "scope": "worker_local", "stores": 1, "capacity_blocks": 8, "resident_blocks": 4, "lookup_hits": 1,
+        "read_jobs": 1, "read_blocks": 1, "read_bytes": BLOCK, "write_jobs": 2, "write_blocks": 4,
+        "write_bytes": 4 * BLOCK, "evictions": 0, "dropped_writes": 0, "cross_worker_read_blocks": 0,
+        "read_bandwidth_wait_ms": 0.0, "write_bandwidth_wait_ms": 0.0}  # no bypassed_restores: it is zero
