@@ -3,7 +3,8 @@ and handoff jobs.
 
 A mixin of `engine.Replay`: the scheduler leaves `Job`s on a rank; at the end
 of a scheduling step (or when a copy lands and asks for another) the replay
-starts them here.  A restore whose G1 blocks
+starts them here; KVCR pulls start once the source's current pass ends, and a
+landed pull is taken when the receiving worker is idle or ends its pass.  A restore whose G1 blocks
 are still being copied out is parked until those copies land.  Each link
 keeps one pending completion event, recomputed (and the old one made stale by
 the link's version) whenever a transfer starts or ends.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import g3_offload, handoff
+from . import g3_offload, handoff, peer_fetch
 from .offload import blocked, restored, stored
 
 if TYPE_CHECKING:
@@ -41,6 +42,9 @@ class CopyEvents:
                     self._start_handoff_transfer(job.request, now)
                     continue
                 rank.transfers_in_flight += 1
+                if job.kind == "pull":  # starts once this instant's passes are known (see _start_pulls)
+                    peer_fetch.asked(job, now)
+                    continue
                 if job.kind == "load" and rank.pool.copying.intersection(job.blocks):
                     self.parked.append(job)  # its G1 blocks are still being copied out: it waits for them
                     continue
@@ -83,14 +87,37 @@ class CopyEvents:
         job = transfer.payload
         rank = job.rank
         rank.transfers_in_flight -= 1
-        LANDED[job.kind](rank, job)
+        worker = self.workers[rank.worker]
+        if job.kind == "pull":
+            job.landed_ns = now
+            if worker.batches is not None and not worker.blocked:  # taken when the worker's pass ends
+                rank.kvcr.landed.setdefault(rank.index, []).append(job)
+            else:
+                peer_fetch.take(job, now)
+        else:
+            LANDED[job.kind](rank, job)
         if job.kind == "store" and self.parked:
             self._unpark(now)
         self._drain(rank, now)
-        worker = self.workers[rank.worker]
         if rank.jobs:  # a landed store starts its G3 write
             self._start_jobs(worker, now)
         if worker.blocked and not any(blocked(rank) for rank in worker.ranks):
             self._run_pass(worker, worker.batches, now)
         self._schedule_next_done(link)
 
+    def _start_pulls(self, now: int) -> None:
+        """Pulls asked for at this instant start when their source's current pass ends (one that started at
+        this instant included, so this runs after every pass start of the instant)."""
+        fetch = self.kvcr
+        for pull in fetch.asked:
+            pull.start_ns = peer_fetch.start_time(self.workers[pull.source.worker], now)
+            link = fetch.link(pull.source)
+            transfer = link.new(pull.source.index, len(pull.keys) * fetch.block_bytes, pull)
+            self.push(pull.start_ns + link.latency_ns, TRANSFER_START, (link, transfer))
+        fetch.asked = []
+
+    def _take_landed_pulls(self, worker: Worker, now: int) -> None:
+        landed = self.kvcr.landed
+        for rank in worker.ranks:
+            for pull in landed.pop(rank.index, ()):
+                peer_fetch.take(pull, now)

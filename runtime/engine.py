@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from . import handoff, macro, storage_tier
+from . import handoff, macro, peer_fetch, storage_tier
 from .copy_events import TRANSFER_DONE, TRANSFER_START, CopyEvents
 from .handoff import Handoff
 from .kv_events import KvEventLog
 from .offload import blocked
+from .peer_fetch import PeerFetch
 from .requests import Request, RequestSpec
 from .scheduler import Rank, finish_pass, schedule
 from .timing import Timing
@@ -37,6 +38,7 @@ class Worker:
     ranks: list[Rank]
     timing: Timing
     batches: list | None = None  # in-flight pass
+    pass_ends: list = field(default_factory=list)  # end times of the passes it runs now (several: macro step)
     passes: int = 0
     blocked: bool = False  # a scheduled pass waits for GPU->host copies of blocks it reuses
     # (joined, ready, left) of each period the worker is part of its role (scaled workers); left None = to the end
@@ -67,6 +69,7 @@ class Replay(CopyEvents):
     handed_over: bool = False  # a pass start moved requests to another worker (see _start_idle_workers)
     initial: list | None = None  # the traffic's first arrivals, when building needed them already
     parked: list = field(default_factory=list)  # restores waiting for their G1 blocks' copies to land
+    kvcr: PeerFetch | None = None
 
     def capture_kv_events(self) -> KvEventLog:
         """Record Stored/Removed events; each event carries its own time, so passes run one at a time."""
@@ -97,7 +100,7 @@ class Replay(CopyEvents):
         return list({id(r.host): r.host for r in self.ranks() if r.host is not None}.values())
 
     def tier_sections(self) -> dict:
-        """The summary's sections for the tiers behind G1: `g2_domains`, `g3_offload`."""
+        """The summary's sections for the tiers behind G1: `g2_domains`, `g3_offload`, `kvcr`."""
         out = {}
         hosts = self.host_pools()
         if hosts:
@@ -105,6 +108,8 @@ class Replay(CopyEvents):
         stores = list({id(r.storage): r.storage for r in self.ranks() if r.storage is not None}.values())
         if stores:
             out["g3_offload"] = storage_tier.section(stores)
+        if self.kvcr is not None:
+            out["kvcr"] = self.kvcr.section()
         return out
 
     # ------------------------------------------------------------------ arrivals
@@ -132,6 +137,8 @@ class Replay(CopyEvents):
         self.requests.append(request)
         if self.kv_log is not None:
             self.kv_log.learn(request)
+        if rank.kvcr is not None:
+            request.hint = peer_fetch.choose_hint(self, rank, request, now)
         reason = self._never_fits(rank, spec)
         if reason:
             request.status, request.reason, request.terminal_ns = "rejected", reason, now
@@ -206,11 +213,13 @@ class Replay(CopyEvents):
             for request, end in macro.apply(fused):
                 self._ended(request, end, completed=True)
             worker.batches = []
+            worker.pass_ends = fused.ends
             worker.passes += len(fused.ends)
             self.push(fused.ends[-1], PASS_END, worker)
             return
         duration = max(worker.timing(b.work) for b in batches if b)
         worker.batches = batches
+        worker.pass_ends = [now + duration]
         worker.passes += 1
         self.push(now + duration, PASS_END, worker)
 
@@ -225,6 +234,8 @@ class Replay(CopyEvents):
                 else:
                     self._ended(request, now, completed=True)
             self._drain(rank, now)
+        if self.kvcr is not None:
+            self._take_landed_pulls(worker, now)
         self._start_jobs(worker, now)
 
     # ------------------------------------------------------------------ loop
@@ -279,6 +290,8 @@ class Replay(CopyEvents):
                 else:
                     self._arrive(payload, now)
             self._start_idle_workers(now)
+            if self.kvcr is not None and self.kvcr.asked:
+                self._start_pulls(now)
             if self.on_progress is not None:
                 self.on_progress(self)
         if self.stopped_at is None and any(rank.busy for rank in self.ranks()):

@@ -14,10 +14,8 @@
 """
 from __future__ import annotations
 
-from .jobs import Job
+from .jobs import BYPASS_ROUNDS, Job
 from .requests import Request
-
-BYPASS_ROUNDS = 1024
 
 
 def read(rank, request: Request, start: int, limit: int) -> bool:
@@ -26,8 +24,8 @@ def read(rank, request: Request, start: int, limit: int) -> bool:
     found = storage.lookup(request.keys, start, limit)
     if not found:
         return False
-    if rank.read_rounds >= BYPASS_ROUNDS:
-        rank.read_rounds = 0
+    if rank.fill_rounds >= BYPASS_ROUNDS:
+        rank.fill_rounds = 0
         storage.bypassed_restores += 1
         return False
     slots = rank.host.reserve(request.keys[start:start + found], count_dropped=False)
@@ -44,7 +42,7 @@ def read_done(rank, job) -> None:
     rank.storage.read_done(job.keys)
     rank.host.stored(job.keys, source="g3")
     job.request.loading = False
-    rank.read_rounds += 1
+    rank.fill_rounds += 1
 
 
 def write_back(rank, keys: list) -> None:

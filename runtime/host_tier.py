@@ -380,8 +380,9 @@ class HostPool:
         for key in keys:
             pinned[key] = pinned.get(key, 0) + 1
 
-    def unpin(self, keys: list) -> None:
-        """Drop a lookup pin; the blocks become the newest (simple_cpu)."""
+    def unpin(self, keys: list, newest: bool = True) -> None:
+        """Drop a pin; a lookup pin's blocks become the newest (simple_cpu), a KVCR protection's (`newest=False`)
+        keep their place."""
         self.version += 1
         pinned = self.pinned
         for key in keys:
@@ -390,7 +391,12 @@ class HostPool:
                 pinned[key] = left
             else:
                 pinned.pop(key, None)
-        self._append(_last_occurrences(list(filter(self.holds, keys))))
+        if newest:
+            self._append(_last_occurrences(list(filter(self.holds, keys))))
+
+    def ready(self, key) -> bool:
+        """Held, and not still being stored."""
+        return type(self._slot.get(key)) is _Token and key not in self.storing
 
     def stored(self, keys: list, source: str = "") -> None:
         """The copies of `keys` landed (storing entries are never evicted, so all are still here); from the GPU

@@ -5,6 +5,10 @@ Kinds: "store" (G1 -> G2), "load" (G2 -> G1), "read" (G3 -> G2), "write"
 """
 from __future__ import annotations
 
+# Rounds of copies into G2 (G3 reads, KVCR pulls) a rank may land without a G2 -> G1 load starting before the
+# next request that would copy recomputes instead: copies of a prefix longer than G2 can evict each other forever.
+BYPASS_ROUNDS = 1024
+
 
 class Job:
     __slots__ = ("kind", "rank", "request", "keys", "blocks", "hold")

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from itertools import filterfalse
 
-from . import g3_offload
+from . import g3_offload, peer_fetch
 from .jobs import Job
 from .requests import Request
 
-DEFER, LOAD, READ = -1, -2, -3  # `restore` outcomes besides 0 (nothing to restore); READ: from G3 first
+DEFER, LOAD, READ = -1, -2, -3  # `restore` outcomes besides 0 (nothing to restore); READ: into G2 first
 
 
 # ---------------------------------------------------------------------------------------------- restores
@@ -46,6 +46,8 @@ def restore(rank, request: Request, hits: list[int], limit: int) -> int:
         return DEFER
     if rank.storage is not None and g3_offload.read(rank, request, len(hits) + found, limit):
         return READ
+    if request.hint is not None and peer_fetch.pull(rank, request, len(hits) + found, limit):
+        return READ
     if not found:
         return 0
     keys = request.keys[len(hits):len(hits) + found]
@@ -57,7 +59,9 @@ def restore(rank, request: Request, hits: list[int], limit: int) -> int:
     rank.pool.touch(hits)
     fresh = rank.pool.allocate(found)
     host.start_load(keys)
-    rank.read_rounds = 0  # a load is progress (see g3_offload's bypass)
+    rank.fill_rounds = 0  # a load is progress (see jobs.BYPASS_ROUNDS)
+    if rank.kvcr is not None:
+        peer_fetch.loading(rank, keys)
     request.blocks = hits + fresh
     request.loading = True
     request.host_tokens = found * rank.block_size

@@ -14,6 +14,7 @@ from .g1 import BlockPool
 from .handoff import DESTINATION_FIRST_BACKENDS, Handoff
 from .host_tier import PROFILES, HostPool
 from .mooncake import read_trace
+from .peer_fetch import PeerFetch
 from .scheduler import Rank
 from .storage_tier import StoragePool
 from .timing.factory import make_timing
@@ -147,9 +148,6 @@ def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> 
     source = plan["traffic"]["source"]["type"]
     if source == "agentx":
         raise ReplayUnsupported("agentx traffic replay is not available yet")
-    for name, role in roles.items():
-        if "kvcr" in role["kv_cache"]:
-            raise ReplayUnsupported("`kvcr` replay is not available yet")
     workers: list[Worker] = []
     for name in [r for r in ("aggregated", "prefill", "decode") if r in roles]:
         first_rank = sum(len(w.ranks) for w in workers)
@@ -170,9 +168,24 @@ def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> 
     block_size = workers[0].ranks[0].block_size
     replay = Replay(workers, traffic, block_size, context if isinstance(context, int) else None,
                     single_step=single_step, handoff=handoff)
+    for name, role in roles.items():
+        if "kvcr" in role["kv_cache"]:
+            attach_peer_fetch(replay, plan, name)
     if engine.get("kv_eviction_policy") == "belady":
         use_belady(replay)
     return replay
+
+
+def attach_peer_fetch(replay: Replay, plan: dict, role_name: str) -> None:
+    """KVCR for one role (aggregated, or prefill in P/D): a pulled block moves the G2 block of every TP GPU."""
+    role = plan["engine"]["workers"][role_name]
+    kvcr = role["kv_cache"]["kvcr"]
+    block_bytes = plan["geometry"][role_name]["g2_block_bytes"] * role["parallelism"]["tensor"]
+    replay.kvcr = PeerFetch(_ms_to_ns(kvcr["latency_to_first_byte_ms"]), kvcr["bandwidth_gbps"], block_bytes,
+                            plan["engine"].get("placement", "round_robin"))
+    for rank in replay.ranks():
+        if rank.role == role_name:
+            rank.kvcr = replay.kvcr
 
 
 def use_belady(replay: Replay) -> None:

@@ -40,6 +40,7 @@ class RequestSpec:
     name: str | None = None  # the ReplaySpec request id
     dp_rank: int | None = None  # placement pinned by a ReplaySpec (the decode rank in P/D)
     prefill_dp_rank: int | None = None
+    kv_hints: tuple = ()  # ((rank, worker_idx | None, cached_tokens), ...): peers a router says hold its prefix
     _keys: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property
@@ -78,7 +79,7 @@ class Request:
                  "first_g1_tokens", "first_host_tokens", "pins", "unstored", "store_jobs", "deferred_at",
                  "stop_after", "handoff", "source_rank", "source_blocks", "decode_blocks", "decode_hits",
                  "decode_reused_tokens", "transfer_tokens", "prefill_rank", "prefill_done_ns", "decode_admit_ns",
-                 "source_released_ns", "decode_rank", "joined")
+                 "source_released_ns", "decode_rank", "joined", "hint")
 
     def __init__(self, spec: RequestSpec, arrival_ns: int, rank: int, block_size: int):
         self.spec = spec
@@ -128,6 +129,7 @@ class Request:
         self.source_released_ns = None
         self.decode_rank = None
         self.joined = 0  # order in which it joined its decode rank's queue
+        self.hint = None  # the rank KVCR may pull its prefix from (see peer_fetch.py)
 
     def add_token(self, at_ns: int) -> None:
         if self.first_token_ns is None:

@@ -24,7 +24,7 @@ from .timing import PassWork
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "host", "jobs", "waits", "transfers_in_flight",
-                 "role", "handoff", "storage", "read_rounds")
+                 "role", "handoff", "storage", "kvcr", "fill_rounds")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -42,7 +42,8 @@ class Rank:
         self.name = name
         self.host = None  # HostPool when G2 is configured
         self.storage = None  # StoragePool when G3 is configured
-        self.read_rounds = 0  # G3 reads landed since the last G2 -> G1 load started (see g3_offload)
+        self.kvcr = None  # PeerFetch when this rank's role has KVCR
+        self.fill_rounds = 0  # G3 reads or KVCR pulls landed since the last G2 -> G1 load started (jobs.BYPASS_ROUNDS)
         self.jobs: list[Job] = []  # copies requested since the engine last looked
         self.waits: list = []  # what its next pass waits for after a preemption (see offload.preemption_wait)
         self.transfers_in_flight = 0

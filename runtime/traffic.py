@@ -128,7 +128,9 @@ class Traffic:
             arrival_ns = int(round(item["arrival_time_ms"] * MS))
         return RequestSpec(index, item["input_tokens"], item["output_tokens"], content, arrival_ns=arrival_ns,
                            session_id=item.get("session_id"), turn_index=item.get("turn_index"),
-                           name=item["id"], dp_rank=item.get("dp_rank"), prefill_dp_rank=item.get("prefill_dp_rank"))
+                           name=item["id"], dp_rank=item.get("dp_rank"), prefill_dp_rank=item.get("prefill_dp_rank"),
+                           kv_hints=tuple((h["rank"], h.get("worker_idx"), h.get("cached_tokens", 0))
+                                          for h in item.get("kv_hints", ())))
 
     def _trace_row(self, position: int, arrival_ns: int | None) -> RequestSpec | None:
         if position >= len(self.rows):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import struct
 from array import array
 
-import pytest
 import xxhash
 
 from kvreplay.runtime import blocks
@@ -139,6 +138,7 @@ def test_request_keys_cover_prompt_and_output_full_blocks():
     b0, b1 = expected_block_hash(tokens[0:4]), expected_block_hash(tokens[4:8])
     keys = spec.keys(4)
     assert len(keys) == 2
+    assert keys[0] == b0  # the first block's sequence hash is its block hash
     assert keys[1] == expected_link(keys[0], b1)
     assert keys == blocks.chain_keys(array("I", tokens), 4)
     assert spec.keys(4) is keys  # memoised

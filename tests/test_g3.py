@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from kvreplay.compiler.pipeline import compile_bytes
-from kvreplay.runtime import g3_offload
+from kvreplay.runtime.jobs import BYPASS_ROUNDS
 from kvreplay.runtime.bandwidth import fair_rates
 from kvreplay.runtime.metrics import request_record
 from kvreplay.runtime.replay import build
@@ -233,7 +233,7 @@ def test_restores_that_keep_evicting_each_other_are_bypassed(tmp_path):
     G2 holds (1 ms) and recomputes the rest."""
     rows = [row(0, 8, [1, 2]), row(20, 12, [1, 2, 3]), row(40, 17, [4, 5, 6, 7, 8]), row(60, 13, [1, 2, 3, 9])]
     run = replay(tmp_path, rows, g1_blocks=5)
-    assert g3_offload.BYPASS_ROUNDS == 1024
+    assert BYPASS_ROUNDS == 1024
     assert run.g3["bypassed_restores"] == 1
     assert (run.g3["read_jobs"], run.g3["read_blocks"]) == (1024, 1025)
     assert run.admissions(3) == [(1086.0, "g2.worker0.dp0", 0, 4)]

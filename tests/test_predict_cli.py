@@ -1,12 +1,11 @@
 """`kvreplay predict` as a command: exit codes, messages, output files and stdout formats.
 
-Exit codes (REFERENCE.md, CLI): 0 ok, 1 run failure (including "not replayable yet"), 2 config/usage error.
+Exit codes (REFERENCE.md, CLI): 0 ok, 1 run failure (including "not replayable yet": agentx traffic), 2
+config/usage error.
 """
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 
 import orjson
@@ -14,10 +13,7 @@ import pytest
 
 from kvreplay.cli import main
 
-from .support import EXAMPLES, ROOT
-from .test_replay import EXAMPLE_FILES, unsupported_features
-
-NOT_REPLAYABLE = [(p, unsupported_features(p)) for p in EXAMPLE_FILES if unsupported_features(p)]
+from .support import EXAMPLES
 
 ONE_REQUEST = """engine:
   model: Qwen/Qwen3-8B
@@ -66,24 +62,6 @@ def config(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- not replayable yet
-
-def test_the_refused_examples_cover_every_unsupported_feature():
-    found = {feature for _, features in NOT_REPLAYABLE for feature in features}
-    assert found == {"kvcr"}
-
-
-@pytest.mark.parametrize("path, features", NOT_REPLAYABLE, ids=[p.stem for p, _ in NOT_REPLAYABLE])
-def test_unsupported_example_exits_1_with_a_clear_message(path, features, tmp_path):
-    out_dir = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "kvreplay", "predict", "-c", str(path), "--output-dir",
-                           str(out_dir)], cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 1, done.stderr
-    assert "Traceback" not in done.stderr
-    assert "not available yet" in done.stderr
-    assert any(f"`{f}`" in done.stderr or f in done.stderr for f in features), done.stderr
-    assert str(path) in done.stderr  # names the config
-    assert done.stdout == "" and not (out_dir / "prediction.json").exists()
-
 
 def test_agentx_traffic_exits_1_with_a_clear_message(tmp_path, capsys):
     path = tmp_path / "agentx.yaml"

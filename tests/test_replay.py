@@ -32,10 +32,6 @@ from .support import EXAMPLES, ROOT
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
 
-# what the runtime does not replay yet (besides agentx traffic); an example using any of these must exit 1
-# (tests/test_predict_cli.py).  G2 (`host_offload`) and disaggregated prefill/decode are replayed.
-UNSUPPORTED_TIERS = ("kvcr",)
-
 # Stop overrides for the golden runs: fewer requests keep the golden files reviewable and
 # the runs short (sglang-default-capacity makes 640 requests, trtllm-fixed-timing 500).
 GOLDEN_OVERRIDES = {
@@ -43,29 +39,7 @@ GOLDEN_OVERRIDES = {
     "sglang-default-capacity": ["traffic.stop.requests_per_load_unit=2"],
     "trtllm-fixed-timing": ["traffic.stop.requests=100"],
 }
-EXPECTED_REPLAYABLE = {
-    "deepseek-v4-flash-state-cache", "disaggregated-kimi-state", "disaggregated-pd", "g1-default-capacity",
-    "g2-cluster-shared", "g3-storage", "host-offload-prediction", "scaled-workers",
-    "kimi-k3-state-cache", "mooncake-trace", "sglang-default-capacity", "state-cache-fixed-bytes",
-    "trtllm-fixed-timing",
-}
 PREEMPTING_MOONCAKE = ["engine.workers.aggregated.kv_cache.capacity.blocks=700"]
-
-
-def unsupported_features(path: Path) -> list[str]:
-    """What in this example's compiled plan the runtime cannot replay yet (empty: replayable)."""
-    result = compile_file(path)
-    assert result.ok, result.diagnostics
-    plan = result.plan.to_dict()
-    found = []
-    for role in plan["engine"]["workers"].values():
-        found += [tier for tier in UNSUPPORTED_TIERS if tier in role.get("kv_cache", {}) and tier not in found]
-    if plan["traffic"]["source"]["type"] == "agentx":
-        found.append("agentx")
-    return found
-
-
-REPLAYABLE = [p for p in EXAMPLE_FILES if not unsupported_features(p)]
 
 
 def predict(config, out_dir, *extra, overrides=()) -> tuple[int, str, str]:
@@ -122,12 +96,7 @@ def golden_replays(snapshot):
     return snapshot.use_extension(golden_extension("replays"))
 
 
-def test_the_replayable_examples_are_the_expected_ones():
-    """A new example must be classified: either replayed (golden) or refused (test_predict_cli)."""
-    assert {p.stem for p in REPLAYABLE} == EXPECTED_REPLAYABLE
-
-
-@pytest.mark.parametrize("path", REPLAYABLE, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.stem)
 def test_example_replay_is_golden(path, tmp_path, golden_replays):
     summary, records = replay(path, tmp_path, overrides=GOLDEN_OVERRIDES.get(path.stem, ()))
     prediction = orjson.loads((tmp_path / "prediction.json").read_bytes())

@@ -58,6 +58,7 @@ ENGINE_DEFAULTS = (
     Default(("engine", "nextn"), 0, "no native MTP"),
     Default(("engine", "enable_chunked_prefill"), True, "vLLM chunked prefill is on by default"),
     Default(("engine", "kv_eviction_policy"), "lru", "spec: least recently used"),
+    Default(("engine", "placement"), "round_robin", "round robin over workers, then DP ranks"),
     Default(("engine", "kv_transfer", "bytes_per_token"), "auto", "spec: engine.kv_transfer",
             lambda s, r: s.get("/engine/mode") == "disaggregated"),
     Default(("engine", "kv_transfer", "bandwidth_gb_per_second"), None, "spec: null means no transfer delay",

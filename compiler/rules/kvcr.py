@@ -1,10 +1,15 @@
 """Rules of KVCR peer fetch."""
 from __future__ import annotations
 
-from . import Rule, has_kv, kv, par, role_check
+from ..spec import Spec
+from . import Rule, engine_check, has_kv, kv, par, role_check
 
 SECTION = "kv-cache-tiers.md: KVCR peer fetch / Supported"
 BLAME = ("kv_cache", "kvcr")
+
+
+def _hints_unused(spec: Spec) -> bool:
+    return spec.get("/engine/placement") == "kv_aware" and not any(has_kv(spec, r, "kvcr") for r in spec.roles())
 
 
 def _kvcr(predicate):
@@ -35,4 +40,7 @@ RULES = (
     Rule("KVCR-PREFILL-CONTEXT", SECTION, "KVCR needs `parallelism.prefill_context: 1`",
          "set `prefill_context: 1` or remove `kvcr`",
          role_check(_kvcr(lambda s, r: par(s, r, "prefill_context") > 1), "parallelism", "prefill_context")),
+    Rule("PLACEMENT-KV-AWARE", SECTION, "`placement: kv_aware` only names a peer for KVCR, and no role has `kvcr`",
+         "add `kvcr: {}` next to `host_offload`, or use `placement: round_robin`",
+         engine_check(_hints_unused, "/engine/placement")),
 )

@@ -1,0 +1,216 @@
+"""KVCR peer fetch: a rank pulls the part of a hinted prompt it lacks from another rank's private G2.
+
+- Hints: a ReplaySpec request's `kv_hints` (the one with most cached tokens
+  first), or with `placement: kv_aware` the peer whose G2 holds the longest
+  prompt prefix.  A hint naming the receiving rank, another role or a removed
+  worker is ignored.
+- Lookup (after G1 and the rank's own G2): the blocks in neither are looked up
+  in the source's G2 in prompt order, stopping at the first one it lacks.  The
+  rank reserves G2 slots for them in one reservation, which may not evict a
+  block of this prompt that G1 lacks (it stops at the first block without
+  room), and pins them in the source's G2 until the pull is taken.  The
+  request waits (it is not looked up again) until then.
+- Timing: a pull starts when the source's worker ends its current pass (one
+  starting at this instant counts), waits the latency, then moves
+  `G2 block bytes x tensor` per block over the source rank's link, shared
+  equally by its concurrent pulls.  A landed pull is taken at once if the
+  receiving worker is idle, else when its current pass ends; only then are the
+  blocks usable in G2 (as blocks filled from "peer") and counted.
+- Other requests that need the same blocks hit them in G2 while they are
+  `storing` and wait, as for any store in flight: one pull serves them all.
+- Pulls that keep evicting each other fall back to recompute after
+  `jobs.BYPASS_ROUNDS` rounds (`bypassed`).
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+from .jobs import BYPASS_ROUNDS
+from .requests import Request
+from .transfers import Link
+
+
+class Pull:
+    """One pull of `keys` from `source`'s G2 into `rank`'s, asked for by `request` (a copy job, see jobs.py)."""
+
+    __slots__ = ("kind", "rank", "request", "keys", "blocks", "source", "partial", "submit_ns", "start_ns",
+                 "landed_ns")
+
+    def __init__(self, rank, request: Request, keys: list, source, partial: bool):
+        self.kind, self.rank, self.request, self.keys, self.blocks = "pull", rank, request, keys, []
+        self.source, self.partial = source, partial
+        self.submit_ns = self.start_ns = self.landed_ns = 0
+
+
+@dataclass
+class PeerFetch:
+    """KVCR of one role: its links (one per source rank), pulls between steps, and the `kvcr` counters."""
+
+    latency_ns: int
+    bandwidth: float  # GB/s per source rank, 0 = unlimited
+    block_bytes: int  # what one pulled block moves: G2 block bytes x tensor
+    placement: str = "round_robin"
+    links: dict = field(default_factory=dict)  # source rank index -> Link
+    asked: list = field(default_factory=list)  # pulls asked for at this instant, not started yet
+    landed: dict = field(default_factory=dict)  # rank index -> pulls landed during its worker's pass
+    unloaded: dict = field(default_factory=dict)  # rank index -> {key: pulled copies not loaded into G1 yet}
+    busy_workers: dict = field(default_factory=dict)  # worker index -> pulls from or into it not taken yet
+    success: int = 0
+    partial: int = 0
+    blocks: int = 0
+    bytes: int = 0
+    deliver_ns: int = 0
+    source_wait_ns: int = 0
+    loaded_blocks: int = 0
+    bypassed: int = 0
+
+    def link(self, source) -> Link:
+        link = self.links.get(source.index)
+        if link is None:
+            link = self.links[source.index] = Link({source.index: self.bandwidth}, None, self.latency_ns)
+        return link
+
+    def section(self) -> dict:
+        out = {"pulls": {"success": self.success, "partial": self.partial}, "blocks": self.blocks,
+               "bytes": self.bytes, "remote_deliver_ms": self.deliver_ns / 1e6,
+               "source_wait_ms": self.source_wait_ns / 1e6, "loaded_blocks": self.loaded_blocks,
+               "unused_blocks": sum(sum(keys.values()) for keys in self.unloaded.values())}
+        if self.bypassed:
+            out["bypassed"] = self.bypassed
+        return out
+
+
+# ---------------------------------------------------------------------------------------------- hints
+
+def choose_hint(replay, rank, request: Request, now: int):
+    """The rank `request` may pull from, or None."""
+    fetch = rank.kvcr
+    peers = [r for r in replay.ranks() if r.role == rank.role and r is not rank and _reachable(replay, r, now)]
+    if request.spec.kv_hints:
+        for rank_index, worker_index, _ in sorted(request.spec.kv_hints, key=lambda h: -h[2]):
+            source = _named(replay, rank.role, rank_index, worker_index)
+            if source in peers:
+                return source
+        return None
+    if fetch.placement != "kv_aware":
+        return None
+    keys = request.keys[:(request.spec.prompt_len - 1) // rank.block_size]
+    best, most = None, 0
+    for peer in peers:  # the longest prefix held in a peer's G2; ties go to the lowest rank
+        ready, held = peer.host.ready, 0
+        for key in keys:
+            if not ready(key):
+                break
+            held += 1
+        if held > most:
+            best, most = peer, held
+    return best
+
+
+def _named(replay, role: str, rank_index: int, worker_index: int | None):
+    """A hint's rank: the `rank_index`-th DP rank of the role, or of its `worker_index`-th worker."""
+    workers = [w for w in replay.workers if w.ranks[0].role == role]
+    if worker_index is not None:
+        ranks = workers[worker_index].ranks if worker_index < len(workers) else []
+    else:
+        ranks = [r for w in workers for r in w.ranks]
+    return ranks[rank_index] if rank_index < len(ranks) else None
+
+
+def _reachable(replay, rank, now: int) -> bool:
+    """Its worker is part of the role now, or still draining (work or pulls left)."""
+    worker = replay.workers[rank.worker]
+    return worker.placeable(now, False) or any(r.busy for r in worker.ranks) or \
+        rank.kvcr.busy_workers.get(worker.index, 0) > 0
+
+
+# ---------------------------------------------------------------------------------------------- lookups
+
+def pull(rank, request: Request, start: int, limit: int) -> bool:
+    """Ask for the blocks of keys[start:limit] the rank lacks from the hinted source; True: the request waits."""
+    source = request.hint
+    keys, cached, host = request.keys, rank.pool.cached, rank.host
+    ready = source.host.ready
+    wanted, lacked = [], False
+    for key in keys[start:limit]:
+        if key in cached or host.holds(key):
+            continue
+        if not ready(key):
+            lacked = True
+            break
+        wanted.append(key)
+    if not wanted:
+        return False
+    if rank.fill_rounds >= BYPASS_ROUNDS:
+        rank.fill_rounds = 0
+        rank.kvcr.bypassed += 1
+        return False
+    guard = [key for key in keys[:limit] if key not in cached and host.holds(key)]
+    if guard:  # the prompt's blocks G1 lacks stay: the reservation stops where it would need them
+        host.pin(guard)
+    slots = host.reserve(wanted, count_dropped=False)
+    if guard:
+        host.unpin(guard, newest=False)
+    if not slots:
+        return False
+    source.host.pin(slots)
+    request.loading = True
+    rank.jobs.append(Pull(rank, request, slots, source, lacked or len(slots) < len(wanted)))
+    return True
+
+
+def loading(rank, keys: list) -> None:
+    """A G2 -> G1 load starts: pulled blocks among `keys` count as loaded (once per pulled copy)."""
+    unloaded = rank.kvcr.unloaded.get(rank.index)
+    if not unloaded:
+        return
+    for key in keys:
+        copies = unloaded.get(key)
+        if copies:
+            rank.kvcr.loaded_blocks += 1
+            if copies == 1:
+                del unloaded[key]
+            else:
+                unloaded[key] = copies - 1
+
+
+# ---------------------------------------------------------------------------------------------- timing
+
+def asked(pull: Pull, now: int) -> None:
+    fetch = pull.rank.kvcr
+    pull.submit_ns = now
+    fetch.asked.append(pull)
+    for worker in {pull.rank.worker, pull.source.worker}:
+        fetch.busy_workers[worker] = fetch.busy_workers.get(worker, 0) + 1
+
+
+def start_time(worker, now: int) -> int:
+    """When `worker`'s current pass ends (now if it runs none)."""
+    if worker.batches is None or worker.blocked:
+        return now
+    ends = worker.pass_ends
+    position = bisect_right(ends, now)
+    return ends[position] if position < len(ends) else now
+
+
+def take(pull: Pull, now: int) -> None:
+    """The rank takes a landed pull: the blocks become usable in its G2 and the source's are released."""
+    rank, fetch = pull.rank, pull.rank.kvcr
+    rank.host.stored(pull.keys, source="peer")
+    pull.source.host.unpin(pull.keys, newest=False)
+    pull.request.loading = False
+    rank.fill_rounds += 1
+    if pull.partial:
+        fetch.partial += 1
+    else:
+        fetch.success += 1
+    fetch.blocks += len(pull.keys)
+    fetch.bytes += len(pull.keys) * fetch.block_bytes
+    fetch.deliver_ns += pull.landed_ns - pull.submit_ns
+    fetch.source_wait_ns += pull.start_ns - pull.submit_ns
+    unloaded = fetch.unloaded.setdefault(rank.index, {})
+    for key in pull.keys:
+        unloaded[key] = unloaded.get(key, 0) + 1
+    for worker in {rank.worker, pull.source.worker}:
+        fetch.busy_workers[worker] -= 1
