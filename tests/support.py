@@ -1,4 +1,4 @@
-"""Test helpers: repository paths and compiling YAML text."""
+"""Test helpers that several test modules share: repository paths and config text."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,6 +7,7 @@ from kvreplay.compiler.pipeline import compile_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
+SHARED_TRACES = ROOT.parent / "shared" / "traces"  # the real Mooncake traces live beside the checkout, not in it
 TRAFFIC = "traffic: {source: {type: synthetic}, load: {type: concurrency, concurrency: 2}, stop: {requests: 4}}\n"
 
 
@@ -16,3 +17,24 @@ def compile_yaml(text: str, overrides=()):
 
 def codes(result) -> set[str]:
     return {d.code for d in result.diagnostics}
+
+
+def mooncake_trace_config(trace: Path, *, block_size: int, g1_blocks: int, host_blocks: int = 0) -> str:
+    """Predict config replaying a Mooncake trace at its timestamps on one aggregated worker: fixed timing
+    (prefill 50 ms, decode 10 ms), a fixed G1 of `g1_blocks` blocks of `block_size` tokens and, if
+    `host_blocks`, host offload (G2) of that many blocks."""
+    host = f"        host_offload: {{num_host_blocks: {host_blocks}}}\n" if host_blocks else ""
+    return f"""engine:
+  model: Qwen/Qwen3-8B
+  hardware: h200_sxm
+  workers:
+    aggregated:
+      timing: {{type: fixed, prefill_ms: 50.0, decode_ms: 10.0}}
+      kv_cache:
+        block_size: {block_size}
+        capacity: {{type: fixed, blocks: {g1_blocks}}}
+{host}traffic:
+  source: {{type: trace, paths: ["{trace.as_posix()}"], format: mooncake, block_size: 512}}
+  load: {{type: trace_timestamps}}
+"""
+

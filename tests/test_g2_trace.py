@@ -7,28 +7,15 @@ import pytest
 from kvreplay.cli import main
 
 from .golden import golden_extension
-from .support import ROOT
+from .support import ROOT, SHARED_TRACES, mooncake_trace_config
 
-TRACE = ROOT.parent / "shared" / "traces" / "synthetic_trace.jsonl"
-CONFIG = """engine:
-  model: Qwen/Qwen3-8B
-  hardware: h200_sxm
-  workers:
-    aggregated:
-      timing: {{type: fixed, prefill_ms: 50.0, decode_ms: 10.0}}
-      kv_cache:
-        block_size: 512
-        capacity: {{type: fixed, blocks: 1000}}
-{host}traffic:
-  source: {{type: trace, paths: ["{trace}"], format: mooncake, block_size: 512}}
-  load: {{type: trace_timestamps}}
-"""
+TRACE = SHARED_TRACES / "synthetic_trace.jsonl"
 
 
-def run(tmp_path, name: str, host: str) -> tuple[dict, list[dict]]:
+def run(tmp_path, name: str, host_blocks: int) -> tuple[dict, list[dict]]:
     assert TRACE.exists(), f"the shared traces are expected at {TRACE}"
     config = tmp_path / f"{name}.yaml"
-    config.write_text(CONFIG.format(trace=TRACE, host=host))
+    config.write_text(mooncake_trace_config(TRACE, block_size=512, g1_blocks=1000, host_blocks=host_blocks))
     out = tmp_path / name
     assert main(["predict", "-c", str(config), "--output-dir", str(out), "--capture-per-request",
                  "--no-progress"]) == 0
@@ -40,7 +27,7 @@ def run(tmp_path, name: str, host: str) -> tuple[dict, list[dict]]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("g2trace")
-    return run(tmp, "g1", ""), run(tmp, "g2", "        host_offload: {num_host_blocks: 4000}\n")
+    return run(tmp, "g1", 0), run(tmp, "g2", 4000)
 
 
 def test_host_offload_raises_first_admission_reuse(runs):

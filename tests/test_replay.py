@@ -27,10 +27,9 @@ from kvreplay.cli import main
 from kvreplay.compiler.pipeline import compile_file
 
 from .golden import golden_extension
-from .support import EXAMPLES, ROOT
+from .support import EXAMPLES, ROOT, SHARED_TRACES, mooncake_trace_config
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
-SHARED_TRACES = ROOT.parent / "shared" / "traces"
 
 # what the runtime does not replay yet (besides agentx traffic); an example using any of these must exit 1
 # (tests/test_predict_cli.py).  G2 (`host_offload`) and disaggregated prefill/decode are replayed.
@@ -266,19 +265,7 @@ def _real_trace(name: str) -> Path:
 def test_unbounded_g1_reuse_on_the_real_traces(trace, ratio, tmp_path):
     path = _real_trace(trace)
     config = tmp_path / "real.yaml"
-    config.write_text(f"""engine:
-  model: Qwen/Qwen3-8B
-  hardware: h200_sxm
-  workers:
-    aggregated:
-      timing: {{type: fixed, prefill_ms: 50.0, decode_ms: 10.0}}
-      kv_cache:
-        block_size: 512
-        capacity: {{type: fixed, blocks: 100000000}}
-traffic:
-  source: {{type: trace, paths: ["{path.as_posix()}"], format: mooncake, block_size: 512}}
-  load: {{type: trace_timestamps}}
-""")
+    config.write_text(mooncake_trace_config(path, block_size=512, g1_blocks=100_000_000))
     code, _, err = predict(config, tmp_path / "out")
     assert code == 0, err
     summary = orjson.loads((tmp_path / "out" / "prediction.json").read_bytes())["summary"]
