@@ -41,11 +41,10 @@ from kvreplay.runtime.requests import Content, Request, RequestSpec
 from kvreplay.runtime.scheduler import Rank, finish_pass, preempt, schedule
 from kvreplay.runtime.timing.fixed import fixed_timing
 
-from .support import EXAMPLES
+from .support import (BS, EXAMPLES, MS, ScenarioRun, compile_scenario, domain_summaries, replay_both_ways, row,
+                      token_times, write_trace)
 
-BS = 4
 BLOCK = 1_000_000  # bytes of one G1/G2 block: BS x 250,000
-MS = 1_000_000  # ns
 V24, V32, SIMPLE = "offloading_v0_24", "offloading_v0_32", "simple_cpu_v0_32"
 CONNECTORS = (V24, V32, SIMPLE)
 OFFLOADING = (V24, V32)
@@ -53,12 +52,6 @@ KV = "engine.workers.aggregated.kv_cache"
 
 
 # ============================================================================================ harness
-
-def row(t: float, prompt: int, output: int, ids: list[int]) -> dict:
-    """One Mooncake row: arrives at `t` ms, `prompt` tokens whose blocks are `ids` (one id per 4 tokens)."""
-    assert len(ids) == -(-prompt // BS)
-    return {"timestamp": t, "input_length": prompt, "output_length": output, "hash_ids": ids}
-
 
 def config_text(*, connector: str = V24, g1_blocks: int = 4, host_blocks: int = 8, latency_ms: float = 0.0,
                 bandwidth: float = 1.0, bytes_per_token: int | str = 250_000, parallelism: str = "",
@@ -90,31 +83,14 @@ traffic:
 """
 
 
-def write_trace(tmp_path: Path, rows: list[dict]) -> None:
-    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
 def compile_plan(tmp_path: Path, rows: list[dict], **knobs) -> dict:
-    write_trace(tmp_path, rows)
-    result = compile_bytes(config_text(**knobs).encode(), str(tmp_path / "g2.yaml"), ())
-    assert result.plan is not None, [str(d) for d in result.diagnostics]
-    return result.plan.to_dict()
-
-
-def domain_summaries(replay: Replay) -> list[dict]:
-    """What prediction.json reports as `summary.g2_domains` (see kvreplay/predict.py)."""
-    return [{"name": pool.name, **pool.summary()} for pool in replay.host_pools()]
+    return compile_scenario(tmp_path, rows, config_text(**knobs), "g2.yaml")
 
 
 @dataclass
-class Run:
-    replay: Replay
-    records: list[dict]
+class Run(ScenarioRun):
     events: list[dict]
     labels: dict
-
-    def __getitem__(self, index: int) -> dict:
-        return self.records[index]
 
     def _events(self, host: bool) -> list[tuple]:
         return [(e["time_ms"], e["type"], [self.labels.get(h, h) for h in e["block_hashes"]])
@@ -160,24 +136,8 @@ def _labels(replay: Replay) -> dict:
 
 def replay_trace(tmp_path: Path, rows: list[dict], **knobs) -> Run:
     """Replay the rows with macro steps, then single-stepped with KV events; both must agree."""
-    plan = compile_plan(tmp_path, rows, **knobs)
-    fused = build(plan, tmp_path)
-    fused.run()
-    replay = build(plan, tmp_path)
-    log = replay.capture_kv_events()
-    replay.run()
-    records = [request_record(r) for r in replay.requests]
-    assert [request_record(r) for r in fused.requests] == records, "macro steps changed the records"
-    assert domain_summaries(fused) == domain_summaries(replay), "macro steps changed the G2 counters"
-    return Run(replay, records, log.records, _labels(replay))
-
-
-def token_times(request: Request) -> list[float]:
-    """Every token time (ms) of a request."""
-    times = [request.first_token_ns / MS]
-    for gap, count in request.gaps:
-        times += [times[-1] + gap / MS * (i + 1) for i in range(count)]
-    return times
+    _, replay, records = replay_both_ways(compile_plan(tmp_path, rows, **knobs), tmp_path, kv_events=True)
+    return Run(replay, records, replay.kv_log.records, _labels(replay))
 
 
 # ---- rank level: one rank driven through runtime.scheduler, copies completed by hand ----------------
@@ -392,10 +352,7 @@ traffic:
 
 
 def replay_pd(tmp_path: Path, rows: list[dict], decode_blocks: int) -> tuple[Replay, list[dict]]:
-    write_trace(tmp_path, rows)
-    result = compile_bytes(pd_config_text(decode_blocks).encode(), str(tmp_path / "pd.yaml"), ())
-    assert result.plan is not None, [str(d) for d in result.diagnostics]
-    replay = build(result.plan.to_dict(), tmp_path)
+    replay = build(compile_scenario(tmp_path, rows, pd_config_text(decode_blocks), "pd.yaml"), tmp_path)
     replay.run()
     return replay, [request_record(r) for r in replay.requests]
 

@@ -28,22 +28,19 @@ Every engine scenario is replayed twice, with macro steps and single-stepped, an
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 import pytest
 
 from kvreplay.cli import main
-from kvreplay.compiler.pipeline import compile_bytes
 from kvreplay.runtime import handoff as handoff_module
 from kvreplay.runtime import macro as macro_module
-from kvreplay.runtime.engine import Replay
 from kvreplay.runtime.metrics import request_record
 from kvreplay.runtime.replay import build
 
-BS = 4
-MS = 1_000_000  # ns
+from .support import BS, MS, ScenarioRun, compile_scenario, domain_summaries, replay_both_ways, row, token_times
+
 QWEN3_8B_KV_PER_TOKEN = 36 * 8 * 128 * 2 * 2  # layers x KV heads x head_dim x (K, V) x bf16 = 147,456 B
 
 PD_FIELDS = ("prefill_worker_idx", "decode_worker_idx", "prefill_admit_ms", "prefill_done_ms", "decode_admit_ms",
@@ -51,12 +48,6 @@ PD_FIELDS = ("prefill_worker_idx", "decode_worker_idx", "prefill_admit_ms", "pre
 
 
 # ============================================================================================ harness
-
-def row(t: float, prompt: int, output: int, ids: list[int]) -> dict:
-    """One Mooncake row: arrives at `t` ms, `prompt` tokens whose blocks are `ids` (one id per 4 tokens)."""
-    assert len(ids) == -(-prompt // BS)
-    return {"timestamp": t, "input_length": prompt, "output_length": output, "hash_ids": ids}
-
 
 def _flow(mapping: dict) -> str:
     return "{" + ", ".join(f"{k}: {v}" for k, v in mapping.items()) + "}"
@@ -99,25 +90,10 @@ traffic:
 
 
 def compile_plan(tmp_path: Path, rows: list[dict], **knobs) -> dict:
-    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = compile_bytes(config_text(**knobs).encode(), str(tmp_path / "pd.yaml"), ())
-    assert result.plan is not None, [str(d) for d in result.diagnostics]
-    return result.plan.to_dict()
+    return compile_scenario(tmp_path, rows, config_text(**knobs), "pd.yaml")
 
 
-def domain_summaries(replay: Replay) -> list[dict]:
-    """What prediction.json reports as `summary.g2_domains` (see kvreplay/predict.py)."""
-    return [{"name": pool.name, **pool.summary()} for pool in replay.host_pools()]
-
-
-@dataclass
-class Run:
-    replay: Replay
-    records: list[dict]
-
-    def __getitem__(self, index: int) -> dict:
-        return self.records[index]
-
+class Run(ScenarioRun):
     def field(self, name: str) -> list:
         return [r[name] for r in self.records]
 
@@ -126,23 +102,12 @@ class Run:
 
     def tokens(self, index: int) -> list[float]:
         """Every token time (ms) of request `index`."""
-        request = self.replay.requests[index]
-        times = [request.first_token_ns / MS]
-        for gap, count in request.gaps:
-            times += [times[-1] + gap / MS * (i + 1) for i in range(count)]
-        return times
+        return token_times(self.replay.requests[index])
 
 
 def replay_pd(tmp_path: Path, rows: list[dict], **knobs) -> Run:
     """Replay the rows with macro steps and single-stepped; both must give the same records (and G2 counters)."""
-    plan = compile_plan(tmp_path, rows, **knobs)
-    fused = build(plan, tmp_path)
-    fused.run()
-    single = build(plan, tmp_path, single_step=True)
-    single.run()
-    records = [request_record(r) for r in single.requests]
-    assert [request_record(r) for r in fused.requests] == records, "macro steps changed the records"
-    assert domain_summaries(fused) == domain_summaries(single), "macro steps changed the G2 counters"
+    fused, single, records = replay_both_ways(compile_plan(tmp_path, rows, **knobs), tmp_path)
     assert not fused.stalled and not single.stalled
     return Run(fused, records)
 
