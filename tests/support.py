@@ -5,6 +5,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvreplay.cli import main
 from kvreplay.compiler.pipeline import compile_bytes
 from kvreplay.runtime.engine import Replay
 from kvreplay.runtime.metrics import request_record
@@ -46,12 +47,16 @@ def mooncake_trace_config(trace: Path, *, block_size: int, g1_blocks: int, host_
 
 
 # ---- hand-built trace scenarios (tests/test_g2.py, tests/test_pd.py) -----------------------------------------
-# A scenario is a few Mooncake rows in trace.jsonl beside a config that reads them with `block_size: BS` and uses
-# BS-token engine blocks: every hash_id is then exactly one engine block, so a test chooses which requests share
-# which blocks.
+# A scenario is a few Mooncake rows in trace.jsonl beside a config whose traffic is SCENARIO_TRAFFIC and whose
+# engine blocks hold BS tokens: every hash_id is then exactly one engine block, so a test chooses which requests
+# share which blocks.
 
 BS = 4  # tokens per engine block and per trace hash_id
 MS = 1_000_000  # ns
+SCENARIO_TRAFFIC = f"""traffic:
+  source: {{type: trace, paths: [trace.jsonl], block_size: {BS}}}
+  load: {{type: trace_timestamps}}
+"""
 
 
 def row(t: float, prompt: int, output: int, ids: list[int]) -> dict:
@@ -70,6 +75,18 @@ def compile_scenario(directory: Path, rows: list[dict], config: str, name: str) 
     result = compile_bytes(config.encode(), str(directory / name), ())
     assert result.plan is not None, [str(d) for d in result.diagnostics]
     return result.plan.to_dict()
+
+
+def predict_scenario(directory: Path, rows: list[dict], config: str, name: str, *flags: str) -> Path:
+    """`kvreplay predict --format json` on the config text `config` (written as `name`) with `rows` as its trace;
+    returns the output folder."""
+    write_trace(directory, rows)
+    path = directory / name
+    path.write_text(config)
+    out = directory / "out"
+    code = main(["predict", "--no-progress", "-c", str(path), "--output-dir", str(out), "--format", "json", *flags])
+    assert code == 0
+    return out
 
 
 def replay_both_ways(plan: dict, directory: Path, *, kv_events: bool = False) -> tuple[Replay, Replay, list[dict]]:

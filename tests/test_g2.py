@@ -41,8 +41,8 @@ from kvreplay.runtime.requests import Content, Request, RequestSpec
 from kvreplay.runtime.scheduler import Rank, finish_pass, preempt, schedule
 from kvreplay.runtime.timing.fixed import fixed_timing
 
-from .support import (BS, EXAMPLES, MS, ScenarioRun, compile_scenario, domain_summaries, replay_both_ways, row,
-                      token_times, write_trace)
+from .support import (BS, EXAMPLES, MS, SCENARIO_TRAFFIC, ScenarioRun, compile_scenario, domain_summaries,
+                      predict_scenario, replay_both_ways, row, token_times)
 
 BLOCK = 1_000_000  # bytes of one G1/G2 block: BS x 250,000
 V24, V32, SIMPLE = "offloading_v0_24", "offloading_v0_32", "simple_cpu_v0_32"
@@ -77,10 +77,7 @@ engine:
         bytes_per_token: {bytes_per_token}
         capacity: {{type: fixed, blocks: {g1_blocks}}}
         host_offload: {json.dumps(host)}
-traffic:
-  source: {{type: trace, paths: [trace.jsonl], block_size: {BS}}}
-  load: {{type: trace_timestamps}}
-"""
+{SCENARIO_TRAFFIC}"""
 
 
 def compile_plan(tmp_path: Path, rows: list[dict], **knobs) -> dict:
@@ -345,10 +342,7 @@ engine:
       kv_cache:
         {{{kv}, capacity: {{type: fixed, blocks: {decode_blocks}}},
          host_offload: {{num_host_blocks: 16, d2h_bandwidth_gbps: 1.0, h2d_bandwidth_gbps: 1.0}}}}
-traffic:
-  source: {{type: trace, paths: [trace.jsonl], block_size: {BS}}}
-  load: {{type: trace_timestamps}}
-"""
+{SCENARIO_TRAFFIC}"""
 
 
 def replay_pd(tmp_path: Path, rows: list[dict], decode_blocks: int) -> tuple[Replay, list[dict]]:
@@ -884,14 +878,7 @@ MIXED_ROWS = [row(0, 12, 1, [1, 2, 3]), row(20, 11, 1, [4, 5, 6]), row(40, 13, 1
 
 
 def _predict(tmp_path: Path, rows: list[dict], *flags: str, **knobs) -> Path:
-    write_trace(tmp_path, rows)
-    config = tmp_path / "g2.yaml"
-    config.write_text(config_text(**knobs))
-    out = tmp_path / "out"
-    code = main(["predict", "--no-progress", "-c", str(config), "--output-dir", str(out), "--format", "json",
-                 *flags])
-    assert code == 0
-    return out
+    return predict_scenario(tmp_path, rows, config_text(**knobs), "g2.yaml", *flags)
 
 
 def test_report_g2_domains_and_per_request_reuse(tmp_path, capsys):

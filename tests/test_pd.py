@@ -39,7 +39,8 @@ from kvreplay.runtime import macro as macro_module
 from kvreplay.runtime.metrics import request_record
 from kvreplay.runtime.replay import build
 
-from .support import BS, MS, ScenarioRun, compile_scenario, domain_summaries, replay_both_ways, row, token_times
+from .support import (BS, MS, SCENARIO_TRAFFIC, ScenarioRun, compile_scenario, domain_summaries, predict_scenario,
+                      replay_both_ways, row, token_times)
 
 QWEN3_8B_KV_PER_TOKEN = 36 * 8 * 128 * 2 * 2  # layers x KV heads x head_dim x (K, V) x bf16 = 147,456 B
 
@@ -83,10 +84,7 @@ engine:
   workers:
     prefill:{role(prefill_blocks, prefill_sequences, 1, prefill_state, prefill_extra, prefill_parallelism)}
     decode:{role(decode_blocks, decode_sequences, decode_ms, decode_state, decode_extra, decode_parallelism)}
-traffic:
-  source: {{type: trace, paths: [trace.jsonl], block_size: {BS}}}
-  load: {{type: trace_timestamps}}
-"""
+{SCENARIO_TRAFFIC}"""
 
 
 def compile_plan(tmp_path: Path, rows: list[dict], **knobs) -> dict:
@@ -191,14 +189,9 @@ def test_null_bandwidth_means_no_delay_in_either_mode(tmp_path, timing_mode):
 def test_predict_summary_latencies_include_the_transfer_in_ttst_not_ttft(tmp_path, capsys):
     """`kvreplay predict` on PREFIX_ROWS (destination_missing): TTFT ends with the prefill pass (10 ms each);
     TTST = transfer + one decode pass (9, 5, 1 ms); E2E = 20, 16, 12 ms; every record carries the P/D fields."""
-    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in PREFIX_ROWS))
-    path = tmp_path / "pd.yaml"
-    path.write_text(config_text(timing_mode="destination_missing"))
-    out = tmp_path / "out"
-    code = main(["predict", "--no-progress", "-c", str(path), "--output-dir", str(out), "--format", "json",
-                 "--capture-per-request"])
+    out = predict_scenario(tmp_path, PREFIX_ROWS, config_text(timing_mode="destination_missing"), "pd.yaml",
+                           "--capture-per-request")
     capsys.readouterr()
-    assert code == 0
     summary = orjson.loads((out / "prediction.json").read_bytes())["summary"]
     assert (summary["completed_requests"], summary["num_ttst_samples"]) == (3, 3)
     assert (summary["min_ttft_ms"], summary["max_ttft_ms"]) == (10.0, 10.0)
