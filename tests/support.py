@@ -5,6 +5,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
+
 from kvreplay.cli import main
 from kvreplay.compiler.pipeline import compile_bytes
 from kvreplay.runtime.engine import Replay
@@ -24,6 +26,20 @@ def compile_yaml(text: str, overrides=()):
 
 def codes(result) -> set[str]:
     return {d.code for d in result.diagnostics}
+
+
+def read_outputs(out_dir) -> tuple[dict, list[dict]]:
+    """(summary, per-request records) of a run with --capture-per-request."""
+    out_dir = Path(out_dir)
+    prediction = orjson.loads((out_dir / "prediction.json").read_bytes())
+    records = [orjson.loads(line) for line in (out_dir / "requests.jsonl").read_bytes().splitlines()]
+    return prediction["summary"], records
+
+
+def output_bytes(out_dir) -> tuple[bytes, bytes]:
+    """prediction.json and requests.jsonl of a run as bytes, for byte-identity checks."""
+    out_dir = Path(out_dir)
+    return (out_dir / "prediction.json").read_bytes(), (out_dir / "requests.jsonl").read_bytes()
 
 
 def mooncake_trace_config(trace: Path, *, block_size: int, g1_blocks: int, host_blocks: int = 0) -> str:

@@ -42,7 +42,7 @@ from kvreplay.runtime.scheduler import Rank, finish_pass, preempt, schedule
 from kvreplay.runtime.timing.fixed import fixed_timing
 
 from .support import (BS, EXAMPLES, MS, SCENARIO_TRAFFIC, ScenarioRun, compile_scenario, domain_summaries,
-                      predict_scenario, replay_both_ways, row, token_times)
+                      predict_scenario, read_outputs, replay_both_ways, row, token_times)
 
 BLOCK = 1_000_000  # bytes of one G1/G2 block: BS x 250,000
 V24, V32, SIMPLE = "offloading_v0_24", "offloading_v0_32", "simple_cpu_v0_32"
@@ -889,13 +889,12 @@ def test_report_g2_domains_and_per_request_reuse(tmp_path, capsys):
     C (1, 2, 3, 7) reuses block 1 from G1 and restores 2, 3 from G2 (40-42 ms): 4 + 8 = 12 tokens."""
     out = _predict(tmp_path, MIXED_ROWS, "--capture-per-request")
     capsys.readouterr()
-    summary = orjson.loads((out / "prediction.json").read_bytes())["summary"]
+    summary, records = read_outputs(out)
     assert summary["g2_domains"] == [{
         "name": "g2.worker0.dp0", "scope": "dp_rank_local", "connector": V24, "capacity_blocks": 8,
         "block_bytes": BLOCK, "resident_blocks": 5, "stores": 5, "restores": 2, "evictions": 0,
         "dropped_stores": 0, "d2h_bytes": 5 * BLOCK, "h2d_bytes": 2 * BLOCK, "d2h_bandwidth_wait_ms": 0.0,
         "h2d_bandwidth_wait_ms": 0.0}]
-    records = [orjson.loads(line) for line in (out / "requests.jsonl").read_bytes().splitlines()]
     for r in records:
         assert r["first_admission_reused_input_tokens"] == \
             r["first_admission_g1_reused_input_tokens"] + r["first_admission_host_reused_input_tokens"]

@@ -7,7 +7,7 @@ import pytest
 from kvreplay.cli import main
 
 from .golden import golden_extension
-from .support import ROOT, SHARED_TRACES, mooncake_trace_config
+from .support import ROOT, SHARED_TRACES, mooncake_trace_config, read_outputs
 
 TRACE = SHARED_TRACES / "synthetic_trace.jsonl"
 
@@ -19,9 +19,7 @@ def run(tmp_path, name: str, host_blocks: int) -> tuple[dict, list[dict]]:
     out = tmp_path / name
     assert main(["predict", "-c", str(config), "--output-dir", str(out), "--capture-per-request",
                  "--no-progress"]) == 0
-    summary = orjson.loads((out / "prediction.json").read_bytes())["summary"]
-    records = [orjson.loads(line) for line in (out / "requests.jsonl").read_bytes().splitlines()]
-    return summary, records
+    return read_outputs(out)
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,7 @@ from kvreplay.runtime.metrics import request_record
 from kvreplay.runtime.replay import build
 
 from .support import (BS, MS, SCENARIO_TRAFFIC, ScenarioRun, compile_scenario, domain_summaries, predict_scenario,
-                      replay_both_ways, row, token_times)
+                      read_outputs, replay_both_ways, row, token_times)
 
 QWEN3_8B_KV_PER_TOKEN = 36 * 8 * 128 * 2 * 2  # layers x KV heads x head_dim x (K, V) x bf16 = 147,456 B
 
@@ -192,13 +192,12 @@ def test_predict_summary_latencies_include_the_transfer_in_ttst_not_ttft(tmp_pat
     out = predict_scenario(tmp_path, PREFIX_ROWS, config_text(timing_mode="destination_missing"), "pd.yaml",
                            "--capture-per-request")
     capsys.readouterr()
-    summary = orjson.loads((out / "prediction.json").read_bytes())["summary"]
+    summary, records = read_outputs(out)
     assert (summary["completed_requests"], summary["num_ttst_samples"]) == (3, 3)
     assert (summary["min_ttft_ms"], summary["max_ttft_ms"]) == (10.0, 10.0)
     assert (summary["min_ttst_ms"], summary["mean_ttst_ms"], summary["max_ttst_ms"]) == (1.0, 5.0, 9.0)
     assert (summary["min_e2e_latency_ms"], summary["mean_e2e_latency_ms"], summary["max_e2e_latency_ms"]) == \
         (12.0, 16.0, 20.0)
-    records = [orjson.loads(line) for line in (out / "requests.jsonl").read_bytes().splitlines()]
     assert all(set(PD_FIELDS) <= set(r) for r in records)
     assert [r["kv_transfer_tokens"] for r in records] == [8, 4, 0]
 

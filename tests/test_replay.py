@@ -27,7 +27,7 @@ from kvreplay.cli import main
 from kvreplay.compiler.pipeline import compile_file
 
 from .golden import golden_extension
-from .support import EXAMPLES, ROOT, SHARED_TRACES, mooncake_trace_config
+from .support import EXAMPLES, ROOT, SHARED_TRACES, mooncake_trace_config, output_bytes, read_outputs
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
 
@@ -83,18 +83,6 @@ def replay(config, out_dir, *extra, overrides=()) -> tuple[dict, list[dict]]:
     code, _, err = predict(config, out_dir, "--capture-per-request", *extra, overrides=overrides)
     assert code == 0, err
     return read_outputs(out_dir)
-
-
-def read_outputs(out_dir) -> tuple[dict, list[dict]]:
-    out_dir = Path(out_dir)
-    prediction = orjson.loads((out_dir / "prediction.json").read_bytes())
-    records = [orjson.loads(line) for line in (out_dir / "requests.jsonl").read_bytes().splitlines()]
-    return prediction["summary"], records
-
-
-def output_bytes(out_dir) -> tuple[bytes, bytes]:
-    out_dir = Path(out_dir)
-    return (out_dir / "prediction.json").read_bytes(), (out_dir / "requests.jsonl").read_bytes()
 
 
 def write_config(tmp_path, traffic: str, *, kv: str = "block_size: 16, capacity: {type: fixed, blocks: 1000}",
