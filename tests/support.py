@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
+import pytest
 
 from kvreplay.cli import main
 from kvreplay.compiler.pipeline import compile_bytes
@@ -40,6 +41,15 @@ def output_bytes(out_dir) -> tuple[bytes, bytes]:
     """prediction.json and requests.jsonl of a run as bytes, for byte-identity checks."""
     out_dir = Path(out_dir)
     return (out_dir / "prediction.json").read_bytes(), (out_dir / "requests.jsonl").read_bytes()
+
+
+def shared_trace(name: str) -> Path:
+    """The real Mooncake trace `name` from SHARED_TRACES; fails the test, without a traceback, when it is missing."""
+    path = SHARED_TRACES / name
+    if not path.is_file():
+        pytest.fail(f"missing real trace {path}: the tests expect the shared/ directory (with traces/) beside the "
+                    f"repository root {ROOT}", pytrace=False)
+    return path
 
 
 def mooncake_trace_config(trace: Path, *, block_size: int, g1_blocks: int, host_blocks: int = 0) -> str:

@@ -7,15 +7,13 @@ import pytest
 from kvreplay.cli import main
 
 from .golden import golden_extension
-from .support import ROOT, SHARED_TRACES, mooncake_trace_config, read_outputs
-
-TRACE = SHARED_TRACES / "synthetic_trace.jsonl"
+from .support import ROOT, mooncake_trace_config, read_outputs, shared_trace
 
 
 def run(tmp_path, name: str, host_blocks: int) -> tuple[dict, list[dict]]:
-    assert TRACE.exists(), f"the shared traces are expected at {TRACE}"
+    trace = shared_trace("synthetic_trace.jsonl")
     config = tmp_path / f"{name}.yaml"
-    config.write_text(mooncake_trace_config(TRACE, block_size=512, g1_blocks=1000, host_blocks=host_blocks))
+    config.write_text(mooncake_trace_config(trace, block_size=512, g1_blocks=1000, host_blocks=host_blocks))
     out = tmp_path / name
     assert main(["predict", "-c", str(config), "--output-dir", str(out), "--capture-per-request",
                  "--no-progress"]) == 0

@@ -27,7 +27,7 @@ from kvreplay.cli import main
 from kvreplay.compiler.pipeline import compile_file
 
 from .golden import golden_extension
-from .support import EXAMPLES, ROOT, SHARED_TRACES, mooncake_trace_config, output_bytes, read_outputs
+from .support import EXAMPLES, ROOT, mooncake_trace_config, output_bytes, read_outputs, shared_trace
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
 
@@ -241,17 +241,9 @@ def test_g2_restores_never_stall_the_run(connector, tmp_path):
 
 # ---------------------------------------------------------------------------------------------- real traces
 
-def _real_trace(name: str) -> Path:
-    path = SHARED_TRACES / name
-    if not path.is_file():
-        pytest.fail(f"missing real trace {path}: the tests expect the shared/ directory (with traces/) beside the "
-                    f"repository root {ROOT}", pytrace=False)
-    return path
-
-
 @pytest.mark.parametrize("trace, ratio", [("conversation_trace.jsonl", 0.3734), ("synthetic_trace.jsonl", 0.6504)])
 def test_unbounded_g1_reuse_on_the_real_traces(trace, ratio, tmp_path):
-    path = _real_trace(trace)
+    path = shared_trace(trace)
     config = tmp_path / "real.yaml"
     config.write_text(mooncake_trace_config(path, block_size=512, g1_blocks=100_000_000))
     code, _, err = predict(config, tmp_path / "out")
