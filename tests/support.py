@@ -1,4 +1,5 @@
-"""Test helpers that several test modules share: repository paths, config text, and hand-built trace scenarios."""
+"""Test helpers that several test modules share: repository paths, config text, reading a run's outputs, and
+hand-built trace scenarios."""
 from __future__ import annotations
 
 import json
