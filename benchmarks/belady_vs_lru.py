@@ -16,24 +16,13 @@ from kvreplay.compiler.pipeline import compile_bytes
 from kvreplay.runtime.metrics import summary
 from kvreplay.runtime.replay import build
 
-ROOT = Path(__file__).resolve().parent.parent
-TRACES = ROOT.parent / "shared" / "traces"
+from _trace_config import TRACES, mooncake_trace_config
+
 SIZES = (2000, 8000, 32000)
-CONFIG = """engine:
-  model: Qwen/Qwen3-8B
-  hardware: h200_sxm
-  workers:
-    aggregated:
-      timing: {{type: fixed, prefill_ms: 50.0, decode_ms: 10.0}}
-      kv_cache: {{block_size: 64, capacity: {{type: fixed, blocks: {blocks}}}}}
-traffic:
-  source: {{type: trace, paths: ["{trace}"], format: mooncake, block_size: 512}}
-  load: {{type: trace_timestamps}}
-"""
 
 
 def run(trace: Path, blocks: int, policy: str) -> float:
-    result = compile_bytes(CONFIG.format(trace=trace, blocks=blocks).encode(), "trace.yaml")
+    result = compile_bytes(mooncake_trace_config(trace, block_size=64, g1_blocks=blocks).encode(), "trace.yaml")
     plan = result.plan.to_dict()
     plan["engine"]["kv_eviction_policy"] = policy
     replay = build(plan)

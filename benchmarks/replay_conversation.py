@@ -18,21 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-TRACE = ROOT.parent / "shared" / "traces" / "conversation_trace.jsonl"
-CONFIG = """engine:
-  model: Qwen/Qwen3-8B
-  hardware: h200_sxm
-  workers:
-    aggregated:
-      timing: {{type: fixed, prefill_ms: 50.0, decode_ms: 10.0}}
-      kv_cache:
-        block_size: 64
-        capacity: {{type: fixed, blocks: 8000}}
-{extra}traffic:
-  source: {{type: trace, paths: ["{trace}"], format: mooncake, block_size: 512}}
-  load: {{type: trace_timestamps}}
-"""
+from _trace_config import TRACES, mooncake_trace_config
+
+TRACE = TRACES / "conversation_trace.jsonl"
 
 
 def run_once(config: Path, output: Path) -> tuple[float, float, dict]:
@@ -54,10 +42,9 @@ def main() -> int:
     args = parser.parse_args()
     if not TRACE.exists():
         sys.exit(f"missing trace: {TRACE}")
-    extra = f"        host_offload: {{num_host_blocks: {args.host_blocks}}}\n" if args.host_blocks else ""
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "conversation.yaml"
-        config.write_text(CONFIG.format(trace=TRACE, extra=extra))
+        config.write_text(mooncake_trace_config(TRACE, block_size=64, g1_blocks=8000, host_blocks=args.host_blocks))
         results = [run_once(config, Path(tmp) / "out") for _ in range(args.runs)]
     walls = sorted(r[0] for r in results)
     peak = max(r[1] for r in results)

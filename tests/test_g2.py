@@ -41,11 +41,10 @@ from kvreplay.runtime.requests import Content, Request, RequestSpec
 from kvreplay.runtime.scheduler import Rank, finish_pass, preempt, schedule
 from kvreplay.runtime.timing.fixed import fixed_timing
 
-from .support import EXAMPLES
+from .support import (BS, EXAMPLES, MS, SCENARIO_TRAFFIC, ScenarioRun, compile_scenario, domain_summaries,
+                      predict_scenario, read_outputs, replay_both_ways, row, token_times)
 
-BS = 4
 BLOCK = 1_000_000  # bytes of one G1/G2 block: BS x 250,000
-MS = 1_000_000  # ns
 V24, V32, SIMPLE = "offloading_v0_24", "offloading_v0_32", "simple_cpu_v0_32"
 CONNECTORS = (V24, V32, SIMPLE)
 OFFLOADING = (V24, V32)
@@ -53,12 +52,6 @@ KV = "engine.workers.aggregated.kv_cache"
 
 
 # ============================================================================================ harness
-
-def row(t: float, prompt: int, output: int, ids: list[int]) -> dict:
-    """One Mooncake row: arrives at `t` ms, `prompt` tokens whose blocks are `ids` (one id per 4 tokens)."""
-    assert len(ids) == -(-prompt // BS)
-    return {"timestamp": t, "input_length": prompt, "output_length": output, "hash_ids": ids}
-
 
 def config_text(*, connector: str = V24, g1_blocks: int = 4, host_blocks: int = 8, latency_ms: float = 0.0,
                 bandwidth: float = 1.0, bytes_per_token: int | str = 250_000, parallelism: str = "",
@@ -84,37 +77,17 @@ engine:
         bytes_per_token: {bytes_per_token}
         capacity: {{type: fixed, blocks: {g1_blocks}}}
         host_offload: {json.dumps(host)}
-traffic:
-  source: {{type: trace, paths: [trace.jsonl], block_size: {BS}}}
-  load: {{type: trace_timestamps}}
-"""
-
-
-def write_trace(tmp_path: Path, rows: list[dict]) -> None:
-    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+{SCENARIO_TRAFFIC}"""
 
 
 def compile_plan(tmp_path: Path, rows: list[dict], **knobs) -> dict:
-    write_trace(tmp_path, rows)
-    result = compile_bytes(config_text(**knobs).encode(), str(tmp_path / "g2.yaml"), ())
-    assert result.plan is not None, [str(d) for d in result.diagnostics]
-    return result.plan.to_dict()
-
-
-def domain_summaries(replay: Replay) -> list[dict]:
-    """What prediction.json reports as `summary.g2_domains` (see kvreplay/predict.py)."""
-    return [{"name": pool.name, **pool.summary()} for pool in replay.host_pools()]
+    return compile_scenario(tmp_path, rows, config_text(**knobs), "g2.yaml")
 
 
 @dataclass
-class Run:
-    replay: Replay
-    records: list[dict]
+class Run(ScenarioRun):
     events: list[dict]
     labels: dict
-
-    def __getitem__(self, index: int) -> dict:
-        return self.records[index]
 
     def _events(self, host: bool) -> list[tuple]:
         return [(e["time_ms"], e["type"], [self.labels.get(h, h) for h in e["block_hashes"]])
@@ -160,24 +133,8 @@ def _labels(replay: Replay) -> dict:
 
 def replay_trace(tmp_path: Path, rows: list[dict], **knobs) -> Run:
     """Replay the rows with macro steps, then single-stepped with KV events; both must agree."""
-    plan = compile_plan(tmp_path, rows, **knobs)
-    fused = build(plan, tmp_path)
-    fused.run()
-    replay = build(plan, tmp_path)
-    log = replay.capture_kv_events()
-    replay.run()
-    records = [request_record(r) for r in replay.requests]
-    assert [request_record(r) for r in fused.requests] == records, "macro steps changed the records"
-    assert domain_summaries(fused) == domain_summaries(replay), "macro steps changed the G2 counters"
-    return Run(replay, records, log.records, _labels(replay))
-
-
-def token_times(request: Request) -> list[float]:
-    """Every token time (ms) of a request."""
-    times = [request.first_token_ns / MS]
-    for gap, count in request.gaps:
-        times += [times[-1] + gap / MS * (i + 1) for i in range(count)]
-    return times
+    _, replay, records = replay_both_ways(compile_plan(tmp_path, rows, **knobs), tmp_path, kv_events=True)
+    return Run(replay, records, replay.kv_log.records, _labels(replay))
 
 
 # ---- rank level: one rank driven through runtime.scheduler, copies completed by hand ----------------
@@ -385,17 +342,11 @@ engine:
       kv_cache:
         {{{kv}, capacity: {{type: fixed, blocks: {decode_blocks}}},
          host_offload: {{num_host_blocks: 16, d2h_bandwidth_gbps: 1.0, h2d_bandwidth_gbps: 1.0}}}}
-traffic:
-  source: {{type: trace, paths: [trace.jsonl], block_size: {BS}}}
-  load: {{type: trace_timestamps}}
-"""
+{SCENARIO_TRAFFIC}"""
 
 
 def replay_pd(tmp_path: Path, rows: list[dict], decode_blocks: int) -> tuple[Replay, list[dict]]:
-    write_trace(tmp_path, rows)
-    result = compile_bytes(pd_config_text(decode_blocks).encode(), str(tmp_path / "pd.yaml"), ())
-    assert result.plan is not None, [str(d) for d in result.diagnostics]
-    replay = build(result.plan.to_dict(), tmp_path)
+    replay = build(compile_scenario(tmp_path, rows, pd_config_text(decode_blocks), "pd.yaml"), tmp_path)
     replay.run()
     return replay, [request_record(r) for r in replay.requests]
 
@@ -927,14 +878,7 @@ MIXED_ROWS = [row(0, 12, 1, [1, 2, 3]), row(20, 11, 1, [4, 5, 6]), row(40, 13, 1
 
 
 def _predict(tmp_path: Path, rows: list[dict], *flags: str, **knobs) -> Path:
-    write_trace(tmp_path, rows)
-    config = tmp_path / "g2.yaml"
-    config.write_text(config_text(**knobs))
-    out = tmp_path / "out"
-    code = main(["predict", "--no-progress", "-c", str(config), "--output-dir", str(out), "--format", "json",
-                 *flags])
-    assert code == 0
-    return out
+    return predict_scenario(tmp_path, rows, config_text(**knobs), "g2.yaml", *flags)
 
 
 def test_report_g2_domains_and_per_request_reuse(tmp_path, capsys):
@@ -945,13 +889,12 @@ def test_report_g2_domains_and_per_request_reuse(tmp_path, capsys):
     C (1, 2, 3, 7) reuses block 1 from G1 and restores 2, 3 from G2 (40-42 ms): 4 + 8 = 12 tokens."""
     out = _predict(tmp_path, MIXED_ROWS, "--capture-per-request")
     capsys.readouterr()
-    summary = orjson.loads((out / "prediction.json").read_bytes())["summary"]
+    summary, records = read_outputs(out)
     assert summary["g2_domains"] == [{
         "name": "g2.worker0.dp0", "scope": "dp_rank_local", "connector": V24, "capacity_blocks": 8,
         "block_bytes": BLOCK, "resident_blocks": 5, "stores": 5, "restores": 2, "evictions": 0,
         "dropped_stores": 0, "d2h_bytes": 5 * BLOCK, "h2d_bytes": 2 * BLOCK, "d2h_bandwidth_wait_ms": 0.0,
         "h2d_bandwidth_wait_ms": 0.0}]
-    records = [orjson.loads(line) for line in (out / "requests.jsonl").read_bytes().splitlines()]
     for r in records:
         assert r["first_admission_reused_input_tokens"] == \
             r["first_admission_g1_reused_input_tokens"] + r["first_admission_host_reused_input_tokens"]

@@ -7,40 +7,23 @@ import pytest
 from kvreplay.cli import main
 
 from .golden import golden_extension
-from .support import ROOT
-
-TRACE = ROOT.parent / "shared" / "traces" / "synthetic_trace.jsonl"
-CONFIG = """engine:
-  model: Qwen/Qwen3-8B
-  hardware: h200_sxm
-  workers:
-    aggregated:
-      timing: {{type: fixed, prefill_ms: 50.0, decode_ms: 10.0}}
-      kv_cache:
-        block_size: 512
-        capacity: {{type: fixed, blocks: 1000}}
-{host}traffic:
-  source: {{type: trace, paths: ["{trace}"], format: mooncake, block_size: 512}}
-  load: {{type: trace_timestamps}}
-"""
+from .support import ROOT, mooncake_trace_config, read_outputs, shared_trace
 
 
-def run(tmp_path, name: str, host: str) -> tuple[dict, list[dict]]:
-    assert TRACE.exists(), f"the shared traces are expected at {TRACE}"
+def run(tmp_path, name: str, host_blocks: int) -> tuple[dict, list[dict]]:
+    trace = shared_trace("synthetic_trace.jsonl")
     config = tmp_path / f"{name}.yaml"
-    config.write_text(CONFIG.format(trace=TRACE, host=host))
+    config.write_text(mooncake_trace_config(trace, block_size=512, g1_blocks=1000, host_blocks=host_blocks))
     out = tmp_path / name
     assert main(["predict", "-c", str(config), "--output-dir", str(out), "--capture-per-request",
                  "--no-progress"]) == 0
-    summary = orjson.loads((out / "prediction.json").read_bytes())["summary"]
-    records = [orjson.loads(line) for line in (out / "requests.jsonl").read_bytes().splitlines()]
-    return summary, records
+    return read_outputs(out)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("g2trace")
-    return run(tmp, "g1", ""), run(tmp, "g2", "        host_offload: {num_host_blocks: 4000}\n")
+    return run(tmp, "g1", 0), run(tmp, "g2", 4000)
 
 
 def test_host_offload_raises_first_admission_reuse(runs):

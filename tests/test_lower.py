@@ -6,7 +6,7 @@ import pytest
 
 from kvreplay.cli import main
 
-from .support import EXAMPLES
+from .support import EXAMPLES, output_bytes
 
 CASES = {
     "host-offload-prediction": ["traffic.stop.sessions=6"],  # closed-loop sessions with G2
@@ -15,10 +15,6 @@ CASES = {
     "mooncake-trace": ["engine.workers.aggregated.kv_cache.capacity.blocks=700"],  # trace with preemptions
     "g1-default-capacity": ["traffic.stop.requests=40"],  # poisson, roofline timing, two replicas
 }
-
-
-def outputs(directory):
-    return (directory / "prediction.json").read_bytes(), (directory / "requests.jsonl").read_bytes()
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -32,7 +28,7 @@ def test_lowered_replayspec_replays_to_the_same_bytes(name, tmp_path, capsys):
     assert main(["replay", str(lowered), "--output-dir", str(tmp_path / "r"), "--capture-per-request",
                  "--no-progress"]) == 0
     capsys.readouterr()
-    assert outputs(tmp_path / "p") == outputs(tmp_path / "r")
+    assert output_bytes(tmp_path / "p") == output_bytes(tmp_path / "r")
     spec = orjson.loads(lowered.read_bytes())
     assert spec["version"] == 1 and spec["requests"]
     assert all(len(r["input_token_ids"]) == r["input_tokens"] for r in spec["requests"])

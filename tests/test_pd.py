@@ -28,22 +28,20 @@ Every engine scenario is replayed twice, with macro steps and single-stepped, an
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 import pytest
 
 from kvreplay.cli import main
-from kvreplay.compiler.pipeline import compile_bytes
 from kvreplay.runtime import handoff as handoff_module
 from kvreplay.runtime import macro as macro_module
-from kvreplay.runtime.engine import Replay
 from kvreplay.runtime.metrics import request_record
 from kvreplay.runtime.replay import build
 
-BS = 4
-MS = 1_000_000  # ns
+from .support import (BS, MS, SCENARIO_TRAFFIC, ScenarioRun, compile_scenario, domain_summaries, predict_scenario,
+                      read_outputs, replay_both_ways, row, token_times)
+
 QWEN3_8B_KV_PER_TOKEN = 36 * 8 * 128 * 2 * 2  # layers x KV heads x head_dim x (K, V) x bf16 = 147,456 B
 
 PD_FIELDS = ("prefill_worker_idx", "decode_worker_idx", "prefill_admit_ms", "prefill_done_ms", "decode_admit_ms",
@@ -51,12 +49,6 @@ PD_FIELDS = ("prefill_worker_idx", "decode_worker_idx", "prefill_admit_ms", "pre
 
 
 # ============================================================================================ harness
-
-def row(t: float, prompt: int, output: int, ids: list[int]) -> dict:
-    """One Mooncake row: arrives at `t` ms, `prompt` tokens whose blocks are `ids` (one id per 4 tokens)."""
-    assert len(ids) == -(-prompt // BS)
-    return {"timestamp": t, "input_length": prompt, "output_length": output, "hash_ids": ids}
-
 
 def _flow(mapping: dict) -> str:
     return "{" + ", ".join(f"{k}: {v}" for k, v in mapping.items()) + "}"
@@ -92,32 +84,14 @@ engine:
   workers:
     prefill:{role(prefill_blocks, prefill_sequences, 1, prefill_state, prefill_extra, prefill_parallelism)}
     decode:{role(decode_blocks, decode_sequences, decode_ms, decode_state, decode_extra, decode_parallelism)}
-traffic:
-  source: {{type: trace, paths: [trace.jsonl], block_size: {BS}}}
-  load: {{type: trace_timestamps}}
-"""
+{SCENARIO_TRAFFIC}"""
 
 
 def compile_plan(tmp_path: Path, rows: list[dict], **knobs) -> dict:
-    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = compile_bytes(config_text(**knobs).encode(), str(tmp_path / "pd.yaml"), ())
-    assert result.plan is not None, [str(d) for d in result.diagnostics]
-    return result.plan.to_dict()
+    return compile_scenario(tmp_path, rows, config_text(**knobs), "pd.yaml")
 
 
-def domain_summaries(replay: Replay) -> list[dict]:
-    """What prediction.json reports as `summary.g2_domains` (see kvreplay/predict.py)."""
-    return [{"name": pool.name, **pool.summary()} for pool in replay.host_pools()]
-
-
-@dataclass
-class Run:
-    replay: Replay
-    records: list[dict]
-
-    def __getitem__(self, index: int) -> dict:
-        return self.records[index]
-
+class Run(ScenarioRun):
     def field(self, name: str) -> list:
         return [r[name] for r in self.records]
 
@@ -126,23 +100,12 @@ class Run:
 
     def tokens(self, index: int) -> list[float]:
         """Every token time (ms) of request `index`."""
-        request = self.replay.requests[index]
-        times = [request.first_token_ns / MS]
-        for gap, count in request.gaps:
-            times += [times[-1] + gap / MS * (i + 1) for i in range(count)]
-        return times
+        return token_times(self.replay.requests[index])
 
 
 def replay_pd(tmp_path: Path, rows: list[dict], **knobs) -> Run:
     """Replay the rows with macro steps and single-stepped; both must give the same records (and G2 counters)."""
-    plan = compile_plan(tmp_path, rows, **knobs)
-    fused = build(plan, tmp_path)
-    fused.run()
-    single = build(plan, tmp_path, single_step=True)
-    single.run()
-    records = [request_record(r) for r in single.requests]
-    assert [request_record(r) for r in fused.requests] == records, "macro steps changed the records"
-    assert domain_summaries(fused) == domain_summaries(single), "macro steps changed the G2 counters"
+    fused, single, records = replay_both_ways(compile_plan(tmp_path, rows, **knobs), tmp_path)
     assert not fused.stalled and not single.stalled
     return Run(fused, records)
 
@@ -226,21 +189,15 @@ def test_null_bandwidth_means_no_delay_in_either_mode(tmp_path, timing_mode):
 def test_predict_summary_latencies_include_the_transfer_in_ttst_not_ttft(tmp_path, capsys):
     """`kvreplay predict` on PREFIX_ROWS (destination_missing): TTFT ends with the prefill pass (10 ms each);
     TTST = transfer + one decode pass (9, 5, 1 ms); E2E = 20, 16, 12 ms; every record carries the P/D fields."""
-    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in PREFIX_ROWS))
-    path = tmp_path / "pd.yaml"
-    path.write_text(config_text(timing_mode="destination_missing"))
-    out = tmp_path / "out"
-    code = main(["predict", "--no-progress", "-c", str(path), "--output-dir", str(out), "--format", "json",
-                 "--capture-per-request"])
+    out = predict_scenario(tmp_path, PREFIX_ROWS, config_text(timing_mode="destination_missing"), "pd.yaml",
+                           "--capture-per-request")
     capsys.readouterr()
-    assert code == 0
-    summary = orjson.loads((out / "prediction.json").read_bytes())["summary"]
+    summary, records = read_outputs(out)
     assert (summary["completed_requests"], summary["num_ttst_samples"]) == (3, 3)
     assert (summary["min_ttft_ms"], summary["max_ttft_ms"]) == (10.0, 10.0)
     assert (summary["min_ttst_ms"], summary["mean_ttst_ms"], summary["max_ttst_ms"]) == (1.0, 5.0, 9.0)
     assert (summary["min_e2e_latency_ms"], summary["mean_e2e_latency_ms"], summary["max_e2e_latency_ms"]) == \
         (12.0, 16.0, 20.0)
-    records = [orjson.loads(line) for line in (out / "requests.jsonl").read_bytes().splitlines()]
     assert all(set(PD_FIELDS) <= set(r) for r in records)
     assert [r["kv_transfer_tokens"] for r in records] == [8, 4, 0]
 

@@ -27,10 +27,9 @@ from kvreplay.cli import main
 from kvreplay.compiler.pipeline import compile_file
 
 from .golden import golden_extension
-from .support import EXAMPLES, ROOT
+from .support import EXAMPLES, ROOT, mooncake_trace_config, output_bytes, read_outputs, shared_trace
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
-SHARED_TRACES = ROOT.parent / "shared" / "traces"
 
 # Stop overrides for the golden runs: fewer requests keep the golden files reviewable and
 # the runs short (sglang-default-capacity makes 640 requests, trtllm-fixed-timing 500).
@@ -58,18 +57,6 @@ def replay(config, out_dir, *extra, overrides=()) -> tuple[dict, list[dict]]:
     code, _, err = predict(config, out_dir, "--capture-per-request", *extra, overrides=overrides)
     assert code == 0, err
     return read_outputs(out_dir)
-
-
-def read_outputs(out_dir) -> tuple[dict, list[dict]]:
-    out_dir = Path(out_dir)
-    prediction = orjson.loads((out_dir / "prediction.json").read_bytes())
-    records = [orjson.loads(line) for line in (out_dir / "requests.jsonl").read_bytes().splitlines()]
-    return prediction["summary"], records
-
-
-def output_bytes(out_dir) -> tuple[bytes, bytes]:
-    out_dir = Path(out_dir)
-    return (out_dir / "prediction.json").read_bytes(), (out_dir / "requests.jsonl").read_bytes()
 
 
 def write_config(tmp_path, traffic: str, *, kv: str = "block_size: 16, capacity: {type: fixed, blocks: 1000}",
@@ -223,31 +210,11 @@ def test_g2_restores_never_stall_the_run(connector, tmp_path):
 
 # ---------------------------------------------------------------------------------------------- real traces
 
-def _real_trace(name: str) -> Path:
-    path = SHARED_TRACES / name
-    if not path.is_file():
-        pytest.fail(f"missing real trace {path}: the tests expect the shared/ directory (with traces/) beside the "
-                    f"repository root {ROOT}", pytrace=False)
-    return path
-
-
 @pytest.mark.parametrize("trace, ratio", [("conversation_trace.jsonl", 0.3734), ("synthetic_trace.jsonl", 0.6504)])
 def test_unbounded_g1_reuse_on_the_real_traces(trace, ratio, tmp_path):
-    path = _real_trace(trace)
+    path = shared_trace(trace)
     config = tmp_path / "real.yaml"
-    config.write_text(f"""engine:
-  model: Qwen/Qwen3-8B
-  hardware: h200_sxm
-  workers:
-    aggregated:
-      timing: {{type: fixed, prefill_ms: 50.0, decode_ms: 10.0}}
-      kv_cache:
-        block_size: 512
-        capacity: {{type: fixed, blocks: 100000000}}
-traffic:
-  source: {{type: trace, paths: ["{path.as_posix()}"], format: mooncake, block_size: 512}}
-  load: {{type: trace_timestamps}}
-""")
+    config.write_text(mooncake_trace_config(path, block_size=512, g1_blocks=100_000_000))
     code, _, err = predict(config, tmp_path / "out")
     assert code == 0, err
     summary = orjson.loads((tmp_path / "out" / "prediction.json").read_bytes())["summary"]
