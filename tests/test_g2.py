@@ -41,8 +41,9 @@ from kvreplay.runtime.requests import Content, Request, RequestSpec
 from kvreplay.runtime.scheduler import Rank, finish_pass, preempt, schedule
 from kvreplay.runtime.timing.fixed import fixed_timing
 
-from .support import (BS, EXAMPLES, MS, SCENARIO_TRAFFIC, ScenarioRun, compile_scenario, domain_summaries,
-                      predict_scenario, read_outputs, replay_both_ways, row, token_times)
+from .scenarios import (BS, MS, SCENARIO_TRAFFIC, ScenarioRun, compile_scenario, domain_summaries, predict_scenario,
+                        replay_both_ways, row, token_times)
+from .support import EXAMPLES, read_outputs
 
 BLOCK = 1_000_000  # bytes of one G1/G2 block: BS x 250,000
 V24, V32, SIMPLE = "offloading_v0_24", "offloading_v0_32", "simple_cpu_v0_32"
@@ -114,10 +115,6 @@ class Run(ScenarioRun):
     def first_token(self, index: int) -> float:
         return self.records[index]["first_token_ms"]
 
-    def admissions(self, index: int) -> list[tuple]:
-        """(at ms, pool, g1 tokens, host tokens) of every admission of request `index`."""
-        return [(a["at_ms"], a["pool"], a["g1_reused_input_tokens"], a["host_reused_input_tokens"])
-                for a in self.records[index]["admission_history"]]
 
 
 def _labels(replay: Replay) -> dict:

@@ -20,24 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from kvreplay.compiler.pipeline import compile_bytes
-from kvreplay.runtime.jobs import BYPASS_ROUNDS
 from kvreplay.runtime.bandwidth import fair_rates
-from kvreplay.runtime.metrics import request_record
-from kvreplay.runtime.replay import build
+from kvreplay.runtime.jobs import BYPASS_ROUNDS
 from kvreplay.runtime.storage_tier import READY, WRITING
 
-BS = 4
+from .scenarios import BS, SCENARIO_TRAFFIC, ScenarioRun, compile_scenario, replay_both_ways, row
+
 BLOCK = 1_000_000
-MS = 1_000_000
-
-
-def row(t: float, prompt: int, ids: list[int], output: int = 1) -> dict:
-    assert len(ids) == -(-prompt // BS)
-    return {"timestamp": t, "input_length": prompt, "output_length": output, "hash_ids": ids}
-
-
-BACK = [row(0, 8, [1, 2]), row(20, 12, [3, 4, 5]), row(40, 9, [1, 2, 6])]
+BACK = [row(0, 8, 1, [1, 2]), row(20, 12, 1, [3, 4, 5]), row(40, 9, 1, [1, 2, 6])]
 
 
 def config(*, scope: str = "worker_local", g1_blocks: int = 4, host_blocks: int = 2, g3_blocks: int = 8,
@@ -47,7 +37,7 @@ def config(*, scope: str = "worker_local", g1_blocks: int = 4, host_blocks: int 
           "read_bandwidth_gbps": 1.0, "write_bandwidth_gbps": 1.0}
     if shared_bandwidth is not None:
         g3["shared_read_bandwidth_gbps"] = g3["shared_write_bandwidth_gbps"] = shared_bandwidth
-    stop = f"\n  stop: {{max_virtual_time_seconds: {stop_s}}}" if stop_s is not None else ""
+    stop = f"  stop: {{max_virtual_time_seconds: {stop_s}}}\n" if stop_s is not None else ""
     return f"""
 engine:
   model: Qwen/Qwen3-8B
@@ -63,46 +53,25 @@ engine:
         capacity: {{type: fixed, blocks: {g1_blocks}}}
         host_offload: {{num_host_blocks: {host_blocks}, d2h_bandwidth_gbps: 1.0, h2d_bandwidth_gbps: 1.0}}
         g3_offload: {json.dumps(g3)}
-traffic:
-  source: {{type: trace, paths: [trace.jsonl], block_size: {BS}}}
-  load: {{type: trace_timestamps}}{stop}
-"""
+{SCENARIO_TRAFFIC}{stop}"""
 
 
-class Run:
-    def __init__(self, replay):
-        self.replay = replay
-        self.records = [request_record(r) for r in sorted(replay.requests, key=lambda r: r.spec.index)]
-        sections = replay.tier_sections()
-        self.g3 = sections["g3_offload"]
-        self.g2 = sections["g2_domains"]
+class Run(ScenarioRun):
+    @property
+    def g3(self) -> dict:
+        return self.sections["g3_offload"]
 
-    def admissions(self, index: int) -> list[tuple]:
-        """(at ms, pool, g1 tokens, host tokens) of every admission of request `index`."""
-        return [(a["at_ms"], a["pool"], a["g1_reused_input_tokens"], a["host_reused_input_tokens"])
-                for a in self.records[index]["admission_history"]]
-
-    def ttft(self, index: int) -> float:
-        return self.records[index]["ttft_ms"]
+    @property
+    def g2(self) -> list[dict]:
+        return self.sections["g2_domains"]
 
     def store(self, worker: int = 0):
         return self.replay.workers[worker].ranks[0].storage
 
 
 def replay(tmp_path: Path, rows: list[dict], **knobs) -> Run:
-    """Replay with macro steps and single-stepped; both must agree."""
-    (tmp_path / "trace.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = compile_bytes(config(**knobs).encode(), str(tmp_path / "g3.yaml"), ())
-    assert result.plan is not None, [str(d) for d in result.diagnostics]
-    plan = result.plan.to_dict()
-    runs = []
-    for single_step in (False, True):
-        run = build(plan, tmp_path, single_step=single_step)
-        run.run()
-        runs.append(Run(run))
-    fused, single = runs
-    assert fused.records == single.records and fused.g3 == single.g3 and fused.g2 == single.g2
-    return single
+    _, single, records = replay_both_ways(compile_scenario(tmp_path, rows, config(**knobs), "g3.yaml"), tmp_path)
+    return Run(single, records)
 
 
 # ---- "Blocks written to G2 are also written to G3 in the background." ---------------------------------
@@ -150,7 +119,7 @@ def test_g3_alone_never_makes_a_block_ready_on_the_gpu(tmp_path):
 
 # ---- "With cluster_shared, a block is stored once and any worker can read it ..." ----------------------
 
-TWO_WORKERS = [row(0, 8, [1, 2]), row(20, 12, [1, 2, 7])]  # round robin: A on worker 0, B on worker 1
+TWO_WORKERS = [row(0, 8, 1, [1, 2]), row(20, 12, 1, [1, 2, 7])]  # round robin: A on worker 0, B on worker 1
 
 
 @pytest.mark.parametrize("scope, admission, cross", [
@@ -170,7 +139,7 @@ def test_cluster_shared_store_serves_every_worker(tmp_path, scope, admission, cr
 def test_blocks_of_a_removed_worker_stay_readable(tmp_path):
     """Worker 1 writes A's blocks (X takes worker 0), then leaves at 15 ms; B on the remaining worker reads
     them at 30 ms: read 2 ms + load 2 ms."""
-    rows = [row(0, 4, [10]), row(0, 8, [1, 2]), row(30, 12, [1, 2, 7])]
+    rows = [row(0, 4, 1, [10]), row(0, 8, 1, [1, 2]), row(30, 12, 1, [1, 2, 7])]
     run = replay(tmp_path, rows, scope="cluster_shared", replicas=2, shared_bandwidth=0,
                  scaling="\n      scaling: [{at_seconds: 0.015, replicas: 1}]")
     assert run.records[1]["dp_rank"] == 1 and run.records[2]["dp_rank"] == 0
@@ -194,7 +163,7 @@ def test_blocks_being_written_are_not_evicted(tmp_path):
     """G3 holds 2 blocks and A's two are still being written when B's store lands (writes at 1 ms per block
     would end at 14 ms; B's G2 store lands at 12 ms too, but A's entries are WRITING): B's write finds no
     block it may evict and is dropped."""
-    rows = [row(0, 8, [1, 2]), row(0, 8, [3, 4])]
+    rows = [row(0, 8, 1, [1, 2]), row(0, 8, 1, [3, 4])]
     run = replay(tmp_path, rows, g1_blocks=8, host_blocks=4, g3_blocks=2)
     assert (run.g3["evictions"], run.g3["dropped_writes"], run.g3["write_blocks"]) == (0, 2, 2)
 
@@ -207,7 +176,7 @@ def test_blocks_being_written_are_not_evicted(tmp_path):
     ("cluster_shared", 1.0, 4.0, False),  # 1 GB/s for both: 0.5 each, 12 -> 16 ms, 2 ms late each
 ])
 def test_write_bandwidth_per_worker_or_shared(tmp_path, scope, shared, wait_ms, landed_by_15ms):
-    rows = [row(0, 8, [1, 2]), row(0, 8, [3, 4])]  # one per worker; both G2 stores land at 12 ms
+    rows = [row(0, 8, 1, [1, 2]), row(0, 8, 1, [3, 4])]  # one per worker; both G2 stores land at 12 ms
     run = replay(tmp_path, rows, scope=scope, replicas=2, shared_bandwidth=shared)
     assert run.g3["write_bandwidth_wait_ms"] == wait_ms
     cut = replay(tmp_path, rows, scope=scope, replicas=2, shared_bandwidth=shared, stop_s=0.015)
@@ -231,7 +200,8 @@ def test_restores_that_keep_evicting_each_other_are_bypassed(tmp_path):
     previous one brought (62 ms: 1, 2; then 3 evicts 2, 2 evicts 3, ...).  The first read moves 2 blocks
     (60 -> 62 ms), the next 1,023 one each (1 ms): after the 1,024th round, at 1,085 ms, D loads the one block
     G2 holds (1 ms) and recomputes the rest."""
-    rows = [row(0, 8, [1, 2]), row(20, 12, [1, 2, 3]), row(40, 17, [4, 5, 6, 7, 8]), row(60, 13, [1, 2, 3, 9])]
+    rows = [row(0, 8, 1, [1, 2]), row(20, 12, 1, [1, 2, 3]), row(40, 17, 1, [4, 5, 6, 7, 8]),
+            row(60, 13, 1, [1, 2, 3, 9])]
     run = replay(tmp_path, rows, g1_blocks=5)
     assert BYPASS_ROUNDS == 1024
     assert run.g3["bypassed_restores"] == 1

@@ -39,8 +39,9 @@ from kvreplay.runtime import macro as macro_module
 from kvreplay.runtime.metrics import request_record
 from kvreplay.runtime.replay import build
 
-from .support import (BS, MS, SCENARIO_TRAFFIC, ScenarioRun, compile_scenario, domain_summaries, predict_scenario,
-                      read_outputs, replay_both_ways, row, token_times)
+from .scenarios import (BS, MS, SCENARIO_TRAFFIC, ScenarioRun, compile_scenario, domain_summaries, predict_scenario,
+                        replay_both_ways, row, token_times)
+from .support import read_outputs
 
 QWEN3_8B_KV_PER_TOKEN = 36 * 8 * 128 * 2 * 2  # layers x KV heads x head_dim x (K, V) x bf16 = 147,456 B
 
