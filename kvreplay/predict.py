@@ -86,7 +86,7 @@ def run(args, config: str | None = None) -> int:
             if replay.stalled:
                 request.reason = "stalled: no event could let it progress"
     summary = metrics.summary(replay.requests, end_ns, plan["engine"].get("kv_eviction_policy", "lru"))
-    summary.update(replay.tier_sections())
+    summary.update(replay.summary_sections())
     prediction = {"summary": summary, "kvreplay_plan_version": plan["kvreplay_plan"]}
     ordered = sorted(replay.requests, key=lambda r: r.spec.index)
     capture = args.capture_per_request or plan["traffic"].get("replay", {}).get("record_per_request", False)

@@ -25,11 +25,13 @@ from .kv_events import KvEventLog
 from .offload import blocked
 from .peer_fetch import PeerFetch
 from .requests import Request, RequestSpec
+from .scaling import LEAVE, Draining
 from .scheduler import Rank, finish_pass, schedule
 from .timing import Timing
 from .traffic import Traffic
 
-PASS_END, HANDOFF_DONE, WAKE, ARRIVAL = 0, 3, 4, 5  # (TRANSFER_START = 1, TRANSFER_DONE = 2: copy_events.py)
+PASS_END, HANDOFF_DONE, WAKE, ARRIVAL = 0, 3, 4, 5  # (TRANSFER_START = 1, TRANSFER_DONE = 2: copy_events.py;
+# LEAVE = 6: scaling.py)
 
 
 @dataclass
@@ -43,6 +45,8 @@ class Worker:
     blocked: bool = False  # a scheduled pass waits for GPU->host copies of blocks it reuses
     # (joined, ready, left) of each period the worker is part of its role (scaled workers); left None = to the end
     periods: list = field(default_factory=lambda: [(0, 0, None)])
+    removed: list = field(default_factory=list)  # per period: when it was removed after leaving (see scaling.py)
+    scaled: bool = False  # its role has a scaling schedule
 
     def placeable(self, now: int, ready: bool) -> bool:
         return any(start <= now and (end is None or now < end) and (not ready or up <= now)
@@ -50,7 +54,7 @@ class Worker:
 
 
 @dataclass
-class Replay(CopyEvents):
+class Replay(CopyEvents, Draining):
     workers: list[Worker]
     traffic: Traffic
     block_size: int
@@ -70,6 +74,7 @@ class Replay(CopyEvents):
     initial: list | None = None  # the traffic's first arrivals, when building needed them already
     parked: list = field(default_factory=list)  # restores waiting for their G1 blocks' copies to land
     kvcr: PeerFetch | None = None
+    draining: list = field(default_factory=list)  # (worker, period) of workers that left and are not removed yet
 
     def capture_kv_events(self) -> KvEventLog:
         """Record Stored/Removed events; each event carries its own time, so passes run one at a time."""
@@ -99,8 +104,9 @@ class Replay(CopyEvents):
         """The distinct G2 pools, in rank order."""
         return list({id(r.host): r.host for r in self.ranks() if r.host is not None}.values())
 
-    def tier_sections(self) -> dict:
-        """The summary's sections for the tiers behind G1: `g2_domains`, `g3_offload`, `kvcr`."""
+    def summary_sections(self) -> dict:
+        """The summary's sections for the tiers behind G1 (`g2_domains`, `g3_offload`, `kvcr`) and, for scaled roles,
+        `workers`."""
         out = {}
         hosts = self.host_pools()
         if hosts:
@@ -110,6 +116,8 @@ class Replay(CopyEvents):
             out["g3_offload"] = storage_tier.section(stores)
         if self.kvcr is not None:
             out["kvcr"] = self.kvcr.section()
+        if any(worker.scaled for worker in self.workers):
+            out["workers"] = self.workers_section()
         return out
 
     # ------------------------------------------------------------------ arrivals
@@ -261,6 +269,7 @@ class Replay(CopyEvents):
                     self._start_pass(worker, now)
 
     def _loop(self) -> None:
+        self._schedule_leaves()
         for worker in self.workers:
             for _, ready, _ in worker.periods:
                 if ready:
@@ -287,11 +296,15 @@ class Replay(CopyEvents):
                     handoff.landed(payload.decode_rank, payload, now)
                 elif kind == WAKE:
                     pass  # the worker is ready: the sweep below starts it if it has work
+                elif kind == LEAVE:
+                    self._leave(*payload)
                 else:
                     self._arrive(payload, now)
             self._start_idle_workers(now)
             if self.kvcr is not None and self.kvcr.asked:
                 self._start_pulls(now)
+            if self.draining:
+                self._remove_drained(now)
             if self.on_progress is not None:
                 self.on_progress(self)
         if self.stopped_at is None and any(rank.busy for rank in self.ranks()):

@@ -15,6 +15,7 @@ from .handoff import DESTINATION_FIRST_BACKENDS, Handoff
 from .host_tier import PROFILES, HostPool
 from .mooncake import read_trace
 from .peer_fetch import PeerFetch
+from .scaling import periods, replica_steps
 from .scheduler import Rank
 from .storage_tier import StoragePool
 from .timing.factory import make_timing
@@ -111,26 +112,6 @@ def _role_workers(plan: dict, role_name: str, first_worker: int, first_rank: int
     return workers
 
 
-def replica_steps(role: dict) -> list[tuple[int, int]]:
-    """(from ns, replicas) of a role: parallelism.replicas, then its `scaling` steps."""
-    return [(0, role["parallelism"]["replicas"])] + \
-        [(int(round(step["at_seconds"] * 1e9)), step["replicas"]) for step in role.get("scaling", ())]
-
-
-def periods(role: dict, position: int, delay_ns: int) -> list[tuple[int, int, int | None]]:
-    """(joined, ready, left) of each period in which worker `position` of the role is part of it."""
-    out, joined = [], None
-    for at, replicas in replica_steps(role):
-        if replicas > position and joined is None:
-            joined = at
-        elif replicas <= position and joined is not None:
-            out.append((joined, joined + delay_ns, at))
-            joined = None
-    if joined is not None:
-        out.append((joined, joined + delay_ns, None))
-    return out or [(0, 0, 0)]
-
-
 def _handoff(plan: dict) -> Handoff:
     engine = plan["engine"]
     transfer = engine.get("kv_transfer", {})
@@ -158,6 +139,7 @@ def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> 
         delay = _ms_to_ns(delays.get(name, 0.0))
         for position, worker in enumerate(members):
             worker.periods = periods(role, position, delay)
+            worker.scaled = bool(role.get("scaling"))
     handoff = _handoff(plan) if "prefill" in roles else None
     if handoff is not None:
         for worker in workers:

@@ -64,13 +64,13 @@ def replay_both_ways(plan: dict, directory: Path, *, kv_events: bool = False) ->
     single.run()
     records = [request_record(r) for r in single.requests]
     assert [request_record(r) for r in fused.requests] == records, "macro steps changed the records"
-    assert fused.tier_sections() == single.tier_sections(), "macro steps changed the tier counters"
+    assert fused.summary_sections() == single.summary_sections(), "macro steps changed the tier counters"
     return fused, single, records
 
 
 def domain_summaries(replay: Replay) -> list[dict]:
     """What prediction.json reports as `summary.g2_domains`."""
-    return replay.tier_sections().get("g2_domains", [])
+    return replay.summary_sections().get("g2_domains", [])
 
 
 def token_times(request: Request) -> list[float]:
@@ -93,7 +93,7 @@ class ScenarioRun:
     @property
     def sections(self) -> dict:
         """The summary's tier sections (`g2_domains`, `g3_offload`, `kvcr`)."""
-        return self.replay.tier_sections()
+        return self.replay.summary_sections()
 
     def admissions(self, index: int) -> list[tuple]:
         """(at ms, pool, g1 tokens, host tokens) of every admission of request `index`."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 import orjson
 
 from kvreplay.cli import main
-from kvreplay.runtime.replay import periods
+from kvreplay.runtime.scaling import periods
 
 from .support import EXAMPLES
 
@@ -37,6 +37,13 @@ def test_added_workers_take_requests_and_removed_ones_drain(tmp_path, capsys):
     # work placed on workers 1 and 2 before 60 s still completes after they are removed (they drain)
     late = [r for r in records if r["dp_rank"] in (1, 2)]
     assert max(r["terminal_time_ms"] for r in late) > 60_000 or max(r["arrival_time_ms"] for r in late) < 60_000
+    # ... and each is removed when its last request ends, after its period
+    workers = orjson.loads((out / "prediction.json").read_bytes())["summary"]["workers"]
+    assert [w["periods"][0]["left_ms"] for w in workers] == [None, 60_000.0, 60_000.0]
+    for w in workers[1:]:
+        last = max(r["terminal_time_ms"] for r in records if r["dp_rank"] == w["worker"])
+        assert w["periods"][0]["removed_ms"] == last > 60_000
+    assert workers[0]["periods"][0]["removed_ms"] is None  # never left
 
 
 def test_a_replayspec_schedule_with_startup_delay(tmp_path, capsys):
