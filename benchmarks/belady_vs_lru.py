@@ -16,7 +16,9 @@ from kvreplay.compiler.pipeline import compile_bytes
 from kvreplay.runtime.metrics import summary
 from kvreplay.runtime.replay import build
 
-from _trace_config import TRACES, mooncake_trace_config
+from _traces import TRACES
+
+from kvreplay.examples.trace_config import mooncake_trace_config
 
 SIZES = (2000, 8000, 32000)
 

@@ -18,7 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from _trace_config import TRACES, mooncake_trace_config
+from _traces import TRACES
+
+from kvreplay.examples.trace_config import mooncake_trace_config
 
 TRACE = TRACES / "conversation_trace.jsonl"
 

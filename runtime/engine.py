@@ -121,26 +121,28 @@ class Replay(CopyEvents, Draining):
         return out
 
     # ------------------------------------------------------------------ arrivals
-    def _place(self, role: str, now: int, pinned: int | None = None) -> Rank:
-        """Round robin over the role's workers first, then over each worker's DP ranks (or a pinned rank).
+    def _place(self, role: str, now: int, rank: int | None = None, worker: int | None = None) -> Rank:
+        """Round robin over the role's workers, then over each worker's DP ranks; a request may pin its worker
+        (if that worker is part of the role now) and its DP rank within the worker.
 
         Only workers that are part of the role now take requests, ready ones first (scaled workers)."""
         members = [w for w in self.workers if w.ranks[0].role == role]
-        workers = [w for w in members if w.placeable(now, True)] or [w for w in members if w.placeable(now, False)] \
-            or members
-        if pinned is not None:
-            ranks = [rank for worker in workers for rank in worker.ranks]
-            return ranks[pinned % len(ranks)]
-        count = self.placed.get(role, 0)
-        worker = workers[count % len(workers)]
-        self.placed[role] = count + 1
-        return worker.ranks[(count // len(workers)) % len(worker.ranks)]
+        if worker is not None and worker < len(members) and members[worker].placeable(now, False):
+            chosen, turn = members[worker], 0
+        else:
+            workers = [w for w in members if w.placeable(now, True)] or \
+                [w for w in members if w.placeable(now, False)] or members
+            count = self.placed.get(role, 0)
+            self.placed[role] = count + 1
+            chosen, turn = workers[count % len(workers)], count // len(workers)
+        return chosen.ranks[(rank if rank is not None else turn) % len(chosen.ranks)]
 
     def _arrive(self, spec: RequestSpec, now: int) -> None:
         disaggregated = self.handoff is not None
         first = "decode" if disaggregated and self.handoff.destination_first else \
             "prefill" if disaggregated else "aggregated"
-        rank = self._place(first, now, spec.prefill_dp_rank if first == "prefill" else spec.dp_rank)
+        rank = self._place(first, now, *((spec.prefill_dp_rank, spec.prefill_worker_idx) if first == "prefill" else
+                                         (spec.dp_rank, spec.worker_idx)))
         request = Request(spec, now, rank.index, rank.block_size)
         self.requests.append(request)
         if self.kv_log is not None:
@@ -165,7 +167,7 @@ class Replay(CopyEvents, Draining):
             self._join(request.decode_rank, request)  # skipped while the KV travels
             self._start_handoff_transfer(request, now)
             return
-        rank = self._place("decode", now, request.spec.dp_rank)
+        rank = self._place("decode", now, request.spec.dp_rank, request.spec.worker_idx)
         handoff.move_to(request, rank, request.spec.output_len)
         request.decode_rank, request.handoff = rank, "pending"
         self._join(rank, request)

@@ -40,6 +40,8 @@ class RequestSpec:
     name: str | None = None  # the ReplaySpec request id
     dp_rank: int | None = None  # placement pinned by a ReplaySpec (the decode rank in P/D)
     prefill_dp_rank: int | None = None
+    worker_idx: int | None = None  # the worker a ReplaySpec pins it to (the decode worker in P/D)
+    prefill_worker_idx: int | None = None
     kv_hints: tuple = ()  # ((rank, worker_idx | None, cached_tokens), ...): peers a router says hold its prefix
     _keys: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 

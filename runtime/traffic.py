@@ -129,6 +129,7 @@ class Traffic:
         return RequestSpec(index, item["input_tokens"], item["output_tokens"], content, arrival_ns=arrival_ns,
                            session_id=item.get("session_id"), turn_index=item.get("turn_index"),
                            name=item["id"], dp_rank=item.get("dp_rank"), prefill_dp_rank=item.get("prefill_dp_rank"),
+                           worker_idx=item.get("worker_idx"), prefill_worker_idx=item.get("prefill_worker_idx"),
                            kv_hints=tuple((h["rank"], h.get("worker_idx"), h.get("cached_tokens", 0))
                                           for h in item.get("kv_hints", ())))
 

@@ -53,15 +53,18 @@ def predict_scenario(directory: Path, rows: list[dict], config: str, name: str, 
     return out
 
 
-def replay_both_ways(plan: dict, directory: Path, *, kv_events: bool = False) -> tuple[Replay, Replay, list[dict]]:
+def replay_both_ways(plan: dict, directory: Path, *, kv_events: bool = False,
+                     prepare=None) -> tuple[Replay, Replay, list[dict]]:
     """Replay with macro steps, then single-stepped (capturing KV events if `kv_events`); both must give the same
     per-request records and tier counters.  Returns (macro-stepped, single-stepped, records)."""
     fused = build(plan, directory)
-    fused.run()
     single = build(plan, directory, single_step=True)
     if kv_events:
         single.capture_kv_events()
-    single.run()
+    for replay in (fused, single):
+        if prepare is not None:  # a test may set up state no traffic reaches
+            prepare(replay)
+        replay.run()
     records = [request_record(r) for r in single.requests]
     assert [request_record(r) for r in fused.requests] == records, "macro steps changed the records"
     assert fused.summary_sections() == single.summary_sections(), "macro steps changed the tier counters"

@@ -44,23 +44,3 @@ def shared_trace(name: str) -> Path:
         pytest.fail(f"missing real trace {path}: the tests expect the shared/ directory (with traces/) beside the "
                     f"repository root {ROOT}", pytrace=False)
     return path
-
-
-def mooncake_trace_config(trace: Path, *, block_size: int, g1_blocks: int, host_blocks: int = 0) -> str:
-    """Predict config replaying a Mooncake trace at its timestamps on one aggregated worker: fixed timing
-    (prefill 50 ms, decode 10 ms), a fixed G1 of `g1_blocks` blocks of `block_size` tokens and, if
-    `host_blocks`, host offload (G2) of that many blocks."""
-    host = f"        host_offload: {{num_host_blocks: {host_blocks}}}\n" if host_blocks else ""
-    return f"""engine:
-  model: Qwen/Qwen3-8B
-  hardware: h200_sxm
-  workers:
-    aggregated:
-      timing: {{type: fixed, prefill_ms: 50.0, decode_ms: 10.0}}
-      kv_cache:
-        block_size: {block_size}
-        capacity: {{type: fixed, blocks: {g1_blocks}}}
-{host}traffic:
-  source: {{type: trace, paths: ["{trace.as_posix()}"], format: mooncake, block_size: 512}}
-  load: {{type: trace_timestamps}}
-"""

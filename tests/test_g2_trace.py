@@ -5,9 +5,10 @@ import orjson
 import pytest
 
 from kvreplay.cli import main
+from kvreplay.examples.trace_config import mooncake_trace_config
 
 from .golden import golden_extension
-from .support import ROOT, mooncake_trace_config, read_outputs, shared_trace
+from .support import ROOT, read_outputs, shared_trace
 
 
 def run(tmp_path, name: str, host_blocks: int) -> tuple[dict, list[dict]]:

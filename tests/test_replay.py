@@ -25,9 +25,10 @@ import pytest
 
 from kvreplay.cli import main
 from kvreplay.compiler.pipeline import compile_file
+from kvreplay.examples.trace_config import mooncake_trace_config
 
 from .golden import golden_extension
-from .support import EXAMPLES, ROOT, mooncake_trace_config, output_bytes, read_outputs, shared_trace
+from .support import EXAMPLES, ROOT, output_bytes, read_outputs, shared_trace
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
 

@@ -130,6 +130,27 @@ def _dp_ranks(spec: Spec) -> Iterator[str]:
                 yield f"/requests/{i}/{name}"
 
 
+def _worker_indexes(spec: Spec) -> Iterator[str]:
+    if not _replay(spec):
+        return
+    if spec.get("/engine/mode") == "disaggregated":
+        fields = (("worker_idx", "decode"), ("prefill_worker_idx", "prefill"))
+    else:
+        fields = (("worker_idx", "aggregated"),)
+    limits = [(name, _most_workers(spec, role)) for name, role in fields]
+    for i, request in enumerate(_lowered_requests(spec)):
+        for name, limit in limits:
+            worker = request.get(name)
+            if worker is not None and worker >= limit:
+                yield f"/requests/{i}/{name}"
+
+
+def _most_workers(spec: Spec, role: str) -> int:
+    """The role's largest worker count: its replicas, or a scaling step's."""
+    steps = spec.get(role_pointer(role, "scaling")) or ()
+    return max([spec.get(role_pointer(role, "parallelism", "replicas"), 1)] + [step["replicas"] for step in steps])
+
+
 def _belady(spec: Spec) -> bool:
     return _replay(spec) and spec.get("/engine/kv_eviction_policy") == "belady"
 
@@ -170,6 +191,9 @@ RULES = (
     Rule("REPLAYSPEC-DP-RANK", SECTION, "a request's DP rank must be less than its role's "
          "`parallelism.attention_data` (`dp_rank`: the aggregated or decode role; `prefill_dp_rank`: the prefill role)",
          "use a rank from 0 to attention_data - 1, or raise `attention_data`", _dp_ranks),
+    Rule("REPLAYSPEC-WORKER-IDX", SECTION, "a request's worker index must be less than its role's largest worker "
+         "count (`worker_idx`: the aggregated or decode role; `prefill_worker_idx`: the prefill role)",
+         "use a worker from 0 to the role's workers - 1, or add workers", _worker_indexes),
     Rule("BELADY-OPEN-LOOP", BELADY, "Belady eviction needs an open-loop trace (no `max_in_flight`)",
          "remove `max_in_flight`", _belady_closed_loop),
     Rule("BELADY-TOKEN-IDS", BELADY, "Belady eviction needs `input_token_ids` on every request (it looks ahead at "
