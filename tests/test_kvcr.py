@@ -15,6 +15,7 @@ G2 -> G1 (22 -> 24 ms) and prefills (24 -> 34 ms): TTFT 14 ms instead of 10 + th
 """
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import orjson
@@ -337,3 +338,60 @@ def test_kv_aware_placement_pulls_and_lowers_ttft_on_a_real_trace(tmp_path, snap
     assert kvcr["mean_ttft_ms"] < 0.8 * g2["mean_ttft_ms"]
     assert kvcr["first_admission_prefix_cache_reused_ratio"] > g2["first_admission_prefix_cache_reused_ratio"] + 0.05
     assert kvcr == snapshot.use_extension(golden_extension("replays"))(name="synthetic-trace-kv-aware-kvcr.summary")
+
+
+# ---- "a pull from another DP rank of the same worker starts when the worker's current pass ends" ---------------
+
+def test_a_pull_between_dp_ranks_of_one_worker_waits_for_the_workers_pass(tmp_path):
+    """One worker, attention_data 2 (ranks 0 and 1 step together).  r0 [1, 2] on DP rank 1; rs (3 output tokens)
+    on DP rank 1 prefills 15 -> 25 ms and decodes 25 -> 26 -> 27.  r1 arrives on DP rank 0 at 20 ms and is looked
+    up when the worker's pass ends, at 25 ms, as the next pass starts: the pull starts when that pass ends (26),
+    lands at 28 (the worker is idle from 27), and r1 loads 28 -> 30 ms."""
+    r0 = request("r0", 0.0, prompt(1, 2), rank=0) | {"dp_rank": 1}
+    rs = request("rs", 15.0, prompt(7, 8), rank=0, out=3) | {"dp_rank": 1}
+    ask = r1(hints=[{"rank": 1}], rank=0) | {"dp_rank": 0}
+    doc = spec([r0, rs, ask], workers=1)
+    doc["engine"]["workers"]["aggregated"]["parallelism"]["attention_data"] = 2
+    run = replay(tmp_path, doc)
+    assert [r["dp_rank"] for r in run.records] == [1, 1, 0]
+    assert run.kvcr["source_wait_ms"] == 1.0 and run.kvcr["blocks"] == 2
+    assert run.admissions(2) == [(30.0, "g2.worker0.dp0", 0, 8)]
+
+
+# ---- "KVCR supports ... pulls between the prefill ranks of P/D" ------------------------------------------------
+
+def test_pulls_between_the_prefill_ranks_of_pd(tmp_path):
+    """Two prefill workers and one decode worker; r1's prefill on worker 1 pulls r0's prefix from worker 0."""
+    doc = spec([R0 | {"prefill_worker_idx": 0}, r1() | {"prefill_worker_idx": 1}])
+    for item in doc["requests"]:
+        del item["worker_idx"]
+    kv = doc["engine"]["workers"].pop("aggregated")
+    doc["engine"]["workers"] = {"prefill": kv, "decode": {**copy.deepcopy(kv), "kv_cache": {
+        "block_size": BS, "bytes_per_token": 250_000, "capacity": {"type": "fixed", "blocks": 16}}}}
+    doc["topology"] = {"kind": "disaggregated", "prefill": {"initial_workers": 2}, "decode": {"initial_workers": 1}}
+    run = replay(tmp_path, doc)
+    assert run.records[1]["prefill_worker_idx"] == 1
+    assert run.kvcr["pulls"] == {"success": 1, "partial": 0} and run.kvcr["loaded_blocks"] == 2
+    assert run.admissions(1)[0] == (24.0, "g2.prefill.worker1.dp0", 0, 8)
+
+
+# ---- "a draining worker is removed only after every pull from or into it has landed and been taken" ----------
+
+def test_a_draining_source_is_removed_once_its_pull_is_taken(tmp_path):
+    """Worker 1 leaves at 21 ms (schedule: one worker from then on) while r1 on worker 0 pulls from it at
+    0.1 GB/s (20 -> 40 ms): it is removed at 40 ms, when the pull is taken, not at 21 ms."""
+    r0 = request("r0", 0.0, prompt(1, 2), rank=1)
+    ask = r1(hints=[{"rank": 1}], rank=0)
+    run = replay(tmp_path, spec([r0, ask], bandwidth=0.1, schedule=[{"at_ms": 21.0, "workers": 1}]))
+    assert run.kvcr["blocks"] == 2
+    (period,) = run.sections["workers"][1]["periods"]
+    assert (period["left_ms"], period["removed_ms"]) == (21.0, 40.0)
+
+
+def test_a_hint_naming_a_removed_worker_is_ignored(tmp_path):
+    """Worker 1 left at 15 ms and, idle, was removed then: r1's hint at 20 ms names nothing that exists."""
+    r0 = request("r0", 0.0, prompt(1, 2), rank=1)
+    ask = r1(hints=[{"rank": 1}], rank=0)
+    run = replay(tmp_path, spec([r0, ask], schedule=[{"at_ms": 15.0, "workers": 1}]))
+    assert run.kvcr["blocks"] == 0 and run.admissions(1) == [(20.0, "worker0.dp0", 0, 0)]
+    assert run.sections["workers"][1]["periods"][0]["removed_ms"] == 15.0
