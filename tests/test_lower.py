@@ -14,6 +14,9 @@ CASES = {
     "disaggregated-kimi-state": ["traffic.stop.requests=8"],  # P/D with state caches
     "mooncake-trace": ["engine.workers.aggregated.kv_cache.capacity.blocks=700"],  # trace with preemptions
     "g1-default-capacity": ["traffic.stop.requests=40"],  # poisson, roofline timing, two replicas
+    "g3-storage": ["traffic.stop.sessions=8"],  # G3 shared by four workers
+    "kvcr-kv-aware-trace": [],  # KVCR hints from the KV-aware router
+    "scaled-workers": ["traffic.stop.requests=60"],  # workers added and removed
 }
 
 
