@@ -23,6 +23,28 @@ SCENARIO_TRAFFIC = f"""traffic:
 """
 
 
+def aggregated_config(tiers: dict, *, g1_blocks: int = 4, bytes_per_token: int | str = 250_000, parallelism: str = "",
+                      role_extra: str = "", budget: int = 64, max_sequences: int = 4, traffic_extra: str = "") -> str:
+    """One aggregated role on Qwen3-8B / H200 with fixed timing (a pass with prefill 10 ms, decode only 1 ms), a
+    fixed G1 of `g1_blocks` blocks of BS tokens, and `tiers` (`host_offload`, `g3_offload`, ...: mappings) in its
+    kv_cache; `role_extra` and `traffic_extra` are YAML lines added to the role and to the traffic."""
+    tier_lines = "".join(f"        {name}: {json.dumps(value)}\n" for name, value in tiers.items())
+    return f"""
+engine:
+  model: Qwen/Qwen3-8B
+  hardware: h200_sxm
+  workers:
+    aggregated:
+      parallelism: {{{parallelism}}}{role_extra}
+      timing: {{type: fixed, prefill_ms: 10, decode_ms: 1}}
+      scheduler: {{max_batched_tokens: {budget}, max_sequences: {max_sequences}}}
+      kv_cache:
+        block_size: {BS}
+        bytes_per_token: {bytes_per_token}
+        capacity: {{type: fixed, blocks: {g1_blocks}}}
+{tier_lines}{SCENARIO_TRAFFIC}{traffic_extra}"""
+
+
 def row(t: float, prompt: int, output: int, ids: list[int]) -> dict:
     """One Mooncake row: arrives at `t` ms, `prompt` tokens whose blocks are `ids` (one id per 4 tokens)."""
     assert len(ids) == -(-prompt // BS)

@@ -22,7 +22,6 @@ for connector rows whose triggering state the full engine cannot reach (see thei
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +40,8 @@ from kvreplay.runtime.requests import Content, Request, RequestSpec
 from kvreplay.runtime.scheduler import Rank, finish_pass, preempt, schedule
 from kvreplay.runtime.timing.fixed import fixed_timing
 
-from .scenarios import (BS, MS, SCENARIO_TRAFFIC, ScenarioRun, compile_scenario, domain_summaries, predict_scenario,
-                        replay_both_ways, row, token_times)
+from .scenarios import (BS, MS, SCENARIO_TRAFFIC, ScenarioRun, aggregated_config, compile_scenario, domain_summaries,
+                        predict_scenario, replay_both_ways, row, token_times)
 from .support import EXAMPLES, read_outputs
 
 BLOCK = 1_000_000  # bytes of one G1/G2 block: BS x 250,000
@@ -64,21 +63,8 @@ def config_text(*, connector: str = V24, g1_blocks: int = 4, host_blocks: int = 
         host["scope"] = scope
     if shared_bandwidth is not None:
         host["shared_d2h_bandwidth_gbps"] = host["shared_h2d_bandwidth_gbps"] = shared_bandwidth
-    return f"""
-engine:
-  model: Qwen/Qwen3-8B
-  hardware: h200_sxm
-  workers:
-    aggregated:
-      parallelism: {{{parallelism}}}
-      timing: {{type: fixed, prefill_ms: 10, decode_ms: 1}}
-      scheduler: {{max_batched_tokens: {budget}, max_sequences: {max_sequences}}}
-      kv_cache:
-        block_size: {BS}
-        bytes_per_token: {bytes_per_token}
-        capacity: {{type: fixed, blocks: {g1_blocks}}}
-        host_offload: {json.dumps(host)}
-{SCENARIO_TRAFFIC}"""
+    return aggregated_config({"host_offload": host}, g1_blocks=g1_blocks, bytes_per_token=bytes_per_token,
+                             parallelism=parallelism, budget=budget, max_sequences=max_sequences)
 
 
 def compile_plan(tmp_path: Path, rows: list[dict], **knobs) -> dict:

@@ -15,7 +15,6 @@ C [1, 2, 6] at 40 ms: block 1 is still in G1, block 2 is in neither G1 nor G2 bu
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from kvreplay.runtime.bandwidth import fair_rates
 from kvreplay.runtime.jobs import BYPASS_ROUNDS
 from kvreplay.runtime.storage_tier import READY, WRITING
 
-from .scenarios import BS, SCENARIO_TRAFFIC, ScenarioRun, compile_scenario, replay_both_ways, row
+from .scenarios import ScenarioRun, aggregated_config, compile_scenario, replay_both_ways, row
 
 BLOCK = 1_000_000
 BACK = [row(0, 8, 1, [1, 2]), row(20, 12, 1, [3, 4, 5]), row(40, 9, 1, [1, 2, 6])]
@@ -37,23 +36,10 @@ def config(*, scope: str = "worker_local", g1_blocks: int = 4, host_blocks: int 
           "read_bandwidth_gbps": 1.0, "write_bandwidth_gbps": 1.0}
     if shared_bandwidth is not None:
         g3["shared_read_bandwidth_gbps"] = g3["shared_write_bandwidth_gbps"] = shared_bandwidth
+    host = {"num_host_blocks": host_blocks, "d2h_bandwidth_gbps": 1.0, "h2d_bandwidth_gbps": 1.0}
     stop = f"  stop: {{max_virtual_time_seconds: {stop_s}}}\n" if stop_s is not None else ""
-    return f"""
-engine:
-  model: Qwen/Qwen3-8B
-  hardware: h200_sxm
-  workers:
-    aggregated:
-      parallelism: {{replicas: {replicas}}}{scaling}
-      timing: {{type: fixed, prefill_ms: 10, decode_ms: 1}}
-      scheduler: {{max_batched_tokens: 64, max_sequences: 4}}
-      kv_cache:
-        block_size: {BS}
-        bytes_per_token: 250000
-        capacity: {{type: fixed, blocks: {g1_blocks}}}
-        host_offload: {{num_host_blocks: {host_blocks}, d2h_bandwidth_gbps: 1.0, h2d_bandwidth_gbps: 1.0}}
-        g3_offload: {json.dumps(g3)}
-{SCENARIO_TRAFFIC}{stop}"""
+    return aggregated_config({"host_offload": host, "g3_offload": g3}, g1_blocks=g1_blocks,
+                             parallelism=f"replicas: {replicas}", role_extra=scaling, traffic_extra=stop)
 
 
 class Run(ScenarioRun):

@@ -115,34 +115,23 @@ def _lowered_requests(spec: Spec):
     return spec.get(LOWERED_REQUESTS) or () if _replay(spec) else ()
 
 
-def _dp_ranks(spec: Spec) -> Iterator[str]:
-    if not _replay(spec):
-        return
-    if spec.get("/engine/mode") == "disaggregated":
-        fields = (("dp_rank", "decode"), ("prefill_dp_rank", "prefill"))
-    else:
-        fields = (("dp_rank", "aggregated"),)
-    limits = [(name, par(spec, role, "attention_data")) for name, role in fields]
-    for i, request in enumerate(_lowered_requests(spec)):
-        for name, limit in limits:
-            rank = request.get(name)
-            if rank is not None and rank >= limit:
-                yield f"/requests/{i}/{name}"
-
-
-def _worker_indexes(spec: Spec) -> Iterator[str]:
-    if not _replay(spec):
-        return
-    if spec.get("/engine/mode") == "disaggregated":
-        fields = (("worker_idx", "decode"), ("prefill_worker_idx", "prefill"))
-    else:
-        fields = (("worker_idx", "aggregated"),)
-    limits = [(name, _most_workers(spec, role)) for name, role in fields]
-    for i, request in enumerate(_lowered_requests(spec)):
-        for name, limit in limits:
-            worker = request.get(name)
-            if worker is not None and worker >= limit:
-                yield f"/requests/{i}/{name}"
+def _pinned_beyond(field: str, prefill_field: str, limit):
+    """Blame each request whose pinned `field` (the aggregated or decode role; `prefill_field`: the prefill role)
+    is not below `limit(spec, role)`."""
+    def check(spec: Spec) -> Iterator[str]:
+        if not _replay(spec):
+            return
+        if spec.get("/engine/mode") == "disaggregated":
+            fields = ((field, "decode"), (prefill_field, "prefill"))
+        else:
+            fields = ((field, "aggregated"),)
+        limits = [(name, limit(spec, role)) for name, role in fields]
+        for i, request in enumerate(_lowered_requests(spec)):
+            for name, most in limits:
+                value = request.get(name)
+                if value is not None and value >= most:
+                    yield f"/requests/{i}/{name}"
+    return check
 
 
 def _most_workers(spec: Spec, role: str) -> int:
@@ -190,10 +179,12 @@ RULES = (
          "give the number of workers once, as `initial_workers`", _initial_workers, stage=FRONTEND),
     Rule("REPLAYSPEC-DP-RANK", SECTION, "a request's DP rank must be less than its role's "
          "`parallelism.attention_data` (`dp_rank`: the aggregated or decode role; `prefill_dp_rank`: the prefill role)",
-         "use a rank from 0 to attention_data - 1, or raise `attention_data`", _dp_ranks),
+         "use a rank from 0 to attention_data - 1, or raise `attention_data`",
+         _pinned_beyond("dp_rank", "prefill_dp_rank", lambda spec, role: par(spec, role, "attention_data"))),
     Rule("REPLAYSPEC-WORKER-IDX", SECTION, "a request's worker index must be less than its role's largest worker "
          "count (`worker_idx`: the aggregated or decode role; `prefill_worker_idx`: the prefill role)",
-         "use a worker from 0 to the role's workers - 1, or add workers", _worker_indexes),
+         "use a worker from 0 to the role's workers - 1, or add workers",
+         _pinned_beyond("worker_idx", "prefill_worker_idx", _most_workers)),
     Rule("BELADY-OPEN-LOOP", BELADY, "Belady eviction needs an open-loop trace (no `max_in_flight`)",
          "remove `max_in_flight`", _belady_closed_loop),
     Rule("BELADY-TOKEN-IDS", BELADY, "Belady eviction needs `input_token_ids` on every request (it looks ahead at "
