@@ -33,7 +33,7 @@ class CopyEvents:
             for job in rank.jobs:
                 if job.kind == "to_prefill":  # destination-first: reserved on the decode rank, now prefill
                     spec = job.request.spec
-                    prefill = self._place("prefill", now, spec.prefill_dp_rank, spec.prefill_worker_idx)
+                    prefill = self.router.place("prefill", now, spec.prefill_dp_rank, spec.prefill_worker_idx)
                     handoff.move_to(job.request, prefill, 1)
                     job.request.prefill_rank, job.request.handoff = prefill, None
                     prefill.waiting.append(job.request)

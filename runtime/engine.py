@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 
 from sortedcontainers import SortedList
 
-from . import handoff, macro, peer_fetch, storage_tier
+from . import handoff, macro, storage_tier
 from .copy_events import TRANSFER_DONE, TRANSFER_START, CopyEvents
 from .handoff import Handoff
 from .kv_events import KvEventLog
 from .offload import blocked
 from .peer_fetch import PeerFetch
+from .placement import Router
 from .requests import Request, RequestSpec
 from .scaling import LEAVE, Draining
 from .scheduler import Rank, finish_pass, schedule
@@ -65,7 +66,7 @@ class Replay(CopyEvents, Draining):
     queue: SortedList = field(default_factory=SortedList)
     seq: int = 0
     now: int = 0
-    placed: dict = field(default_factory=dict)  # role -> requests placed so far
+    router: Router | None = None  # placement and KVCR hints (built from the workers when not given)
     stopped_at: int | None = None
     on_progress: object = None
     kv_log: KvEventLog | None = None  # set by `capture_kv_events`
@@ -75,6 +76,10 @@ class Replay(CopyEvents, Draining):
     parked: list = field(default_factory=list)  # restores waiting for their G1 blocks' copies to land
     kvcr: PeerFetch | None = None
     draining: list = field(default_factory=list)  # (worker, period) of workers that left and are not removed yet
+
+    def __post_init__(self) -> None:
+        if self.router is None:
+            self.router = Router(self.workers)
 
     def capture_kv_events(self) -> KvEventLog:
         """Record Stored/Removed events; each event carries its own time, so passes run one at a time."""
@@ -121,34 +126,18 @@ class Replay(CopyEvents, Draining):
         return out
 
     # ------------------------------------------------------------------ arrivals
-    def _place(self, role: str, now: int, rank: int | None = None, worker: int | None = None) -> Rank:
-        """Round robin over the role's workers, then over each worker's DP ranks; a request may pin its worker
-        (if that worker is part of the role now) and its DP rank within the worker.
-
-        Only workers that are part of the role now take requests, ready ones first (scaled workers)."""
-        members = [w for w in self.workers if w.ranks[0].role == role]
-        if worker is not None and worker < len(members) and members[worker].placeable(now, False):
-            chosen, turn = members[worker], 0
-        else:
-            workers = [w for w in members if w.placeable(now, True)] or \
-                [w for w in members if w.placeable(now, False)] or members
-            count = self.placed.get(role, 0)
-            self.placed[role] = count + 1
-            chosen, turn = workers[count % len(workers)], count // len(workers)
-        return chosen.ranks[(rank if rank is not None else turn) % len(chosen.ranks)]
-
     def _arrive(self, spec: RequestSpec, now: int) -> None:
         disaggregated = self.handoff is not None
         first = "decode" if disaggregated and self.handoff.destination_first else \
             "prefill" if disaggregated else "aggregated"
-        rank = self._place(first, now, *((spec.prefill_dp_rank, spec.prefill_worker_idx) if first == "prefill" else
+        rank = self.router.place(first, now, *((spec.prefill_dp_rank, spec.prefill_worker_idx) if first == "prefill" else
                                          (spec.dp_rank, spec.worker_idx)))
         request = Request(spec, now, rank.index, rank.block_size)
         self.requests.append(request)
         if self.kv_log is not None:
             self.kv_log.learn(request)
         if rank.kvcr is not None:
-            request.hint = peer_fetch.choose_hint(self, rank, request, now)
+            request.hint = self.router.hint(rank, request, now, self.kvcr.busy_workers)
         reason = self._never_fits(rank, spec)
         if reason:
             request.status, request.reason, request.terminal_ns = "rejected", reason, now
@@ -167,7 +156,7 @@ class Replay(CopyEvents, Draining):
             self._join(request.decode_rank, request)  # skipped while the KV travels
             self._start_handoff_transfer(request, now)
             return
-        rank = self._place("decode", now, request.spec.dp_rank, request.spec.worker_idx)
+        rank = self.router.place("decode", now, request.spec.dp_rank, request.spec.worker_idx)
         handoff.move_to(request, rank, request.spec.output_len)
         request.decode_rank, request.handoff = rank, "pending"
         self._join(rank, request)

@@ -1,9 +1,7 @@
 """KVCR peer fetch: a rank pulls the part of a hinted prompt it lacks from another rank's private G2.
 
-- Hints: a ReplaySpec request's `kv_hints` (the one with most cached tokens
-  first), or with `placement: kv_aware` the peer whose G2 holds the longest
-  prompt prefix.  A hint naming the receiving rank, another role or a removed
-  worker is ignored.
+- Hints come from the router (placement.py): the request's `hint` names the
+  source rank.
 - Lookup (after G1 and the rank's own G2): the blocks in neither are looked up
   in the source's G2 in prompt order, stopping at the first one it lacks.  The
   rank reserves G2 slots for them in one reservation, which may not evict a
@@ -50,7 +48,6 @@ class PeerFetch:
     latency_ns: int
     bandwidth: float  # GB/s per source rank, 0 = unlimited
     block_bytes: int  # what one pulled block moves: G2 block bytes x tensor
-    placement: str = "round_robin"
     links: dict = field(default_factory=dict)  # source rank index -> Link
     asked: list = field(default_factory=list)  # pulls asked for at this instant, not started yet
     landed: dict = field(default_factory=dict)  # rank index -> pulls landed during its worker's pass
@@ -79,50 +76,6 @@ class PeerFetch:
         if self.bypassed:
             out["bypassed"] = self.bypassed
         return out
-
-
-# ---------------------------------------------------------------------------------------------- hints
-
-def choose_hint(replay, rank, request: Request, now: int):
-    """The rank `request` may pull from, or None."""
-    fetch = rank.kvcr
-    peers = [r for r in replay.ranks() if r.role == rank.role and r is not rank and _reachable(replay, r, now)]
-    if request.spec.kv_hints:
-        for rank_index, worker_index, _ in sorted(request.spec.kv_hints, key=lambda h: -h[2]):
-            source = _named(replay, rank.role, rank_index, worker_index)
-            if source in peers:
-                return source
-        return None
-    if fetch.placement != "kv_aware":
-        return None
-    keys = request.keys[:(request.spec.prompt_len - 1) // rank.block_size]
-    best, most = None, 0
-    for peer in peers:  # the longest prefix held in a peer's G2; ties go to the lowest rank
-        ready, held = peer.host.ready, 0
-        for key in keys:
-            if not ready(key):
-                break
-            held += 1
-        if held > most:
-            best, most = peer, held
-    return best
-
-
-def _named(replay, role: str, rank_index: int, worker_index: int | None):
-    """A hint's rank: the `rank_index`-th DP rank of the role, or of its `worker_index`-th worker."""
-    workers = [w for w in replay.workers if w.ranks[0].role == role]
-    if worker_index is not None:
-        ranks = workers[worker_index].ranks if worker_index < len(workers) else []
-    else:
-        ranks = [r for w in workers for r in w.ranks]
-    return ranks[rank_index] if rank_index < len(ranks) else None
-
-
-def _reachable(replay, rank, now: int) -> bool:
-    """Its worker is part of the role now, or still draining (work or pulls left)."""
-    worker = replay.workers[rank.worker]
-    return worker.placeable(now, False) or any(r.busy for r in worker.ranks) or \
-        rank.kvcr.busy_workers.get(worker.index, 0) > 0
 
 
 # ---------------------------------------------------------------------------------------------- lookups

@@ -15,6 +15,7 @@ from .handoff import DESTINATION_FIRST_BACKENDS, Handoff
 from .host_tier import PROFILES, HostPool
 from .mooncake import read_trace
 from .peer_fetch import PeerFetch
+from .placement import Router
 from .scaling import periods, replica_steps
 from .scheduler import Rank
 from .storage_tier import StoragePool
@@ -148,8 +149,9 @@ def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> 
     traffic = Traffic(plan["traffic"], _trace_rows(plan["traffic"], base_dir))
     context = engine.get("context_length")
     block_size = workers[0].ranks[0].block_size
+    router = Router(workers, engine.get("placement", "round_robin"))
     replay = Replay(workers, traffic, block_size, context if isinstance(context, int) else None,
-                    single_step=single_step, handoff=handoff)
+                    single_step=single_step, handoff=handoff, router=router)
     for name, role in roles.items():
         if "kvcr" in role["kv_cache"]:
             attach_peer_fetch(replay, plan, name)
@@ -163,8 +165,7 @@ def attach_peer_fetch(replay: Replay, plan: dict, role_name: str) -> None:
     role = plan["engine"]["workers"][role_name]
     kvcr = role["kv_cache"]["kvcr"]
     block_bytes = plan["geometry"][role_name]["g2_block_bytes"] * role["parallelism"]["tensor"]
-    replay.kvcr = PeerFetch(_ms_to_ns(kvcr["latency_to_first_byte_ms"]), kvcr["bandwidth_gbps"], block_bytes,
-                            plan["engine"].get("placement", "round_robin"))
+    replay.kvcr = PeerFetch(_ms_to_ns(kvcr["latency_to_first_byte_ms"]), kvcr["bandwidth_gbps"], block_bytes)
     for rank in replay.ranks():
         if rank.role == role_name:
             rank.kvcr = replay.kvcr

@@ -1,0 +1,78 @@
+"""The router: which rank takes an arriving request, and which peer a KVCR hint names.
+
+Placement goes round robin over the role's workers that are part of it now
+(ready ones first, see scaling.py), then over each worker's DP ranks; a
+ReplaySpec request may pin its worker (`worker_idx`, if that worker is part of
+the role now) and its DP rank within the worker (`dp_rank`).
+
+Hints: a ReplaySpec request's `kv_hints` (the one with most cached tokens
+first), or with `placement: kv_aware` the peer whose G2 holds the longest
+prefix of the prompt (ties: the lowest rank).  A hint naming the receiving
+rank, another role, or a worker that is gone (left and drained) is ignored.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .requests import Request
+
+
+@dataclass
+class Router:
+    workers: list
+    policy: str = "round_robin"  # or "kv_aware"
+    placed: dict = field(default_factory=dict)  # role -> requests placed round robin so far
+
+    def members(self, role: str) -> list:
+        return [w for w in self.workers if w.ranks[0].role == role]
+
+    def place(self, role: str, now: int, rank: int | None = None, worker: int | None = None):
+        members = self.members(role)
+        if worker is not None and worker < len(members) and members[worker].placeable(now, False):
+            chosen, turn = members[worker], 0
+        else:
+            workers = [w for w in members if w.placeable(now, True)] or \
+                [w for w in members if w.placeable(now, False)] or members
+            count = self.placed.get(role, 0)
+            self.placed[role] = count + 1
+            chosen, turn = workers[count % len(workers)], count // len(workers)
+        return chosen.ranks[(rank if rank is not None else turn) % len(chosen.ranks)]
+
+    def hint(self, rank, request: Request, now: int, pulls_in_flight: dict):
+        """The rank `request`, placed on `rank`, may pull its prefix from (None: no hint)."""
+        peers = [peer for worker in self.members(rank.role) if self._exists(worker, now, pulls_in_flight)
+                 for peer in worker.ranks if peer is not rank]
+        if request.spec.kv_hints:
+            for rank_index, worker_index, _ in sorted(request.spec.kv_hints, key=lambda h: -h[2]):
+                source = self._named(rank.role, rank_index, worker_index)
+                if source in peers:
+                    return source
+            return None
+        if self.policy != "kv_aware":
+            return None
+        keys = request.keys[:(request.spec.prompt_len - 1) // rank.block_size]
+        best, most = None, 0
+        for peer in peers:
+            ready, held = peer.host.ready, 0
+            for key in keys:
+                if not ready(key):
+                    break
+                held += 1
+            if held > most:
+                best, most = peer, held
+        return best
+
+    def _named(self, role: str, rank_index: int, worker_index: int | None):
+        """A hint's rank: the `rank_index`-th DP rank of the role, or of its `worker_index`-th worker."""
+        workers = self.members(role)
+        if worker_index is not None:
+            ranks = workers[worker_index].ranks if worker_index < len(workers) else []
+        else:
+            ranks = [r for w in workers for r in w.ranks]
+        return ranks[rank_index] if rank_index < len(ranks) else None
+
+    @staticmethod
+    def _exists(worker, now: int, pulls_in_flight: dict) -> bool:
+        """Part of its role now, or still draining (work or pulls left)."""
+        return worker.placeable(now, False) or any(r.busy for r in worker.ranks) or \
+            pulls_in_flight.get(worker.index, 0) > 0
