@@ -28,6 +28,7 @@ from .placement import Router
 from .requests import Request, RequestSpec
 from .scaling import LEAVE, Draining
 from .scheduler import Rank, finish_pass, schedule
+from .fit import never_fits
 from .timing import Timing
 from .traffic import Traffic
 
@@ -172,18 +173,9 @@ class Replay(CopyEvents, Draining):
         self.push(now + self.handoff.transfer_ns(request.transfer_tokens), HANDOFF_DONE, request)
 
     def _never_fits(self, rank: Rank, spec: RequestSpec) -> str:
-        total = spec.prompt_len + spec.output_len
-        if self.context_limit is not None and total > self.context_limit:
-            return f"prompt plus output ({total} tokens) exceeds context_length {self.context_limit}"
-        if self.handoff is None:
-            return _fit_problem(rank, spec.prompt_len, total)
-        # P/D: the prefill rank holds the prompt and its first token, the decode rank the whole sequence
-        prefill, decode = (self._first_of("prefill"), self._first_of("decode"))
-        return _fit_problem(prefill, spec.prompt_len, spec.prompt_len + 1) or \
-            _fit_problem(decode, spec.prompt_len, total)
-
-    def _first_of(self, role: str) -> Rank:
-        return next(r for r in self.ranks() if r.role == role)
+        ranks = (rank,) if self.handoff is None else \
+            tuple(self.router.members(role)[0].ranks[0] for role in ("prefill", "decode"))  # P/D: each role's first
+        return never_fits(spec, ranks, self.context_limit)
 
     def _ended(self, request: Request, now: int, completed: bool) -> None:
         for spec in self.traffic.after(request.spec, now, completed):
@@ -302,17 +294,3 @@ class Replay(CopyEvents, Draining):
             # no event can change anything any more, yet requests wait: report it, never loop
             self.stalled = sum(len(rank.waiting) + len(rank.running) for rank in self.ranks())
 
-
-def _fit_problem(rank: Rank, prompt: int, total: int) -> str:
-    """Why a request of `total` tokens (`prompt` of them known up front) can never run on this rank, or ""."""
-    prompt_blocks = rank.blocks_for(prompt) + rank.state_blocks
-    if prompt_blocks > rank.pool.capacity:
-        return f"the prompt needs {prompt_blocks} G1 blocks but {rank.name} holds {rank.pool.capacity}"
-    needed = rank.blocks_for(total) + rank.state_blocks
-    if needed > rank.pool.capacity:
-        return f"prompt plus output need {needed} G1 blocks but {rank.name} holds {rank.pool.capacity}"
-    if not rank.chunked and total - 1 > rank.max_batched:
-        # without chunking a prefill (or the recompute after a preemption) must fit one pass
-        return (f"prompt plus output ({total} tokens) exceed max_batched_tokens {rank.max_batched} with "
-                "chunked prefill disabled")
-    return ""
