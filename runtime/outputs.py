@@ -64,6 +64,16 @@ def write(directory: Path, prediction: dict, line_files: dict[str, list[dict] | 
     return targets
 
 
+# rows shown only when the run has the section they read
+TIER_ROWS = (("g2_domains", "G2 blocks (stored / restored)",
+              lambda s: f"{sum(d['stores'] for d in s):,} / {sum(d['restores'] for d in s):,}"),
+             ("g3_offload", "G3 blocks (written / read)", lambda s: f"{s['write_blocks']:,} / {s['read_blocks']:,}"),
+             ("kvcr", "KVCR pulls (blocks, loaded)",
+              lambda s: f"{sum(s['pulls'].values()):,} ({s['blocks']:,}, {s['loaded_blocks']:,})"))
+
+
 def table(summary: dict) -> str:
-    width = max(len(label) for label, _ in SUMMARY_ROWS)
-    return "".join(f"{label:<{width}}  {show(summary)}\n" for label, show in SUMMARY_ROWS)
+    rows = [(label, show(summary)) for label, show in SUMMARY_ROWS]
+    rows += [(label, show(summary[key])) for key, label, show in TIER_ROWS if key in summary]
+    width = max(len(label) for label, _ in rows)
+    return "".join(f"{label:<{width}}  {value}\n" for label, value in rows)

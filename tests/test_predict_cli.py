@@ -121,6 +121,7 @@ def test_table_format_prints_a_summary(config, tmp_path, capsys):
     assert rows["TPOT mean"] == "2.00 ms"
     assert rows["preemptions"] == "0" and rows["rejected"] == "0"
     assert "prefix reuse (all / first admission)" in rows
+    assert not any(label.startswith(("G2", "G3", "KVCR")) for label in rows)  # tier rows only with their tier
     assert not (tmp_path / "out" / "requests.jsonl").exists()  # only with --capture-per-request
     with pytest.raises(json.JSONDecodeError):
         json.loads(out)
@@ -225,3 +226,18 @@ def test_example_trace_paths_are_relative_to_the_config_not_the_cwd(tmp_path, ca
     assert code == 0, err
     assert json.loads(out)["summary"]["num_requests"] > 0
     assert (tmp_path / "out" / "prediction.json").exists()
+
+
+def test_table_shows_a_row_per_tier_the_run_has(tmp_path, capsys):
+    """The G3 example (four workers, shared store) prints its G2 and G3 block counts, as prediction.json has them."""
+    code, out, err = run(capsys, "-c", EXAMPLES / "g3-storage.yaml", "--output-dir", tmp_path / "out",
+                         "--set", "traffic.stop.sessions=8")
+    assert code == 0, err
+    rows = {label.strip(): value.strip() for label, value in (line.split("  ", 1) for line in out.splitlines())}
+    summary = json.loads((tmp_path / "out" / "prediction.json").read_bytes())["summary"]
+    g2 = summary["g2_domains"]
+    assert rows["G2 blocks (stored / restored)"] == \
+        f"{sum(d['stores'] for d in g2):,} / {sum(d['restores'] for d in g2):,}"
+    g3 = summary["g3_offload"]
+    assert rows["G3 blocks (written / read)"] == f"{g3['write_blocks']:,} / {g3['read_blocks']:,}" != "0 / 0"
+    assert "KVCR pulls (blocks, loaded)" not in rows
