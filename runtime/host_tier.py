@@ -181,12 +181,9 @@ class HostPool:
             if owner is None or owner.covered:
                 owner = self._owners[id(keys)] = _Token(keys, True, [])
             part = keys[:upto]
-            claim = dict.fromkeys(part, owner.ghost)
-            if len(claim) < upto:
-                owner.plain = False
-            else:
-                self._claim(part, owner, claim)
+            if len(part) == upto and self._claim(part, owner, True):
                 return self._place(owner, upto)
+            owner.plain = False
         elif owner.plain and upto > owner.covered and len(set(keys[:upto])) < upto:
             owner.plain = False
         if not owner.plain:  # a key listed twice takes the place of its first occurrence
@@ -220,20 +217,35 @@ class HostPool:
         owner = self._owners.get(id(keys))
         return owner is not None and owner.keys is keys and owner.plain and owner.covered >= upto
 
-    def _claim(self, keys: list, token: _Token, claim: dict | None = None) -> None:
-        """Claim distinct `keys` for `token` (`claim`: dict.fromkeys(keys, token.ghost), if at hand); owners
-        that claimed some learn which."""
+    def _claim(self, keys: list, token: _Token, check_distinct: bool = False) -> bool:
+        """Claim `keys` for owner `token`: held ones go to it, the others get its ghost; owners that claimed
+        some learn which.  `keys` must be distinct, unless `check_distinct` (`token`'s ghost claims nothing
+        yet): then a list naming a key twice is left unclaimed and False returned."""
         slot = self._slot
-        if claim is None:
-            claim = dict.fromkeys(keys, token.ghost)
-        known = slot.keys() & claim.keys()  # the keys held or claimed before (the others are claimed, not held)
-        if known:
-            known = list(known)
-            olds = list(map(slot.__getitem__, known))
-            held = list(map(is_, map(type, olds), repeat(_Token)))
-            claim.update(dict.fromkeys(compress(known, held), token))
-            _notify(olds, known, token)
-        slot.update(claim)
+        ghost = token.ghost
+        before = len(slot)
+        # one probe per key: the keys nobody held or claimed are claimed by this call already
+        olds = list(map(slot.setdefault, keys, repeat(ghost)))
+        if len(slot) - before == len(olds):
+            return True
+        added = len(slot) - before
+        found = list(map(is_not, olds, repeat(ghost)))  # held or claimed by others or by `token` itself
+        known, olds = list(compress(keys, found)), list(compress(olds, found))
+        # (with `check_distinct`, a key returning the ghost but not added to `_slot` is a repeat)
+        if check_distinct and (len(keys) - len(known) > added or len(set(known)) < len(known)):
+            for key in keys:  # undo the claims this call made
+                if slot.get(key) is ghost:
+                    del slot[key]
+            return False
+        taken, lost = [], []
+        for key, old in zip(known, olds):
+            if old is not token:
+                slot[key] = token if type(old) is _Token else ghost
+                taken.append(key)
+                lost.append(old)
+        if taken:
+            _notify(lost, taken, token)
+        return True
 
     def _push(self, run: _Run) -> None:
         runs = self._runs
