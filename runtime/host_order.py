@@ -255,23 +255,30 @@ class RunOrder:
             # claims on keys not held are dropped, and keys another run placed since are put back
             token.partial = True
             claims = list(map(pop, chunk, repeat(None)))
-            # (restores read and pins hold keys that are held: one of those in the chunk is out of `_slot` now)
-            if claims.count(token) == len(chunk) and storing.isdisjoint(chunk) and not (busy and (
-                    not all(map(slot.__contains__, loading)) or not all(map(slot.__contains__, pinned)))):
-                victims += chunk
-            else:
+            held = chunk
+            if claims.count(token) < len(chunk):
+                # typically a shared prefix that a later request claimed since: its keys go back as they were
                 ghost = token.ghost
-                for key, claim in zip(chunk, claims):
-                    if claim is token:
-                        if key in storing or key in loading or key in pinned:
-                            slot[key] = kept_token
-                            kept.append(key)
-                            if token.stolen is not None:
-                                token.stolen.append(key)
-                        else:
-                            victims.append(key)
-                    elif claim is not None and claim is not ghost:
-                        slot[key] = claim
+                if claims.count(ghost) or claims.count(None):
+                    back = [(key, claim) for key, claim in zip(chunk, claims)
+                            if claim is not token and claim is not ghost and claim is not None]
+                else:
+                    back = compress(zip(chunk, claims), map(is_not, claims, repeat(token)))
+                slot.update(back)
+                held = list(compress(chunk, map(is_, claims, repeat(token))))
+            # (restores read and pins hold keys that are held: one of those among `held` is out of `_slot` now)
+            if storing.isdisjoint(held) and not (busy and (
+                    not all(map(slot.__contains__, loading)) or not all(map(slot.__contains__, pinned)))):
+                victims += held
+            else:
+                for key in held:
+                    if key in storing or key in loading or key in pinned:
+                        slot[key] = kept_token
+                        kept.append(key)
+                        if token.stolen is not None:
+                            token.stolen.append(key)
+                    else:
+                        victims.append(key)
             if done:  # its current run is over, and its claims with it: the token is dead
                 runs.popleft()
                 token.stolen = None
