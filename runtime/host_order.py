@@ -8,11 +8,10 @@ every count stay with `host_tier.HostPool`.
 
 Contents and order live in one map, `_slot`: for a held key, the token of the
 run placing it; for a key an owner claims but nobody holds, that owner's ghost.
-The order is `_front` (held keys an eviction scan passed but could not evict,
-in order), then the runs of `_runs`, oldest first, each key in the run of its
-token (its occurrences in other runs are stale).  So a refresh moves a whole
-run at once, and one whose owner lost nothing since costs O(1) however long
-the prompt.
+The order is `_front` (held keys an eviction scan passed but could not evict),
+then the runs of `_runs`, oldest first, each key in the run of its token (its
+occurrences in other runs are stale).  So a refresh moves a whole run at once,
+and one whose owner lost nothing since costs O(1) however long the prompt.
 """
 from __future__ import annotations
 
@@ -68,6 +67,8 @@ _COMPACT_FLOOR = 1 << 12
 
 
 class RunOrder:
+    """Held keys and their eviction order (see the module docstring)."""
+
     __slots__ = ("_slot", "_front", "_runs", "_compact_at", "_owners", "_kept")
 
     def __init__(self):
@@ -134,17 +135,16 @@ class RunOrder:
         """Claim `keys` for owner `token`: held ones go to it, the others get its ghost; owners that claimed
         some learn which.  `keys` must be distinct, unless `check_distinct` (`token`'s ghost claims nothing
         yet): then a list naming a key twice is left unclaimed and False returned."""
-        slot = self._slot
-        ghost = token.ghost
+        slot, ghost = self._slot, token.ghost
         before = len(slot)
-        # one probe per key (the cost here is memory latency): the keys nobody held or claimed are claimed now
+        # one probe per key (memory latency is the cost here): keys nobody held or claimed are claimed already
         olds = list(map(slot.setdefault, keys, repeat(ghost)))
-        if len(slot) - before == len(olds):
-            return True
         added = len(slot) - before
-        found = list(map(is_not, olds, repeat(ghost)))  # held or claimed by others or by `token` itself
+        if added == len(olds):
+            return True
+        found = list(map(is_not, olds, repeat(ghost)))  # held, or claimed by another owner (or by `token`)
         known, olds = list(compress(keys, found)), list(compress(olds, found))
-        # (with `check_distinct`, a key returning the ghost but not added to `_slot` is a repeat)
+        # (when checking, a key that returned the ghost without being added is a repeat)
         if check_distinct and (len(keys) - len(known) > added or len(set(known)) < len(known)):
             for key in keys:  # undo the claims this call made
                 if slot.get(key) is ghost:
@@ -296,10 +296,3 @@ def _notify(olds: list, keys: list, token: _Token) -> None:
         owner = other.token if type(other) is _Ghost else other
         if owner.stolen is not None and owner.keys is not None:
             owner.stolen.extend(compress(keys, map(is_, olds, repeat(other))))
-
-
-def last_occurrences(keys: list) -> list:
-    """`keys` in the order that moving each to the end in turn leaves them."""
-    if len(set(keys)) == len(keys):
-        return keys
-    return list(dict.fromkeys(reversed(keys)))[::-1]

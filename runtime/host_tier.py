@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import filterfalse
 
-from .host_order import RunOrder, last_occurrences
+from .host_order import RunOrder
 from .transfers import Link
 
 READY, STORING = 0, 1
@@ -226,3 +226,10 @@ class HostPool:
                 "d2h_bytes": self.d2h.bytes_moved, "h2d_bytes": self.h2d.bytes_moved,
                 "d2h_bandwidth_wait_ms": self.d2h.waited_ns / 1e6,
                 "h2d_bandwidth_wait_ms": self.h2d.waited_ns / 1e6, "connector": self.profile.name}
+
+
+def last_occurrences(keys: list) -> list:
+    """`keys` in the order that moving each to the end in turn leaves them."""
+    if len(set(keys)) == len(keys):
+        return keys
+    return list(dict.fromkeys(reversed(keys)))[::-1]
