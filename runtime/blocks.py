@@ -73,12 +73,14 @@ def trace_keys(hash_ids: list[int], tokens: int, trace_block: int, block_size: i
 
     Trace ids are prefix-chained, so the id of the trace block holding an engine block's last token, plus
     the engine block's offset from that trace block's start, identifies the engine block's whole prefix.
+    When the trace block holds whole engine blocks, block j of id h is h * (T // bs) + j: numbered densely,
+    because dicts and sets index by the low bits of an int key, and spaced-out keys would collide there.
     """
     span = 2 * trace_block
     full = tokens // block_size
     if trace_block % block_size == 0:  # the common case, as one comprehension
-        offsets = range(trace_block, 2 * trace_block, block_size)
-        return [base + offset for base in [h * span for h in hash_ids] for offset in offsets][:full]
+        per = trace_block // block_size
+        return [base + j for base in [h * per for h in hash_ids] for j in range(per)][:full]
     keys = []
     for start in range(0, full * block_size, block_size):
         last = (start + block_size - 1) // trace_block

@@ -97,7 +97,7 @@ class BlockPool:
             self.evictions += len(evicted)
             if self.events is not None and evicted:
                 self.events.append(("Removed", evicted))
-            if self.copying:
+            if self.copying and not self.copying.isdisjoint(taken):  # (rarely: no set built otherwise)
                 self.awaited |= self.copying.intersection(taken)
             out.extend(taken)
         return out

@@ -1,9 +1,10 @@
 """G2: a host-memory block pool that follows one of vLLM's CPU-offload connectors.
 
 A `HostPool` holds copies of full G1 blocks by key, in eviction order (first =
-evicted next).  An entry is `storing` while its GPU->host copy is in flight
-and `ready` after; it may be being loaded (host->GPU) by requests, or pinned.
-Only ready, unloaded, unpinned entries can be evicted.  What the connector
+evicted next; `host_order.RunOrder` keeps that order).  An entry is `storing`
+while its GPU->host copy is in flight and `ready` after; it may be being
+loaded (host->GPU) by requests, or pinned.  Only ready, unloaded, unpinned
+entries can be evicted.  What the connector
 stores, how lookups treat in-flight copies and how eviction ranks entries
 differ per connector: `ConnectorProfile` records those choices as data, and
 the few behaviours that are not a plain flag live in the functions below.
@@ -14,11 +15,10 @@ with per-rank and pool bandwidth limits.
 """
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
-from itertools import compress, filterfalse, repeat
-from operator import is_, is_not
+from itertools import filterfalse
 
+from .host_order import RunOrder
 from .transfers import Link
 
 READY, STORING = 0, 1
@@ -61,52 +61,6 @@ PROFILES = {
 }
 
 
-class _Token:
-    """Who placed a held key in the eviction order: `_slot[key] is` the token of the run holding it.
-
-    An owner token stands for one key list on this pool: each refresh of keys[:covered] re-appends one run
-    `keys[covered-1], ..., keys[0]` (first key newest).  It claims every key of that range: a held one maps
-    to the token, one not held to the token's `ghost` (a key stored later is placed by a later run anyway,
-    but the owner must hear of it).  Stores, pins and loads append explicit lists of held keys, each with a
-    token of its own.  `stolen` lists keys of an owner's range claimed elsewhere since its last refresh, so
-    that the next one claims back just those (after an eviction scan of its run dropped claims, `partial`,
-    it claims the whole range again).  A run's scan drops the claims it passes and puts back those of keys
-    other runs placed since, so a finished run leaves nothing behind."""
-
-    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial", "ghost")
-
-    def __init__(self, keys=None, plain: bool = True, stolen: list | None = None):
-        self.keys = keys
-        self.covered = 0
-        self.stolen = stolen
-        self.gen = 0
-        self.plain = plain
-        self.partial = False
-        self.ghost = _Ghost(self)
-
-
-class _Ghost:
-    """A claim on a key that is not held (see `_Token`)."""
-
-    __slots__ = ("token",)
-
-    def __init__(self, token: _Token):
-        self.token = token
-
-
-class _Run:
-    """One run of the eviction order: `token`'s keys from index `pos`, downward for an owner's refresh or
-    upward for an explicit list; dead once its owner has refreshed again (`gen` moved on)."""
-
-    __slots__ = ("token", "gen", "keys", "pos", "down")
-
-    def __init__(self, token: _Token, gen: int, keys: list, pos: int, down: bool):
-        self.token, self.gen, self.keys, self.pos, self.down = token, gen, keys, pos, down
-
-
-_COMPACT_FLOOR = 1 << 12
-
-
 @dataclass
 class HostPool:
     name: str
@@ -128,37 +82,26 @@ class HostPool:
     events: list | None = None  # (kind, keys) for KV events, when captured
     last_reserve_short: bool = False  # the last `reserve` ran out of room
     version: int = 0  # bumped by every change of contents, states or order (lets a repeated lookup be skipped)
-    # Contents and eviction order (first = evicted next) in one map, kept lazily: `_slot[key]` is the token
-    # of the run placing a held key, or the ghost of an owner claiming a key not held.  The order is `_front`
-    # (held keys an eviction scan passed but could not evict, in order), then the runs of `_runs`, oldest
-    # first, each key in the run of its token (its occurrences in other runs are stale).  So a refresh moves
-    # a whole run at once, and one whose owner lost nothing since costs O(1) however long the prompt.
-    _slot: dict = field(default_factory=dict)
-    _front: list = field(default_factory=list)
-    _runs: deque = field(default_factory=deque)
-    _compact_at: int = _COMPACT_FLOOR  # drop superseded runs when `_runs` grows past this
-    _owners: dict = field(default_factory=dict)  # id(key list) -> its owner token
-    _kept: _Token = field(default_factory=_Token)  # the token of `_front`
+    order: RunOrder = field(default_factory=RunOrder)  # which keys are held, and their eviction order
 
     # ------------------------------------------------------------------ contents
     def holds(self, key) -> bool:
-        return type(self._slot.get(key)) is _Token
+        return self.order.holds(key)
 
     @property
     def entries(self) -> dict:
         """key -> READY | STORING of every held key (a snapshot)."""
         storing = self.storing
-        return {key: STORING if key in storing else READY for key, claim in self._slot.items()
-                if type(claim) is _Token}
+        return {key: STORING if key in storing else READY for key in self.order.held()}
 
     # ------------------------------------------------------------------ lookups
     def lookup(self, keys: list, start: int, limit: int) -> tuple[int, bool]:
         """(consecutive usable hits from `start`, deferred?) under this connector's rules."""
-        get, storing, loading, profile = self._slot.get, self.storing, self.loading, self.profile
+        holds, storing, loading, profile = self.order.holds, self.storing, self.loading, self.profile
         hits = 0
         for index in range(start, limit):
             key = keys[index]
-            if type(get(key)) is not _Token:
+            if not holds(key):
                 break
             if key in storing:
                 if profile.in_flight_store_hit == "defer":
@@ -174,83 +117,12 @@ class HostPool:
         self.version += 1
         if upto is None:
             upto = len(keys)
-        if upto <= 0:
-            return
-        owner = self._owners.get(id(keys))
-        if owner is None or upto < owner.covered or not owner.covered:
-            # a new owner (a shorter refresh gets one too: the old run keeps the rest), or one a reserve made
-            if owner is None or owner.covered:
-                owner = self._owners[id(keys)] = _Token(keys, True, [])
-            part = keys[:upto]
-            claim = dict.fromkeys(part, owner.ghost)
-            if len(claim) < upto:
-                owner.plain = False
-            else:
-                self._claim(part, owner, claim)
-                return self._place(owner, upto)
-        elif owner.plain and upto > owner.covered and len(set(keys[:upto])) < upto:
-            owner.plain = False
-        if not owner.plain:  # a key listed twice takes the place of its first occurrence
-            order = list(dict.fromkeys(keys[:upto]))
-            order.reverse()
-            self._append(list(filter(self.holds, order)))
-            return
-        stolen = owner.stolen
-        if owner.partial:  # its run's scan dropped claims: claim the whole range again
-            owner.stolen, owner.partial = [], False
-            self._claim(keys[:upto], owner)
-        else:
-            if stolen:  # claim back what other runs took
-                owner.stolen = []
-                self._claim(list(dict.fromkeys(stolen)), owner)
-            if upto > owner.covered:
-                self._claim(keys[owner.covered:upto], owner)
-            elif not stolen and self._runs:  # nothing lost or new: a no-op if its run is the newest, untouched
-                last = self._runs[-1]
-                if last.token is owner and last.gen == owner.gen and last.pos == upto - 1:
-                    return
-        self._place(owner, upto)
-
-    def _place(self, owner: _Token, upto: int) -> None:
-        owner.covered = upto
-        owner.gen += 1
-        self._push(_Run(owner, owner.gen, owner.keys, upto - 1, True))
+        if upto > 0:
+            self.order.refresh(keys, upto)
 
     def known_distinct(self, keys: list, upto: int) -> bool:
         """Is keys[:upto] known to list no key twice (a refresh of it found so)?"""
-        owner = self._owners.get(id(keys))
-        return owner is not None and owner.keys is keys and owner.plain and owner.covered >= upto
-
-    def _claim(self, keys: list, token: _Token, claim: dict | None = None) -> None:
-        """Claim distinct `keys` for `token` (`claim`: dict.fromkeys(keys, token.ghost), if at hand); owners
-        that claimed some learn which."""
-        slot = self._slot
-        if claim is None:
-            claim = dict.fromkeys(keys, token.ghost)
-        known = slot.keys() & claim.keys()  # the keys held or claimed before (the others are claimed, not held)
-        if known:
-            known = list(known)
-            olds = list(map(slot.__getitem__, known))
-            held = list(map(is_, map(type, olds), repeat(_Token)))
-            claim.update(dict.fromkeys(compress(known, held), token))
-            _notify(olds, known, token)
-        slot.update(claim)
-
-    def _push(self, run: _Run) -> None:
-        runs = self._runs
-        runs.append(run)
-        if len(runs) > self._compact_at:  # (a pool that rarely evicts would keep every superseded run)
-            self._runs = runs = deque(run for run in runs if run.gen == run.token.gen)
-            self._compact_at = max(2 * len(runs), _COMPACT_FLOOR)
-
-    def _append(self, keys: list) -> None:
-        """Move held, distinct `keys` to the end of the eviction order, in this order."""
-        if keys:
-            token = _Token()
-            slot = self._slot
-            _notify(list(map(slot.__getitem__, keys)), keys, token)
-            slot.update(dict.fromkeys(keys, token))
-            self._push(_Run(token, 0, keys, 0, False))
+        return self.order.known_distinct(keys, upto)
 
     # ------------------------------------------------------------------ stores
     def reserve(self, keys: list, place: bool = True, distinct: bool = False, refresh: tuple | None = None,
@@ -263,14 +135,7 @@ class HostPool:
         `count_dropped=False`: what finds no room is not a dropped store (a G3 read takes what fits)."""
         if not distinct:
             keys = list(dict.fromkeys(keys))
-        slot = self._slot
-        token = _Token() if place else self._owner(*refresh)
-        olds = list(map(slot.get, keys))
-        if olds.count(token.ghost) == len(olds):  # all claimed by the refreshing owner, none held (the usual)
-            new = keys
-        else:
-            fresh = list(map(is_not, map(type, olds), repeat(_Token)))
-            new, olds = list(compress(keys, fresh)), list(compress(olds, fresh))
+        token, new, olds = self.order.unheld(keys, place, refresh)
         self.last_reserve_short = False
         room = self.capacity - self.resident
         if len(new) > room:
@@ -283,90 +148,15 @@ class HostPool:
                     self.dropped_stores += len(new) - room
                 new, olds = new[:keep], olds[:keep]
         if new:
-            if olds.count(token.ghost) < len(olds):
-                _notify(olds, new, token)  # (claims the scan dropped meanwhile only make an owner claim more)
-            placed = dict.fromkeys(new, token)
-            slot.update(placed)
-            self.storing.update(placed)  # (from a dict: its hashes are reused)
+            self.order.hold(token, new, olds, place)
+            self.storing.update(new)
             self.resident += len(new)
-            if place:
-                self._push(_Run(token, 0, new, 0, False))
         self.version += 1
         return new
 
-    def _owner(self, keys: list, upto: int) -> _Token:
-        """The owner the coming refresh of keys[:upto] uses (made now if need be, with nothing claimed)."""
-        owner = self._owners.get(id(keys))
-        if owner is None or upto < owner.covered:
-            owner = self._owners[id(keys)] = _Token(keys, len(set(keys[:upto])) == upto, [])
-        return owner
-
     def _evict(self, wanted: int) -> int:
         """Evict up to `wanted` ready blocks that no restore reads and no lookup pins, oldest first."""
-        slot, storing, loading, pinned = self._slot, self.storing, self.loading, self.pinned
-        pop = slot.pop
-        busy = loading or pinned
-        victims = []
-        kept_token = self._kept
-        front, kept = self._front, []
-        for index, key in enumerate(front):
-            if len(victims) >= wanted:
-                kept.extend(front[index:])
-                break
-            if slot.get(key) is not kept_token:
-                continue  # moved since
-            if key in storing or key in loading or key in pinned:
-                kept.append(key)
-            else:
-                del slot[key]
-                victims.append(key)
-        runs, owners = self._runs, self._owners
-        while len(victims) < wanted and runs:
-            run = runs[0]
-            token = run.token
-            if run.gen != token.gen:
-                runs.popleft()
-                continue
-            keys, pos = run.keys, run.pos
-            need = wanted - len(victims)  # a chunk of `need` keys cannot hold more victims than wanted
-            if run.down:
-                low = pos - need + 1 if pos >= need else 0
-                chunk = keys[low:pos + 1]
-                chunk.reverse()
-                run.pos = low - 1
-                done = not low
-            else:
-                high = pos + need
-                chunk = keys[pos:high]
-                run.pos = high
-                done = high >= len(keys)
-            # take the chunk's claims out: the keys this run holds go (or stay, in front, if they cannot), its
-            # claims on keys not held are dropped, and keys another run placed since are put back
-            token.partial = True
-            claims = list(map(pop, chunk, repeat(None)))
-            # (restores read and pins hold keys that are held: one of those in the chunk is out of `_slot` now)
-            if claims.count(token) == len(chunk) and storing.isdisjoint(chunk) and not (busy and (
-                    not all(map(slot.__contains__, loading)) or not all(map(slot.__contains__, pinned)))):
-                victims += chunk
-            else:
-                ghost = token.ghost
-                for key, claim in zip(chunk, claims):
-                    if claim is token:
-                        if key in storing or key in loading or key in pinned:
-                            slot[key] = kept_token
-                            kept.append(key)
-                            if token.stolen is not None:
-                                token.stolen.append(key)
-                        else:
-                            victims.append(key)
-                    elif claim is not None and claim is not ghost:
-                        slot[key] = claim
-            if done:  # its current run is over, and its claims with it: the token is dead
-                runs.popleft()
-                token.stolen = None
-                if token.keys is not None and owners.get(id(keys)) is token:
-                    del owners[id(keys)]
-        self._front = kept
+        victims = self.order.evict(wanted, self.storing, self.loading, self.pinned)
         self.resident -= len(victims)
         self.version += 1
         self.evictions += len(victims)
@@ -392,11 +182,11 @@ class HostPool:
             else:
                 pinned.pop(key, None)
         if newest:
-            self._append(_last_occurrences(list(filter(self.holds, keys))))
+            self.order.append(last_occurrences(list(filter(self.holds, keys))))
 
     def ready(self, key) -> bool:
         """Held, and not still being stored."""
-        return type(self._slot.get(key)) is _Token and key not in self.storing
+        return key not in self.storing and self.order.holds(key)
 
     def stored(self, keys: list, source: str = "") -> None:
         """The copies of `keys` landed (storing entries are never evicted, so all are still here); from the GPU
@@ -409,14 +199,12 @@ class HostPool:
         # all were storing (so held), as offload's stores are; else a key not held joins as ready, newest
         missing = [] if before - len(storing) == len(keys) else list(filterfalse(self.holds, dict.fromkeys(keys)))
         if missing:
-            slot, placeholder = self._slot, _Token()
-            _notify(list(map(slot.get, missing)), missing, placeholder)
-            slot.update(dict.fromkeys(missing, placeholder))
+            self.order.adopt(missing)
             self.resident += len(missing)
             if not fifo:
-                self._append(missing)
+                self.order.append(missing)
         if fifo:  # first in, first out by store completion
-            self._append(_last_occurrences(keys))
+            self.order.append(last_occurrences(keys))
         if source:
             self.filled[source] = self.filled.get(source, 0) + len(keys)
         else:
@@ -441,7 +229,7 @@ class HostPool:
             else:
                 del loading[key]
         if self.profile.refresh_on_load_done:
-            self._append(_last_occurrences(list(filter(self.holds, keys))))
+            self.order.append(last_occurrences(list(filter(self.holds, keys))))
         self.restores += len(keys)
 
     def summary(self) -> dict:
@@ -454,17 +242,7 @@ class HostPool:
                 **{f"filled_from_{source}": blocks for source, blocks in sorted(self.filled.items())}}
 
 
-def _notify(olds: list, keys: list, token: _Token) -> None:
-    """Owners whose claims (`olds`, on `keys`) go to `token` add those keys to `stolen`."""
-    for other in set(olds):
-        if other is None or other is token or other is token.ghost:
-            continue
-        owner = other.token if type(other) is _Ghost else other
-        if owner.stolen is not None and owner.keys is not None:
-            owner.stolen.extend(compress(keys, map(is_, olds, repeat(other))))
-
-
-def _last_occurrences(keys: list) -> list:
+def last_occurrences(keys: list) -> list:
     """`keys` in the order that moving each to the end in turn leaves them."""
     if len(set(keys)) == len(keys):
         return keys

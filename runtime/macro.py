@@ -15,7 +15,9 @@ Cost is O(passes + requests + allocations), not O(passes x requests).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import islice
 
+from .g1 import BlockPool
 from .scheduler import Batch, Rank, _register, release_finished
 from .timing import PassWork
 
@@ -30,7 +32,9 @@ class Macro:
 
 def eligible(ranks: list[Rank], batches: list[Batch | None]) -> bool:
     for rank, batch in zip(ranks, batches):
-        if rank.waiting or (batch is None and rank.running) or rank.pool.copying or rank.transfers_in_flight:
+        if rank.waiting or (batch is None and rank.running):
+            return False
+        if (rank.pool.copying or rank.transfers_in_flight) and not _copies_harmless(rank):
             return False
         if rank.host is not None and (rank.host.profile.store_rest_on_finish or rank.host.profile.store_delay_passes):
             return False  # those connectors store at every pass or at completions
@@ -101,8 +105,27 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
     if passes <= 1:
         return None
     last = passes - 1
+    for (rank, _), state in zip(active, states):
+        if rank.pool.copying and not _allocations_clear(rank, sum(1 for e in state[0] if e[0] <= last and not e[1])):
+            return None
     return Macro(ends, [[e for e in s[0] if e[0] <= last] for s in states], active,
                  {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items})
+
+
+def _copies_harmless(rank: Rank) -> bool:
+    """Can decode passes be fused while this rank's G2 copies are in flight?  Restores in flight belong to
+    waiting requests (so nothing is fused anyway); a store landing changes nothing a pure decode pass reads,
+    as long as the connector stores no decode blocks and no block the passes allocate is still being copied
+    out (`_allocations_clear`: a pass doing so would wait for the copy)."""
+    return rank.host is not None and type(rank.pool) is BlockPool and not rank.host.profile.store_decode_blocks
+
+
+def _allocations_clear(rank: Rank, count: int) -> bool:
+    """Are the next `count` blocks `allocate` hands out (never-used ones, then the free queue's head; blocks
+    freed meanwhile join its tail) free of blocks still being copied out?"""
+    pool = rank.pool
+    rest = count - (pool.capacity - pool.created)
+    return rest <= 0 or pool.copying.isdisjoint(islice(pool.free, rest))
 
 
 def apply(macro: Macro) -> list[tuple[object, int]]:

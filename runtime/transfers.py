@@ -52,15 +52,21 @@ class Link:
         self._next = None
         self._advance(now)
         transfer.moving_since = now
-        self.moving.append(transfer)
+        moving = self.moving
+        moving.append(transfer)
+        if len(moving) == 1 and not self.pool_limit:  # alone: what `_rebalance` gives, without its checks
+            limit = self.group_limits.get(transfer.group)
+            transfer.rate = float(limit) if limit else math.inf
+            return
         self._rebalance()
 
     def _advance(self, now: int) -> None:
         elapsed = now - self.clock
         if elapsed > 0:
             for t in self.moving:
-                t.remaining = max(0.0, t.remaining - t.rate * elapsed)
-        self.clock = max(self.clock, now)
+                left = t.remaining - t.rate * elapsed
+                t.remaining = left if left > 0.0 else 0.0
+            self.clock = now
 
     def _rebalance(self) -> None:
         moving = self.moving
@@ -83,10 +89,11 @@ class Link:
         if self._next is not None:  # nothing moved since it was found
             return self._next[0]
         best = None
+        clock = self.clock
         for t in self.moving:
-            when = self.clock if t.remaining <= 0 or math.isinf(t.rate) else \
-                self.clock + math.ceil(t.remaining / t.rate)
-            if best is None or (when, t.seq) < (best[0], best[1].seq):
+            rate = t.rate
+            when = clock if t.remaining <= 0 or rate == math.inf else clock + math.ceil(t.remaining / rate)
+            if best is None or when < best[0] or (when == best[0] and t.seq < best[1].seq):
                 best = (when, t)
         self._next = (best,)
         return best
@@ -94,7 +101,11 @@ class Link:
     def finish(self, transfer: Transfer, now: int) -> None:
         self._next = None
         self._advance(now)
-        self.moving.remove(transfer)
+        moving = self.moving
+        moving.remove(transfer)
         self.bytes_moved += transfer.size
-        self.waited_ns += max(0, (now - transfer.moving_since) - transfer.solo_ns)
-        self._rebalance()
+        waited = (now - transfer.moving_since) - transfer.solo_ns
+        if waited > 0:
+            self.waited_ns += waited
+        if moving:
+            self._rebalance()

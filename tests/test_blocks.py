@@ -148,24 +148,24 @@ def test_request_keys_cover_prompt_and_output_full_blocks():
 # --- Mooncake trace keys --------------------------------------------------------
 
 def test_trace_keys_engine_blocks_inside_trace_blocks():
-    """Trace block h of T tokens holds engine blocks keyed h * 2T + T + offset (offset 0, bs, 2bs, ...)."""
-    # T = 8, bs = 4: span 16; id 5 -> 88, 92; id 6 -> 104, 108; id 7 -> 120, 124
-    assert blocks.trace_keys([5, 6, 7], 24, 8, 4) == [88, 92, 104, 108, 120, 124]
+    """Trace block h of T tokens holds engine blocks keyed h * (T // bs) + j (j = 0, 1, ...)."""
+    # T = 8, bs = 4: two blocks per id; id 5 -> 10, 11; id 6 -> 12, 13; id 7 -> 14, 15
+    assert blocks.trace_keys([5, 6, 7], 24, 8, 4) == [10, 11, 12, 13, 14, 15]
 
 
 def test_trace_keys_equal_ids_give_equal_keys():
     """Equal hash ids (equal prefixes) give equal engine keys; the first differing id changes its blocks' keys."""
     a = blocks.trace_keys([5, 6, 7], 24, 8, 4)
     b = blocks.trace_keys([5, 6, 9], 24, 8, 4)
-    assert a[:4] == b[:4] == [88, 92, 104, 108]
-    assert b[4:] == [152, 156] and set(a[4:]).isdisjoint(b[4:])
+    assert a[:4] == b[:4] == [10, 11, 12, 13]
+    assert b[4:] == [18, 19] and set(a[4:]).isdisjoint(b[4:])
 
 
 def test_trace_keys_partial_last_trace_block_gives_only_full_engine_blocks():
     """A partial last trace block yields only its full engine blocks: 22 tokens in 16-token trace blocks,
     4-token engine blocks -> 5 keys (4 from id 7, one from id 9; tokens 20..21 are a partial block)."""
     keys = blocks.trace_keys([7, 9], 22, 16, 4)
-    assert keys == [7 * 32 + 16, 7 * 32 + 20, 7 * 32 + 24, 7 * 32 + 28, 9 * 32 + 16]
+    assert keys == [7 * 4, 7 * 4 + 1, 7 * 4 + 2, 7 * 4 + 3, 9 * 4]
     assert blocks.trace_keys([7, 9], 20, 16, 4) == keys  # 20 tokens: the same 5 full blocks
     assert blocks.trace_keys([7], 3, 16, 4) == []
 
@@ -185,7 +185,7 @@ def test_trace_request_output_blocks_get_unique_negative_keys():
     """A trace request's output blocks are never shared: they get negative keys unique to the request."""
     spec = RequestSpec(3, 8, 6, Content(hash_ids=(1, 2), trace_block=4))  # 14 tokens: 3 full blocks of 4
     keys = spec.keys(4)
-    assert keys[:2] == [1 * 8 + 4, 2 * 8 + 4]
+    assert keys[:2] == [1, 2]  # one engine block per trace block: the trace ids themselves
     assert keys[2:] == [-((3 << 24) + 2) - 1]
     twin = RequestSpec(4, 8, 6, Content(hash_ids=(1, 2), trace_block=4))
     assert twin.keys(4)[:2] == keys[:2] and twin.keys(4)[2] != keys[2]

@@ -1,0 +1,298 @@
+"""The eviction order of a G2 host pool: which held key goes first, kept lazily in runs.
+
+`RunOrder` records which keys a pool holds and in which order they are
+evicted (first = evicted next), and moves them as the connector asks: a
+refresh of a key list's first blocks, keys appended at the end, an eviction
+scan from the front.  What may be evicted (storing, loading, pinned keys) and
+every count stay with `host_tier.HostPool`.
+
+Contents and order live in one map, `_slot`: for a held key, the token of the
+run placing it; for a key an owner claims but nobody holds, that owner's ghost.
+The order is `_front` (held keys an eviction scan passed but could not evict),
+then the runs of `_runs`, oldest first, each key in the run of its token (its
+occurrences in other runs are stale).  So a refresh moves a whole run at once,
+and one whose owner lost nothing since costs O(1) however long the prompt.
+"""
+from __future__ import annotations
+
+from collections import deque
+from itertools import compress, repeat
+from operator import is_, is_not
+
+
+class _Token:
+    """Who placed a held key in the eviction order: `_slot[key] is` the token of the run holding it.
+
+    An owner token stands for one key list on this pool: each refresh of keys[:covered] re-appends one run
+    `keys[covered-1], ..., keys[0]` (first key newest).  It claims every key of that range: a held one maps
+    to the token, one not held to the token's `ghost` (a key stored later is placed by a later run anyway,
+    but the owner must hear of it).  Stores, pins and loads append explicit lists of held keys, each with a
+    token of its own.  `stolen` lists keys of an owner's range claimed elsewhere since its last refresh, so
+    that the next one claims back just those (after an eviction scan of its run dropped claims, `partial`,
+    it claims the whole range again).  A run's scan drops the claims it passes and puts back those of keys
+    other runs placed since, so a finished run leaves nothing behind."""
+
+    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial", "ghost")
+
+    def __init__(self, keys=None, plain: bool = True, stolen: list | None = None):
+        self.keys = keys
+        self.covered = 0
+        self.stolen = stolen
+        self.gen = 0
+        self.plain = plain
+        self.partial = False
+        self.ghost = _Ghost(self)
+
+
+class _Ghost:
+    """A claim on a key that is not held (see `_Token`)."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, token: _Token):
+        self.token = token
+
+
+class _Run:
+    """One run of the eviction order: `token`'s keys from index `pos`, downward for an owner's refresh or
+    upward for an explicit list; dead once its owner has refreshed again (`gen` moved on)."""
+
+    __slots__ = ("token", "gen", "keys", "pos", "down")
+
+    def __init__(self, token: _Token, gen: int, keys: list, pos: int, down: bool):
+        self.token, self.gen, self.keys, self.pos, self.down = token, gen, keys, pos, down
+
+
+_COMPACT_FLOOR = 1 << 12
+
+
+class RunOrder:
+    """Held keys and their eviction order (see the module docstring)."""
+
+    __slots__ = ("_slot", "_front", "_runs", "_compact_at", "_owners", "_kept")
+
+    def __init__(self):
+        self._slot: dict = {}
+        self._front: list = []
+        self._runs: deque = deque()
+        self._compact_at = _COMPACT_FLOOR  # drop superseded runs when `_runs` grows past this
+        self._owners: dict = {}  # id(key list) -> its owner token
+        self._kept = _Token()  # the token of `_front`
+
+    def holds(self, key) -> bool:
+        return type(self._slot.get(key)) is _Token
+
+    def held(self) -> list:
+        """Every held key (in no particular order)."""
+        return [key for key, claim in self._slot.items() if type(claim) is _Token]
+
+    # ------------------------------------------------------------------ refreshes
+    def refresh(self, keys: list, upto: int) -> None:
+        """Make the held keys of keys[:upto] (upto > 0) the newest, its first key newest of all."""
+        owner = self._owners.get(id(keys))
+        if owner is None or upto < owner.covered or not owner.covered:
+            # a new owner (a shorter refresh gets one too: the old run keeps the rest), or one a reserve made
+            if owner is None or owner.covered:
+                owner = self._owners[id(keys)] = _Token(keys, True, [])
+            part = keys[:upto]
+            if len(part) == upto and self._claim(part, owner, True):
+                return self._place(owner, upto)
+            owner.plain = False
+        elif owner.plain and upto > owner.covered and len(set(keys[:upto])) < upto:
+            owner.plain = False
+        if not owner.plain:  # a key listed twice takes the place of its first occurrence
+            order = list(dict.fromkeys(keys[:upto]))
+            order.reverse()
+            self.append(list(filter(self.holds, order)))
+            return
+        stolen = owner.stolen
+        if owner.partial:  # its run's scan dropped claims: claim the whole range again
+            owner.stolen, owner.partial = [], False
+            self._claim(keys[:upto], owner)
+        else:
+            if stolen:  # claim back what other runs took
+                owner.stolen = []
+                self._claim(list(dict.fromkeys(stolen)), owner)
+            if upto > owner.covered:
+                self._claim(keys[owner.covered:upto], owner)
+            elif not stolen and self._runs:  # nothing lost or new: a no-op if its run is the newest, untouched
+                last = self._runs[-1]
+                if last.token is owner and last.gen == owner.gen and last.pos == upto - 1:
+                    return
+        self._place(owner, upto)
+
+    def _place(self, owner: _Token, upto: int) -> None:
+        owner.covered = upto
+        owner.gen += 1
+        self._push(_Run(owner, owner.gen, owner.keys, upto - 1, True))
+
+    def known_distinct(self, keys: list, upto: int) -> bool:
+        """Is keys[:upto] known to list no key twice (a refresh of it found so)?"""
+        owner = self._owners.get(id(keys))
+        return owner is not None and owner.keys is keys and owner.plain and owner.covered >= upto
+
+    def _claim(self, keys: list, token: _Token, check_distinct: bool = False) -> bool:
+        """Claim `keys` for owner `token`: held ones go to it, the others get its ghost; owners that claimed
+        some learn which.  `keys` must be distinct, unless `check_distinct` (`token`'s ghost claims nothing
+        yet): then a list naming a key twice is left unclaimed and False returned."""
+        slot, ghost = self._slot, token.ghost
+        before = len(slot)
+        # one probe per key (memory latency is the cost here): keys nobody held or claimed are claimed already
+        olds = list(map(slot.setdefault, keys, repeat(ghost)))
+        added = len(slot) - before
+        if added == len(olds):
+            return True
+        found = list(map(is_not, olds, repeat(ghost)))  # held, or claimed by another owner (or by `token`)
+        known, olds = list(compress(keys, found)), list(compress(olds, found))
+        # (when checking, a key that returned the ghost without being added is a repeat)
+        if check_distinct and (len(keys) - len(known) > added or len(set(known)) < len(known)):
+            for key in keys:  # undo the claims this call made
+                if slot.get(key) is ghost:
+                    del slot[key]
+            return False
+        taken, lost = [], []
+        for key, old in zip(known, olds):
+            if old is not token:
+                slot[key] = token if type(old) is _Token else ghost
+                taken.append(key)
+                lost.append(old)
+        if taken:
+            _notify(lost, taken, token)
+        return True
+
+    def _push(self, run: _Run) -> None:
+        runs = self._runs
+        runs.append(run)
+        if len(runs) > self._compact_at:  # (a pool that rarely evicts would keep every superseded run)
+            self._runs = runs = deque(run for run in runs if run.gen == run.token.gen)
+            self._compact_at = max(2 * len(runs), _COMPACT_FLOOR)
+
+    def append(self, keys: list) -> None:
+        """Move held, distinct `keys` to the end of the eviction order, in this order."""
+        if keys:
+            token = _Token()
+            slot = self._slot
+            _notify(list(map(slot.__getitem__, keys)), keys, token)
+            slot.update(dict.fromkeys(keys, token))
+            self._push(_Run(token, 0, keys, 0, False))
+
+    # ------------------------------------------------------------------ new keys
+    def unheld(self, keys: list, place: bool, refresh: tuple | None) -> tuple:
+        """(token, new, olds) for admitting distinct `keys`: `new` lists those not held, `olds` their claims.
+
+        `place`: they will be appended at the end under a token of their own; else under the owner of the
+        range `refresh` = (key list, upto) holding them all, which the caller refreshes right after."""
+        token = _Token() if place else self._owner(*refresh)
+        olds = list(map(self._slot.get, keys))
+        if olds.count(token.ghost) == len(olds):  # all claimed by the refreshing owner, none held (the usual)
+            return token, keys, olds
+        fresh = list(map(is_not, map(type, olds), repeat(_Token)))
+        return token, list(compress(keys, fresh)), list(compress(olds, fresh))
+
+    def _owner(self, keys: list, upto: int) -> _Token:
+        """The owner the coming refresh of keys[:upto] uses (made now if need be, with nothing claimed)."""
+        owner = self._owners.get(id(keys))
+        if owner is None or upto < owner.covered:
+            owner = self._owners[id(keys)] = _Token(keys, len(set(keys[:upto])) == upto, [])
+        return owner
+
+    def hold(self, token: _Token, new: list, olds: list, place: bool) -> None:
+        """Hold `new` (a prefix of `unheld`'s answer) under `token`, appended at the end if `place`."""
+        if olds.count(token.ghost) < len(olds):
+            _notify(olds, new, token)  # (claims the scan dropped meanwhile only make an owner claim more)
+        self._slot.update(zip(new, repeat(token)))
+        if place:
+            self._push(_Run(token, 0, new, 0, False))
+
+    def adopt(self, keys: list) -> None:
+        """Hold distinct keys not held, placed nowhere yet (the caller appends them)."""
+        slot, placeholder = self._slot, _Token()
+        _notify(list(map(slot.get, keys)), keys, placeholder)
+        slot.update(dict.fromkeys(keys, placeholder))
+
+    # ------------------------------------------------------------------ evictions
+    def evict(self, wanted: int, storing: set, loading: dict, pinned: dict) -> list:
+        """Drop up to `wanted` held keys, oldest first, skipping (and keeping in front) those that are storing,
+        loading or pinned; returns the keys dropped."""
+        slot = self._slot
+        pop = slot.pop
+        busy = loading or pinned
+        victims = []
+        kept_token = self._kept
+        front, kept = self._front, []
+        for index, key in enumerate(front):
+            if len(victims) >= wanted:
+                kept.extend(front[index:])
+                break
+            if slot.get(key) is not kept_token:
+                continue  # moved since
+            if key in storing or key in loading or key in pinned:
+                kept.append(key)
+            else:
+                del slot[key]
+                victims.append(key)
+        runs, owners = self._runs, self._owners
+        while len(victims) < wanted and runs:
+            run = runs[0]
+            token = run.token
+            if run.gen != token.gen:
+                runs.popleft()
+                continue
+            keys, pos = run.keys, run.pos
+            need = wanted - len(victims)  # a chunk of `need` keys cannot hold more victims than wanted
+            if run.down:
+                low = pos - need + 1 if pos >= need else 0
+                chunk = keys[low:pos + 1]
+                chunk.reverse()
+                run.pos = low - 1
+                done = not low
+            else:
+                high = pos + need
+                chunk = keys[pos:high]
+                run.pos = high
+                done = high >= len(keys)
+            # take the chunk's claims out: the keys this run holds go (or stay, in front, if they cannot), its
+            # claims on keys not held are dropped, and keys another run placed since are put back
+            token.partial = True
+            claims = list(map(pop, chunk, repeat(None)))
+            held = chunk
+            if claims.count(token) < len(chunk):
+                # typically a shared prefix that a later request claimed since: its keys go back as they were
+                ghost = token.ghost
+                if claims.count(ghost) or claims.count(None):
+                    back = [(key, claim) for key, claim in zip(chunk, claims)
+                            if claim is not token and claim is not ghost and claim is not None]
+                else:
+                    back = compress(zip(chunk, claims), map(is_not, claims, repeat(token)))
+                slot.update(back)
+                held = list(compress(chunk, map(is_, claims, repeat(token))))
+            # (restores read and pins hold keys that are held: one of those among `held` is out of `_slot` now)
+            if storing.isdisjoint(held) and not (busy and (
+                    not all(map(slot.__contains__, loading)) or not all(map(slot.__contains__, pinned)))):
+                victims += held
+            else:
+                for key in held:
+                    if key in storing or key in loading or key in pinned:
+                        slot[key] = kept_token
+                        kept.append(key)
+                        if token.stolen is not None:
+                            token.stolen.append(key)
+                    else:
+                        victims.append(key)
+            if done:  # its current run is over, and its claims with it: the token is dead
+                runs.popleft()
+                token.stolen = None
+                if token.keys is not None and owners.get(id(keys)) is token:
+                    del owners[id(keys)]
+        self._front = kept
+        return victims
+
+
+def _notify(olds: list, keys: list, token: _Token) -> None:
+    """Owners whose claims (`olds`, on `keys`) go to `token` add those keys to `stolen`."""
+    for other in set(olds):
+        if other is None or other is token or other is token.ghost:
+            continue
+        owner = other.token if type(other) is _Ghost else other
+        if owner.stolen is not None and owner.keys is not None:
+            owner.stolen.extend(compress(keys, map(is_, olds, repeat(other))))
