@@ -3,7 +3,9 @@
 Events are ordered by ``(time_ns, kind_rank, seq)``: at one instant, pass ends
 are applied before arrivals, and arrivals before any pass starts, so a request
 arriving exactly when a pass ends joins the next pass.  `seq` is a counter kept
-here, never process-global state.  Everything else (scheduling, caching,
+here, never process-global state; it makes every key unique, so a binary heap
+(heapq: cheaper per event than a sorted container) pops events in exactly that
+order.  Everything else (scheduling, caching,
 timing) is delegated to the pure-ish modules; this loop only moves time.
 
 Macro steps: when every rank of a worker runs a pure decode pass (nothing
@@ -15,8 +17,7 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass, field
-
-from sortedcontainers import SortedList
+from heapq import heappop, heappush
 
 from . import handoff, macro, storage_tier
 from .copy_events import TRANSFER_DONE, TRANSFER_START, CopyEvents
@@ -64,7 +65,7 @@ class Replay(CopyEvents, Draining):
     single_step: bool = False
     handoff: Handoff | None = None  # disaggregated prefill/decode
     requests: list[Request] = field(default_factory=list)
-    queue: SortedList = field(default_factory=SortedList)
+    queue: list = field(default_factory=list)  # a heap of (time_ns, kind, seq, payload); seq makes keys unique
     seq: int = 0
     now: int = 0
     router: Router | None = None  # placement and KVCR hints (built from the workers when not given)
@@ -100,7 +101,7 @@ class Replay(CopyEvents, Draining):
 
     # ------------------------------------------------------------------ queue
     def push(self, time_ns: int, kind: int, payload) -> None:
-        self.queue.add((time_ns, kind, self.seq, payload))
+        heappush(self.queue, (time_ns, kind, self.seq, payload))
         self.seq += 1
 
     def ranks(self) -> list[Rank]:
@@ -268,7 +269,7 @@ class Replay(CopyEvents, Draining):
                 break
             self.now = now
             while queue and queue[0][0] == now:
-                _, kind, _, payload = queue.pop(0)
+                _, kind, _, payload = heappop(queue)
                 if kind == PASS_END:
                     self._end_pass(payload, now)
                 elif kind == TRANSFER_DONE:
