@@ -32,11 +32,10 @@ from .transfers import Link
 class Pull:
     """One pull of `keys` from `source`'s G2 into `rank`'s, asked for by `request` (a copy job, see jobs.py)."""
 
-    __slots__ = ("kind", "rank", "request", "keys", "blocks", "source", "partial", "submit_ns", "start_ns",
-                 "landed_ns")
+    __slots__ = ("kind", "rank", "request", "keys", "source", "partial", "submit_ns", "start_ns", "landed_ns")
 
     def __init__(self, rank, request: Request, keys: list, source, partial: bool):
-        self.kind, self.rank, self.request, self.keys, self.blocks = "pull", rank, request, keys, []
+        self.kind, self.rank, self.request, self.keys = "pull", rank, request, keys
         self.source, self.partial = source, partial
         self.submit_ns = self.start_ns = self.landed_ns = 0
 
