@@ -2,12 +2,13 @@
 
 Blocks that land in G2 are also written here in the background; a restore
 reads a prefix back into G2 (and from there into G1 like any G2 hit): G3 alone
-never makes a block ready on the GPU.  An entry is `writing` until its write
-lands; entries being written or read are never evicted, the rest go least
-recently used first (a lookup hit refreshes them).  With `cluster_shared` a
-block is stored once and any worker reads it, including blocks written by a
-worker that has since been removed; `cross_worker_read_blocks` counts reads
-by another worker than the writer.
+never makes a block ready on the GPU.  A block is `writing` until its write
+lands; blocks being written or read are never evicted, the rest go least
+recently used first (a landing write and a lookup hit are uses), so eviction
+scans only written blocks.  With `cluster_shared` a block is stored once and
+any worker reads it, including blocks written by a worker that has since been
+removed; `cross_worker_read_blocks` counts reads by another worker than the
+writer.
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ class StoragePool:
     block_bytes: int
     read: Link
     write: Link
-    entries: OrderedDict = field(default_factory=OrderedDict)  # key -> READY | WRITING, eviction order
+    ready: OrderedDict = field(default_factory=OrderedDict)  # written keys, least recently used first
+    writing: dict = field(default_factory=dict)  # keys whose write is in flight (they hold room, never evicted)
     writer: dict = field(default_factory=dict)  # key -> worker that wrote it
     reading: dict = field(default_factory=dict)  # key -> reads in flight
     lookup_hits: int = 0
@@ -40,31 +42,36 @@ class StoragePool:
     cross_worker_read_blocks: int = 0
     bypassed_restores: int = 0
 
+    @property
+    def entries(self) -> dict:
+        """key -> READY | WRITING of every block held (a snapshot, eviction order first)."""
+        return {**dict.fromkeys(self.ready, READY), **dict.fromkeys(self.writing, WRITING)}
+
     def lookup(self, keys: list, start: int, limit: int) -> int:
         """Consecutive ready blocks from `start`; hits become the most recently used."""
-        entries = self.entries
+        ready = self.ready
         found = 0
         for index in range(start, limit):
-            if entries.get(keys[index]) != READY:
+            if keys[index] not in ready:
                 break
             found += 1
         for key in reversed(keys[start:start + found]):
-            entries.move_to_end(key)
+            ready.move_to_end(key)
         self.lookup_hits += found
         return found
 
     def reserve(self, keys: list, worker: int) -> list:
         """Admit keys for a background write, evicting idle blocks; returns those that got room."""
-        entries = self.entries
-        new = [k for k in dict.fromkeys(keys) if k not in entries]
-        room = self.capacity - len(entries)
+        ready, writing = self.ready, self.writing
+        new = [k for k in dict.fromkeys(keys) if k not in ready and k not in writing]
+        room = self.capacity - len(ready) - len(writing)
         if len(new) > room:
             room += self._evict(len(new) - room)
         if len(new) > room:
             self.dropped_writes += len(new) - max(room, 0)
             new = new[:max(room, 0)]
         for key in new:
-            entries[key] = WRITING
+            writing[key] = None
             self.writer[key] = worker
         if new:
             self.write_jobs += 1
@@ -72,20 +79,24 @@ class StoragePool:
         return new
 
     def _evict(self, wanted: int) -> int:
+        """Evict up to `wanted` least recently used blocks no read is moving."""
         reading, victims = self.reading, []
-        for key, state in self.entries.items():
-            if state == READY and key not in reading:
+        for key in self.ready:
+            if key not in reading:
                 victims.append(key)
                 if len(victims) == wanted:
                     break
         for key in victims:
-            del self.entries[key]
+            del self.ready[key]
             self.writer.pop(key, None)
         self.evictions += len(victims)
         return len(victims)
 
     def written(self, keys: list) -> None:
-        self.entries.update(dict.fromkeys(keys, READY))
+        """Writes landed: the blocks are ready, the most recently used (a landing write is their latest use)."""
+        for key in keys:
+            del self.writing[key]
+        self.ready.update(dict.fromkeys(keys))
 
     def start_read(self, keys: list, worker: int) -> None:
         self.read_jobs += 1
@@ -105,7 +116,7 @@ class StoragePool:
 
     def counters(self) -> dict:
         """What the `g3_offload` summary adds up over stores."""
-        return {"capacity_blocks": self.capacity, "resident_blocks": len(self.entries),
+        return {"capacity_blocks": self.capacity, "resident_blocks": len(self.ready) + len(self.writing),
                 "lookup_hits": self.lookup_hits, "read_jobs": self.read_jobs, "read_blocks": self.read_blocks,
                 "read_bytes": self.read.bytes_moved, "write_jobs": self.write_jobs, "write_blocks": self.write_blocks,
                 "write_bytes": self.write.bytes_moved, "evictions": self.evictions,
