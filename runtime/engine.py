@@ -22,6 +22,7 @@ from heapq import heappop, heappush
 from . import handoff, macro, storage_tier
 from .copy_events import TRANSFER_DONE, TRANSFER_START, CopyEvents
 from .handoff import Handoff
+from .horizons import EVERYONE, Horizons
 from .kv_events import KvEventLog
 from .offload import blocked
 from .peer_fetch import PeerFetch
@@ -78,10 +79,12 @@ class Replay(CopyEvents, Draining):
     parked: list = field(default_factory=list)  # restores waiting for their G1 blocks' copies to land
     kvcr: PeerFetch | None = None
     draining: list = field(default_factory=list)  # (worker, period) of workers that left and are not removed yet
+    horizons: Horizons | None = field(default=None, init=False)  # per-worker macro horizons (several workers)
 
     def __post_init__(self) -> None:
         if self.router is None:
             self.router = Router(self.workers)
+        self.horizons = Horizons(self.workers) if len(self.workers) > 1 else None
 
     def capture_kv_events(self) -> KvEventLog:
         """Record Stored/Removed events; each event carries its own time, so passes run one at a time."""
@@ -102,7 +105,22 @@ class Replay(CopyEvents, Draining):
     # ------------------------------------------------------------------ queue
     def push(self, time_ns: int, kind: int, payload) -> None:
         heappush(self.queue, (time_ns, kind, self.seq, payload))
+        if self.horizons is not None:
+            self.horizons.add(time_ns, self.seq, self._concerns(kind, payload))
         self.seq += 1
+
+    def _concerns(self, kind: int, payload):
+        """The workers an event may change the batches of (EVERYONE: all; see horizons.py)."""
+        if kind == PASS_END:  # its completions bring arrivals, or its prefills hand requests over
+            return () if self.traffic.open_loop and self.handoff is None else EVERYONE
+        if kind == TRANSFER_START or kind == TRANSFER_DONE:
+            return payload[0].workers
+        return EVERYONE
+
+    def _horizon(self, worker: Worker, now: int) -> int | None:
+        if self.horizons is not None:
+            return self.horizons.next(worker, now)
+        return self.queue[0][0] if self.queue else None
 
     def ranks(self) -> list[Rank]:
         return [rank for worker in self.workers for rank in worker.ranks]
@@ -199,8 +217,7 @@ class Replay(CopyEvents, Draining):
     def _run_pass(self, worker: Worker, batches: list, now: int) -> None:
         worker.blocked = False
         fused = None if self.single_step else macro.plan(
-            worker, batches, now, self.queue[0][0] if self.queue else None, self.traffic.stop_ns,
-            self.traffic.open_loop)
+            worker, batches, now, self._horizon(worker, now), self.traffic.stop_ns, self.traffic.open_loop)
         if fused is not None:
             for request, end in macro.apply(fused):
                 self._ended(request, end, completed=True)
@@ -269,7 +286,9 @@ class Replay(CopyEvents, Draining):
                 break
             self.now = now
             while queue and queue[0][0] == now:
-                _, kind, _, payload = heappop(queue)
+                _, kind, seq, payload = heappop(queue)
+                if self.horizons is not None:
+                    self.horizons.handle(now, seq)
                 if kind == PASS_END:
                     self._end_pass(payload, now)
                 elif kind == TRANSFER_DONE:

@@ -54,6 +54,7 @@ def attach_host_pools(ranks: list[Rank], offload: dict, block_bytes: int) -> lis
                    offload.get("shared_d2h_bandwidth_gbps") if shared else None, latency)
         h2d = Link({r.index: offload["h2d_bandwidth_gbps"] for r in members},
                    offload.get("shared_h2d_bandwidth_gbps") if shared else None, latency)
+        d2h.workers = h2d.workers = frozenset(r.worker for r in members)
         host = HostPool(name, offload["scope"], offload["num_host_blocks"], block_bytes, profile, d2h, h2d)
         for rank in members:
             rank.host = host
@@ -73,6 +74,8 @@ def attach_storage_pools(workers: list[Worker], offload: dict, block_bytes: int)
         links = [Link({w.index: offload[f"{way}_bandwidth_gbps"] for w in members},
                       offload.get(f"shared_{way}_bandwidth_gbps") if shared else None, latency)
                  for way in ("read", "write")]
+        for link in links:
+            link.workers = frozenset(w.index for w in members)
         pool = StoragePool(name, offload["scope"], offload["num_g3_blocks"], block_bytes, *links)
         for worker in members:
             for rank in worker.ranks:

@@ -41,6 +41,7 @@ class Link:
     bytes_moved: int = 0
     version: int = 0  # bumped whenever rates change, so stale completion events can be recognised
     _next: object = field(default=None, repr=False, compare=False)  # next_done(), or None: not known
+    workers: frozenset | None = None  # the workers whose transfers it carries (None: any), for macro horizons
 
     def new(self, group, size: int, payload=None) -> Transfer:
         self.seq += 1
