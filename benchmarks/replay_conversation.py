@@ -41,12 +41,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--host-blocks", type=int, default=0, help="add host_offload with this many blocks")
+    parser.add_argument("--replicas", type=int, default=1, help="workers taking the trace round robin")
     args = parser.parse_args()
     if not TRACE.exists():
         sys.exit(f"missing trace: {TRACE}")
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "conversation.yaml"
-        config.write_text(mooncake_trace_config(TRACE, block_size=64, g1_blocks=8000, host_blocks=args.host_blocks))
+        config.write_text(mooncake_trace_config(TRACE, block_size=64, g1_blocks=8000, host_blocks=args.host_blocks,
+                                                 replicas=args.replicas))
         results = [run_once(config, Path(tmp) / "out") for _ in range(args.runs)]
     walls = sorted(r[0] for r in results)
     peak = max(r[1] for r in results)
