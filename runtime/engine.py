@@ -5,8 +5,8 @@ are applied before arrivals, and arrivals before any pass starts, so a request
 arriving exactly when a pass ends joins the next pass.  `seq` is a counter kept
 here, never process-global state; it makes every key unique, so a binary heap
 (heapq: cheaper per event than a sorted container) pops events in exactly that
-order.  Everything else (scheduling, caching,
-timing) is delegated to the pure-ish modules; this loop only moves time.
+order.  Everything else (scheduling, caching, timing) is delegated to the
+pure-ish modules; this loop only moves time.
 
 Macro steps: when every rank of a worker runs a pure decode pass (nothing
 waiting, no prefill, no request about to finish), the passes until the next
@@ -21,6 +21,7 @@ from heapq import heappop, heappush
 
 from . import handoff, macro, storage_tier
 from .copy_events import TRANSFER_DONE, TRANSFER_START, CopyEvents
+from .fit import never_fits
 from .handoff import Handoff
 from .horizons import EVERYONE, Horizons
 from .kv_events import KvEventLog
@@ -30,7 +31,6 @@ from .placement import Router
 from .requests import Request, RequestSpec
 from .scaling import LEAVE, Draining
 from .scheduler import Rank, finish_pass, schedule
-from .fit import never_fits
 from .timing import Timing
 from .traffic import Traffic
 
