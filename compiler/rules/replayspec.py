@@ -140,6 +140,22 @@ def _most_workers(spec: Spec, role: str) -> int:
     return max([spec.get(role_pointer(role, "parallelism", "replicas"), 1)] + [step["replicas"] for step in steps])
 
 
+def _unknown_hint_ranks(spec: Spec) -> Iterator[str]:
+    """kv_hints name a rank of the role KVCR pulls within (prefill in P/D): `rank` over all its DP ranks, or
+    `worker_idx` and `rank` within that worker."""
+    if not _replay(spec):
+        return
+    role = "prefill" if spec.get("/engine/mode") == "disaggregated" else "aggregated"
+    workers, ranks = _most_workers(spec, role), par(spec, role, "attention_data")
+    for i, request in enumerate(_lowered_requests(spec)):
+        for j, hint in enumerate(request.get("kv_hints") or ()):
+            worker = hint.get("worker_idx")
+            if worker is not None and worker >= workers:
+                yield f"/requests/{i}/kv_hints/{j}/worker_idx"
+            elif hint["rank"] >= (ranks if worker is not None else workers * ranks):
+                yield f"/requests/{i}/kv_hints/{j}/rank"
+
+
 def _belady(spec: Spec) -> bool:
     return _replay(spec) and spec.get("/engine/kv_eviction_policy") == "belady"
 
@@ -185,6 +201,10 @@ RULES = (
          "count (`worker_idx`: the aggregated or decode role; `prefill_worker_idx`: the prefill role)",
          "use a worker from 0 to the role's workers - 1, or add workers",
          _pinned_beyond("worker_idx", "prefill_worker_idx", _most_workers)),
+    Rule("REPLAYSPEC-KV-HINT", SECTION, "a kv_hint must name a rank that exists: `rank` below the role's DP ranks "
+         "(workers x attention_data), or with `worker_idx` a worker of the role and `rank` below attention_data "
+         "(the role is prefill in P/D, else aggregated)",
+         "name an existing rank, or drop the hint", _unknown_hint_ranks),
     Rule("BELADY-OPEN-LOOP", BELADY, "Belady eviction needs an open-loop trace (no `max_in_flight`)",
          "remove `max_in_flight`", _belady_closed_loop),
     Rule("BELADY-TOKEN-IDS", BELADY, "Belady eviction needs `input_token_ids` on every request (it looks ahead at "
