@@ -39,7 +39,7 @@ def prompt_tokens(spec) -> list[int]:
     return list(blocks.segment_tokens(content.segments)[:spec.prompt_len])
 
 
-def _topology(engine: dict, plan_engine: dict) -> dict:
+def _topology(plan_engine: dict) -> dict:
     roles = plan_engine["workers"]
     if plan_engine["mode"] == "disaggregated":
         return {"kind": "disaggregated",
@@ -67,7 +67,7 @@ def lower(result, base_dir) -> dict:
             item["turn_index"] = spec.turn_index
         requests.append(item)
     document = {"version": 1, "description": f"lowered from {result.source}",
-                "topology": _topology(engine, plan["engine"]), "engine": _prune(engine), "requests": requests}
+                "topology": _topology(plan["engine"]), "engine": _prune(engine), "requests": requests}
     if replay.traffic.stop_ns is not None:
         document["max_sim_time_ms"] = replay.traffic.stop_ns / MS
     return document

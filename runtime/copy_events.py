@@ -21,7 +21,10 @@ if TYPE_CHECKING:
     from .scheduler import Rank
 
 TRANSFER_START, TRANSFER_DONE = 1, 2  # event kinds (see engine.py for the order of all kinds)
-LINKS = {"load": "h2d", "store": "d2h", "read": "read", "write": "write"}  # job kind -> its tier's link
+# job kind -> (the rank's tier, that tier's link, the rank attribute naming its group on the link): G2 links are
+# shared per rank, G3 links per worker (G3 runs one rank per worker)
+LINKS = {"load": ("host", "h2d", "index"), "store": ("host", "d2h", "index"),
+         "read": ("storage", "read", "worker"), "write": ("storage", "write", "worker")}
 LANDED = {"load": restored, "store": stored, "read": g3_offload.read_done, "write": g3_offload.written}
 
 
@@ -53,10 +56,10 @@ class CopyEvents:
             rank.jobs = []
 
     def _start_copy(self, rank: Rank, job, now: int) -> None:
-        tier = rank.host if job.kind in ("load", "store") else rank.storage
-        link = getattr(tier, LINKS[job.kind])
-        # G3 links are shared per worker (G3 runs one rank per worker), G2 links per rank
-        transfer = link.new(rank.index if tier is rank.host else rank.worker, len(job.keys) * tier.block_bytes, job)
+        tier, link, group = LINKS[job.kind]
+        tier = getattr(rank, tier)
+        link = getattr(tier, link)
+        transfer = link.new(getattr(rank, group), len(job.keys) * tier.block_bytes, job)
         if link.latency_ns:
             self.push(now + link.latency_ns, TRANSFER_START, (link, transfer))
         else:

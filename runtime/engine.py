@@ -125,18 +125,18 @@ class Replay(CopyEvents, Draining):
     def ranks(self) -> list[Rank]:
         return [rank for worker in self.workers for rank in worker.ranks]
 
-    def host_pools(self) -> list:
-        """The distinct G2 pools, in rank order."""
-        return list({id(r.host): r.host for r in self.ranks() if r.host is not None}.values())
+    def _distinct(self, tier: str) -> list:
+        """The distinct pools of a tier (`host`: G2, `storage`: G3) the ranks use, in rank order."""
+        return list({id(pool): pool for pool in (getattr(r, tier) for r in self.ranks()) if pool is not None}.values())
 
     def summary_sections(self) -> dict:
         """The summary's sections for the tiers behind G1 (`g2_domains`, `g3_offload`, `kvcr`) and, for scaled roles,
         `workers`."""
         out = {}
-        hosts = self.host_pools()
+        hosts = self._distinct("host")
         if hosts:
             out["g2_domains"] = [{"name": pool.name, **pool.summary()} for pool in hosts]
-        stores = list({id(r.storage): r.storage for r in self.ranks() if r.storage is not None}.values())
+        stores = self._distinct("storage")
         if stores:
             out["g3_offload"] = storage_tier.section(stores)
         if self.kvcr is not None:

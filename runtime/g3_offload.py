@@ -8,13 +8,13 @@
   request waits and is looked up again, then loads G2 -> G1 like any G2 hit.
   G3 alone never makes a block ready on the GPU.
 - A read may evict blocks an earlier read brought in (a prefix longer than G2
-  holds keeps evicting itself).  After `BYPASS_ROUNDS` reads land on a rank
+  holds keeps evicting itself).  After `jobs.BYPASS_ROUNDS` reads land on a rank
   without a G2 -> G1 load starting there, the next request that would read
   recomputes instead, and `bypassed_restores` counts it.
 """
 from __future__ import annotations
 
-from .jobs import BYPASS_ROUNDS, Job
+from .jobs import Job, filled, out_of_rounds
 from .requests import Request
 
 
@@ -24,8 +24,7 @@ def read(rank, request: Request, start: int, limit: int) -> bool:
     found = storage.lookup(request.keys, start, limit)
     if not found:
         return False
-    if rank.fill_rounds >= BYPASS_ROUNDS:
-        rank.fill_rounds = 0
+    if out_of_rounds(rank):
         storage.bypassed_restores += 1
         return False
     slots = rank.host.reserve(request.keys[start:start + found], count_dropped=False)
@@ -40,9 +39,7 @@ def read(rank, request: Request, start: int, limit: int) -> bool:
 def read_done(rank, job) -> None:
     """A read landed: its blocks are ready in G2 and the request is looked up again."""
     rank.storage.read_done(job.keys)
-    rank.host.stored(job.keys, source="g3")
-    job.request.loading = False
-    rank.fill_rounds += 1
+    filled(rank, job.request, job.keys, "g3")
 
 
 def write_back(rank, keys: list) -> None:

@@ -44,10 +44,9 @@ def restore(rank, request: Request, hits: list[int], limit: int) -> int:
     if deferred:
         request.deferred_at = host.version
         return DEFER
-    if rank.storage is not None and g3_offload.read(rank, request, len(hits) + found, limit):
-        return READ
-    if request.hint is not None and peer_fetch.pull(rank, request, len(hits) + found, limit):
-        return READ
+    for fill in rank.fills:  # G3 reads, KVCR pulls: copies into G2 of what follows its hits
+        if fill(rank, request, len(hits) + found, limit):
+            return READ
     if not found:
         return 0
     keys = request.keys[len(hits):len(hits) + found]

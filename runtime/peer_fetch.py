@@ -24,7 +24,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from .jobs import BYPASS_ROUNDS
+from .jobs import filled, out_of_rounds
 from .requests import Request
 from .transfers import Link
 
@@ -82,6 +82,8 @@ class PeerFetch:
 def pull(rank, request: Request, start: int, limit: int) -> bool:
     """Ask for the blocks of keys[start:limit] the rank lacks from the hinted source; True: the request waits."""
     source = request.hint
+    if source is None:
+        return False
     keys, cached, host = request.keys, rank.pool.cached, rank.host
     ready = source.host.ready
     wanted, lacked = [], False
@@ -94,8 +96,7 @@ def pull(rank, request: Request, start: int, limit: int) -> bool:
         wanted.append(key)
     if not wanted:
         return False
-    if rank.fill_rounds >= BYPASS_ROUNDS:
-        rank.fill_rounds = 0
+    if out_of_rounds(rank):
         rank.kvcr.bypassed += 1
         return False
     guard = [key for key in keys[:limit] if key not in cached and host.holds(key)]
@@ -149,10 +150,8 @@ def start_time(worker, now: int) -> int:
 def take(pull: Pull, now: int) -> None:
     """The rank takes a landed pull: the blocks become usable in its G2 and the source's are released."""
     rank, fetch = pull.rank, pull.rank.kvcr
-    rank.host.stored(pull.keys, source="peer")
+    filled(rank, pull.request, pull.keys, "peer")
     pull.source.host.unpin(pull.keys, newest=False)
-    pull.request.loading = False
-    rank.fill_rounds += 1
     if pull.partial:
         fetch.partial += 1
     else:

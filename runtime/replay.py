@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import g3_offload, peer_fetch
 from .engine import Replay, Worker
 from .belady import BeladyPool, future_uses
 from .g1 import BlockPool
@@ -44,47 +45,42 @@ def _ms_to_ns(ms: float) -> int:
     return int(round(ms * 1e6))
 
 
+def _links(offload: dict, ways: tuple[str, str], groups: list, workers: list, shared: bool) -> list[Link]:
+    """A tier's two links (`ways`, e.g. d2h/h2d or read/write): each group (a rank, or a worker) is capped by
+    `<way>_bandwidth_gbps`, and a shared pool by `shared_<way>_bandwidth_gbps` too."""
+    latency = _ms_to_ns(offload["latency_to_first_byte_ms"])
+    return [Link({g: offload[f"{way}_bandwidth_gbps"] for g in groups},
+                 offload.get(f"shared_{way}_bandwidth_gbps") if shared else None, latency, workers=frozenset(workers))
+            for way in ways]
+
+
 def attach_host_pools(ranks: list[Rank], offload: dict, block_bytes: int) -> list[HostPool]:
     """One G2 pool per DP rank (`dp_rank_local`) or one for all of them (`cluster_shared`)."""
     profile = PROFILES[offload["connector"]]
-    latency = _ms_to_ns(offload["latency_to_first_byte_ms"])
-
-    def pool(name: str, members: list[Rank], shared: bool) -> HostPool:
-        d2h = Link({r.index: offload["d2h_bandwidth_gbps"] for r in members},
-                   offload.get("shared_d2h_bandwidth_gbps") if shared else None, latency)
-        h2d = Link({r.index: offload["h2d_bandwidth_gbps"] for r in members},
-                   offload.get("shared_h2d_bandwidth_gbps") if shared else None, latency)
-        d2h.workers = h2d.workers = frozenset(r.worker for r in members)
-        host = HostPool(name, offload["scope"], offload["num_host_blocks"], block_bytes, profile, d2h, h2d)
+    shared = offload["scope"] == "cluster_shared"
+    pools = []
+    for name, members in [("g2.shared", ranks)] if shared else [(f"g2.{r.name}", [r]) for r in ranks]:
+        d2h, h2d = _links(offload, ("d2h", "h2d"), [r.index for r in members], [r.worker for r in members], shared)
+        pools.append(HostPool(name, offload["scope"], offload["num_host_blocks"], block_bytes, profile, d2h, h2d))
         for rank in members:
-            rank.host = host
-        return host
-
-    if offload["scope"] == "cluster_shared":
-        return [pool("g2.shared", ranks, True)]
-    return [pool(f"g2.{rank.name}", [rank], False) for rank in ranks]
+            rank.host = pools[-1]
+    return pools
 
 
 def attach_storage_pools(workers: list[Worker], offload: dict, block_bytes: int) -> list[StoragePool]:
     """One G3 store per worker (`worker_local`) or one for all of them (`cluster_shared`); G3 runs one rank
     per worker, so a worker's limits are its rank's."""
-    latency = _ms_to_ns(offload["latency_to_first_byte_ms"])
-
-    def store(name: str, members: list[Worker], shared: bool) -> StoragePool:
-        links = [Link({w.index: offload[f"{way}_bandwidth_gbps"] for w in members},
-                      offload.get(f"shared_{way}_bandwidth_gbps") if shared else None, latency)
-                 for way in ("read", "write")]
-        for link in links:
-            link.workers = frozenset(w.index for w in members)
-        pool = StoragePool(name, offload["scope"], offload["num_g3_blocks"], block_bytes, *links)
+    shared = offload["scope"] == "cluster_shared"
+    pools = []
+    for name, members in [("g3.shared", workers)] if shared else [(f"g3.worker{w.index}", [w]) for w in workers]:
+        indexes = [w.index for w in members]
+        read, write = _links(offload, ("read", "write"), indexes, indexes, shared)
+        pools.append(StoragePool(name, offload["scope"], offload["num_g3_blocks"], block_bytes, read, write))
         for worker in members:
             for rank in worker.ranks:
-                rank.storage = pool
-        return pool
-
-    if offload["scope"] == "cluster_shared":
-        return [store("g3.shared", workers, True)]
-    return [store(f"g3.worker{w.index}", [w], False) for w in workers]
+                rank.storage = pools[-1]
+                rank.fills += (g3_offload.read,)
+    return pools
 
 
 def _role_workers(plan: dict, role_name: str, first_worker: int, first_rank: int) -> list[Worker]:
@@ -172,6 +168,7 @@ def attach_peer_fetch(replay: Replay, plan: dict, role_name: str) -> None:
     for rank in replay.ranks():
         if rank.role == role_name:
             rank.kvcr = replay.kvcr
+            rank.fills += (peer_fetch.pull,)
 
 
 def use_belady(replay: Replay) -> None:

@@ -24,7 +24,7 @@ from .timing import PassWork
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "host", "jobs", "waits", "transfers_in_flight",
-                 "role", "handoff", "storage", "kvcr", "fill_rounds")
+                 "role", "handoff", "storage", "kvcr", "fills", "fill_rounds")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -43,6 +43,7 @@ class Rank:
         self.host = None  # HostPool when G2 is configured
         self.storage = None  # StoragePool when G3 is configured
         self.kvcr = None  # PeerFetch when this rank's role has KVCR
+        self.fills = ()  # what may copy into its G2 a prefix G2 lacks: g3_offload.read, peer_fetch.pull
         self.fill_rounds = 0  # G3 reads or KVCR pulls landed since the last G2 -> G1 load started (jobs.BYPASS_ROUNDS)
         self.jobs: list[Job] = []  # copies requested since the engine last looked
         self.waits: list = []  # what its next pass waits for after a preemption (see offload.preemption_wait)
@@ -172,7 +173,7 @@ def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
                 budget -= 1
             continue  # (else reserved for a destination-first prefill elsewhere)
         new = _admit(rank, request, budget, now_ns)
-        if new < 0:  # offload.DEFER or offload.LOAD: this one waits for G2, look at the next one
+        if new < 0:  # offload.DEFER, LOAD or READ: this one waits for G2, look at the next one
             position += 1
             continue
         if not new:
