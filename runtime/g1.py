@@ -31,7 +31,9 @@ class BlockPool:
         self.created = 0
         self.events: list | None = None  # set to a list to record ("Stored" | "Removed", keys) for KV events
         self.evictions = 0
-        self.copying: set[int] = set()  # blocks a GPU->host copy still reads (one copy per block at a time)
+        # blocks freed while a GPU->host copy still reads them (one copy per block at a time); a block its request
+        # still holds cannot be handed out, so copies of held blocks are not tracked here
+        self.copying: set[int] = set()
         self.awaited: set[int] = set()  # copying blocks handed to a new owner, who must wait for the copy
 
     # ------------------------------------------------------------------ queries
@@ -102,13 +104,15 @@ class BlockPool:
             out.extend(taken)
         return out
 
-    def start_copy(self, blocks: list[int]) -> None:
+    def freeing_while_copied(self, blocks: list[int]) -> None:
+        """`blocks` are about to be freed while a copy still reads them: a new owner of one waits for `end_copy`."""
         self.copying.update(blocks)
 
     def end_copy(self, blocks: list[int]) -> None:
-        self.copying.difference_update(blocks)
-        if self.awaited:
-            self.awaited.difference_update(blocks)
+        if self.copying:
+            self.copying.difference_update(blocks)
+            if self.awaited:
+                self.awaited.difference_update(blocks)
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int) -> None:
         """Make blocks[start:stop] discoverable by keys[start:stop]; a key already cached keeps its block."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from . import offload
 from .jobs import Job
 from .requests import Request
 
@@ -88,7 +89,7 @@ def start_transfer(rank, request: Request) -> None:
 def landed(rank, request: Request, now_ns: int) -> None:
     """The KV arrived: the source lets go of its blocks, the decode rank knows the prompt."""
     source = request.source_rank
-    source.pool.release(request.source_blocks)
+    offload.release_blocks(source, request, request.source_blocks)
     request.source_blocks = []
     request.source_released_ns = now_ns
     request.loading = False

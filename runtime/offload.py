@@ -157,7 +157,6 @@ def offer_on_finish(rank, request: Request) -> None:
 
 
 def _start_store(rank, request: Request, keys: list, blocks: list[int], hold: bool = False) -> None:
-    rank.pool.start_copy(blocks)
     request.stores_in_flight += 1
     job = Job("store", rank, request, keys, blocks, hold)
     request.store_jobs.append(job)
@@ -176,16 +175,26 @@ def stored(rank, job: Job) -> None:
 
 
 def release(rank, request: Request) -> None:
-    """Free a finished or preempted request's G1 blocks; simple_cpu holds those still being copied."""
-    blocks = request.blocks
-    if rank.host is not None and rank.host.profile.g1_copy == "hold_until_copied" and request.store_jobs:
-        held = set()
-        for job in request.store_jobs:
-            job.hold = True
-            held.update(job.blocks)
-        blocks = [b for b in blocks if b not in held]
-    rank.pool.release(blocks)
+    """Free a finished or preempted request's G1 blocks."""
+    release_blocks(rank, request, request.blocks)
     request.blocks = []
+
+
+def release_blocks(rank, request: Request, blocks: list[int]) -> None:
+    """Free `blocks` of `request` on `rank`: simple_cpu holds those its stores still copy out until they land,
+    the other connectors free them and a new owner waits for the copy."""
+    copying = [job for job in request.store_jobs if job.rank is rank] if request.store_jobs else None
+    if copying:
+        if rank.host.profile.g1_copy == "hold_until_copied":
+            held = set()
+            for job in copying:
+                job.hold = True
+                held.update(job.blocks)
+            blocks = [b for b in blocks if b not in held]
+        else:
+            for job in copying:
+                rank.pool.freeing_while_copied(job.blocks)
+    rank.pool.release(blocks)
 
 
 def preemption_wait(rank, victim: Request) -> None:

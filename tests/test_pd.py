@@ -503,6 +503,20 @@ def test_g2_on_the_prefill_role(tmp_path):
                       "d2h_bandwidth_wait_ms": 0.0, "h2d_bandwidth_wait_ms": 0.0, "connector": "offloading_v0_24"}
 
 
+def test_g2_on_the_prefill_role_a_block_freed_by_the_handoff_is_still_copied(tmp_path):
+    """How G2 behaves: "G1 blocks that are still being copied to G2 are not overwritten", when the handoff frees
+    them.  Prefill G1 3 blocks, G2 d2h 0.1 GB/s (10 ms per 1 MB block).  A (1, 2) prefills 0-10 ms; its 2-block
+    store runs 10-30 ms, while its 8-token handoff lands at 18 ms and frees both source blocks.  B (3, 4) arrives
+    at 20 ms and is given the never-used block and A's last block, still being copied: its prefill pass waits
+    for the copy (30-40 ms, TTFT 20 instead of 10)."""
+    slow_store = ", host_offload: {num_host_blocks: 16, d2h_bandwidth_gbps: 0.1, h2d_bandwidth_gbps: 1.0}"
+    run = replay_pd(tmp_path, [row(0, 8, 2, [1, 2]), row(20, 8, 2, [3, 4])], prefill_blocks=3,
+                    prefill_extra=slow_store)
+    assert [run.pd(i)["source_held_ms"] for i in (0, 1)] == [8.0, 8.0]
+    assert run.field("prefill_admit_ms") == [0.0, 20.0]
+    assert run.field("first_token_ms") == [10.0, 40.0]
+
+
 def test_g2_on_the_decode_role(tmp_path):
     """G2 on the decode role (PREEMPT_ROWS: R1 is preempted on the 8-block decode rank and readmitted at 37 ms).
 
