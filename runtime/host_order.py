@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import deque
 from itertools import compress, repeat
-from operator import is_, is_not
+from operator import is_, is_not, not_
 
 
 class _Token:
@@ -150,14 +150,17 @@ class RunOrder:
                 if slot.get(key) is ghost:
                     del slot[key]
             return False
-        taken, lost = [], []
-        for key, old in zip(known, olds):
-            if old is not token:
-                slot[key] = token if type(old) is _Token else ghost
-                taken.append(key)
-                lost.append(old)
-        if taken:
-            _notify(lost, taken, token)
+        if olds.count(token):  # (keys it claimed already stay as they are)
+            others = list(map(is_not, olds, repeat(token)))
+            known, olds = list(compress(known, others)), list(compress(olds, others))
+        if known:
+            held = list(map(is_, map(type, olds), repeat(_Token)))
+            if all(held):
+                slot.update(zip(known, repeat(token)))
+            else:
+                slot.update(zip(compress(known, held), repeat(token)))
+                slot.update(zip(compress(known, map(not_, held)), repeat(ghost)))
+            _notify(olds, known, token)
         return True
 
     def _push(self, run: _Run) -> None:
