@@ -142,8 +142,14 @@ class RunOrder:
         added = len(slot) - before
         if added == len(olds):
             return True
-        found = list(map(is_not, olds, repeat(ghost)))  # held, or claimed by another owner (or by `token`)
-        known, olds = list(compress(keys, found)), list(compress(olds, found))
+        # the others are held, or claimed by another owner (or by `token`): usually a prefix of `keys`
+        mine = olds.count(ghost)
+        first = olds.index(ghost) if mine else len(olds)
+        if len(olds) - first == mine:
+            known, olds = keys[:first], olds[:first]
+        else:
+            found = list(map(is_not, olds, repeat(ghost)))
+            known, olds = list(compress(keys, found)), list(compress(olds, found))
         # (when checking, a key that returned the ghost without being added is a repeat)
         if check_distinct and (len(keys) - len(known) > added or len(set(known)) < len(known)):
             for key in keys:  # undo the claims this call made
@@ -276,10 +282,8 @@ class RunOrder:
             else:
                 for key in held:
                     if key in storing or key in loading or key in pinned:
-                        slot[key] = kept_token
+                        slot[key] = kept_token  # (its owner claims it back: the scan made the owner `partial`)
                         kept.append(key)
-                        if token.stolen is not None:
-                            token.stolen.append(key)
                     else:
                         victims.append(key)
             if done:  # its current run is over, and its claims with it: the token is dead
