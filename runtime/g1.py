@@ -63,8 +63,7 @@ class BlockPool:
 
     def free_among(self, blocks: list[int]) -> int:
         """How many of `blocks` sit in the free queue (touching them takes them out of it)."""
-        ref = self.ref
-        return sum(1 for b in blocks if ref[b] == 0)
+        return list(map(self.ref.__getitem__, blocks)).count(0) if blocks else 0
 
     def can_allocate(self, new_blocks: int, touched: list[int] = ()) -> bool:
         return self.free_count - self.free_among(touched) >= new_blocks

@@ -82,6 +82,14 @@ class RunOrder:
     def holds(self, key) -> bool:
         return type(self._slot.get(key)) is _Token
 
+    def held_run(self, keys: list, start: int, limit: int) -> int:
+        """How many keys of keys[start:limit], from the first on, are held."""
+        slot = self._slot
+        if start >= limit or type(slot.get(keys[start])) is not _Token:
+            return 0  # (the usual answer: one probe)
+        held = list(map(is_, map(type, map(slot.get, keys[start:limit])), repeat(_Token)))
+        return held.index(False) if not all(held) else len(held)
+
     def held(self) -> list:
         """Every held key (in no particular order)."""
         return [key for key, claim in self._slot.items() if type(claim) is _Token]

@@ -97,20 +97,16 @@ class HostPool:
     # ------------------------------------------------------------------ lookups
     def lookup(self, keys: list, start: int, limit: int) -> tuple[int, bool]:
         """(consecutive usable hits from `start`, deferred?) under this connector's rules."""
-        holds, storing, loading, profile = self.order.holds, self.storing, self.loading, self.profile
-        hits = 0
-        for index in range(start, limit):
-            key = keys[index]
-            if not holds(key):
-                break
-            if key in storing:
-                if profile.in_flight_store_hit == "defer":
+        held = keys[start:start + self.order.held_run(keys, start, limit)]
+        storing, profile = self.storing, self.profile
+        loading = self.loading if profile.loading_hit == "defer" else {}
+        if not (storing.isdisjoint(held) and loading.keys().isdisjoint(held)):
+            for hits, key in enumerate(held):  # the first held key a store or a load still uses
+                if key in storing:
+                    return hits, profile.in_flight_store_hit == "defer"
+                if key in loading:
                     return hits, True
-                break
-            if key in loading and profile.loading_hit == "defer":
-                return hits, True
-            hits += 1
-        return hits, False
+        return len(held), False
 
     def refresh(self, keys: list, upto: int | None = None) -> None:
         """Make the resident blocks of keys[:upto] the newest, its first block newest of all."""
