@@ -126,7 +126,7 @@ def offer_after_pass(rank, batch) -> None:
             upto = (request.num_computed + new) // size
             if upto > request.stored_upto:
                 offer(rank, request, min(upto, len(request.keys)))
-    else:  # prompt blocks only
+    elif batch.work.prefill_chunks:  # prompt blocks only: a pass of decodes alone computes none
         for request, new in batch.items:
             computed, prompt = request.num_computed, request.spec.prompt_len
             if computed >= prompt:
