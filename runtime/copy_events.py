@@ -30,6 +30,7 @@ LANDED = {"load": restored, "store": stored, "read": g3_offload.read_done, "writ
 
 class CopyEvents:
     def _start_jobs(self, worker: Worker, now: int) -> None:
+        moved = {}
         for rank in worker.ranks:
             if not rank.jobs:
                 continue
@@ -52,10 +53,12 @@ class CopyEvents:
                 if job.kind == "load" and rank.pool.copying.intersection(job.blocks):
                     self.parked.append(job)  # its G1 blocks are still being copied out: it waits for them
                     continue
-                self._start_copy(rank, job, now)
+                self._start_copy(rank, job, now, moved)
             rank.jobs = []
+        self._schedule(moved)
 
-    def _start_copy(self, rank: Rank, job, now: int) -> None:
+    def _start_copy(self, rank: Rank, job, now: int, moved: dict) -> None:
+        """Start `job`'s transfer: after the link's latency, or now (then `moved` gets its link, last)."""
         tier, link, group = LINKS[job.kind]
         tier = getattr(rank, tier)
         link = getattr(tier, link)
@@ -63,15 +66,25 @@ class CopyEvents:
         if link.latency_ns:
             self.push(now + link.latency_ns, TRANSFER_START, (link, transfer))
         else:
-            self._transfer_moves(link, transfer, now)
+            link.start_moving(transfer, now)
+            moved.pop(id(link), None)  # (links compare by value: keyed by identity)
+            moved[id(link)] = link
+
+    def _schedule(self, moved: dict) -> None:
+        """Schedule the next completion of each link whose transfers changed, in the order they last did (one
+        event per link however many transfers started at this instant)."""
+        for link in moved.values():
+            self._schedule_next_done(link)
 
     def _unpark(self, now: int) -> None:
         """Start the restores whose G1 blocks are no longer being copied out."""
         ready = [job for job in self.parked if not job.rank.pool.copying.intersection(job.blocks)]
         if ready:
             self.parked = [job for job in self.parked if job not in ready]
+            moved = {}
             for job in ready:
-                self._start_copy(job.rank, job, now)
+                self._start_copy(job.rank, job, now, moved)
+            self._schedule(moved)
 
     def _transfer_moves(self, link, transfer, now: int) -> None:
         link.start_moving(transfer, now)
