@@ -36,8 +36,8 @@ def eligible(ranks: list[Rank], batches: list[Batch | None]) -> bool:
             return False
         if (rank.pool.copying or rank.transfers_in_flight) and not _copies_harmless(rank):
             return False
-        if rank.host is not None and (rank.host.profile.store_rest_on_finish or rank.host.profile.store_delay_passes):
-            return False  # those connectors store at every pass or at completions
+        if rank.host is not None and rank.host.profile.store_delay_passes:
+            return False  # that connector stores at every pass
         if batch is not None and (batch.work.prefill_chunks or len(batch.items) != len(rank.running)):
             return False
     return any(batch is not None for batch in batches)
@@ -55,6 +55,8 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
         return None  # the second pass would start at or after the next event: nothing to fuse
     finish_at = {id(r): r.spec.output_len - r.generated - 1 for _, b in active for r, _ in b.items}
     limit = (max(finish_at.values()) + 1) if can_finish else min(finish_at.values())
+    if can_finish:  # a completion that has more to do than a fused pass can: the run stops before it
+        limit = min([limit] + [finish_at[id(r)] for rank, b in active for r, _ in b.items if _finish_stores(rank, r)])
 
     # per rank: [events in pass order, cursor, decoding requests, sum of (computed + 1), free blocks]
     states = []
@@ -110,6 +112,14 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
             return None
     return Macro(ends, [[e for e in s[0] if e[0] <= last] for s in states], active,
                  {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items})
+
+
+def _finish_stores(rank: Rank, request) -> bool:
+    """Does the request's completion store to G2 (v0.32 connectors: what it could not store before)?  Its
+    refresh of G2's order alone may come early: nothing else reads or changes this rank's G2 during fused
+    passes, a store landing meanwhile included (with no KVCR peer that might pull from it)."""
+    profile = rank.host.profile if rank.host is not None else None
+    return profile is not None and profile.store_rest_on_finish and bool(request.unstored or rank.kvcr is not None)
 
 
 def _copies_harmless(rank: Rank) -> bool:

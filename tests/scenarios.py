@@ -78,7 +78,7 @@ def predict_scenario(directory: Path, rows: list[dict], config: str, name: str, 
 def replay_both_ways(plan: dict, directory: Path, *, kv_events: bool = False,
                      prepare=None) -> tuple[Replay, Replay, list[dict]]:
     """Replay with macro steps, then single-stepped (capturing KV events if `kv_events`); both must give the same
-    per-request records and tier counters.  Returns (macro-stepped, single-stepped, records)."""
+    per-request records, tier counters and end time.  Returns (macro-stepped, single-stepped, records)."""
     fused = build(plan, directory)
     single = build(plan, directory, single_step=True)
     if kv_events:
@@ -90,6 +90,7 @@ def replay_both_ways(plan: dict, directory: Path, *, kv_events: bool = False,
     records = [request_record(r) for r in single.requests]
     assert [request_record(r) for r in fused.requests] == records, "macro steps changed the records"
     assert fused.summary_sections() == single.summary_sections(), "macro steps changed the tier counters"
+    assert fused.now == single.now, "macro steps changed when the last event happened"
     return fused, single, records
 
 

@@ -443,6 +443,17 @@ def test_v0_32_finishing_request_offers_prompt_blocks_it_could_not_store(tmp_pat
         assert (run.domain["stores"], run.domain["evictions"], run.domain["dropped_stores"]) == (2, 0, 2)
 
 
+def test_v0_32_finish_store_in_the_middle_of_decode_passes(tmp_path):
+    """The same finish store while another request keeps decoding: B's completion at 14 ms starts its store at
+    14 ms (landing at 16 ms), though C's decode passes around it could be fused; C (a 3-token prompt, no full
+    block to store) decodes until 21 ms, the last event.  Macro steps run B's completion pass on its own (a
+    fused run through it would start the store only when the run ends)."""
+    run = replay_trace(tmp_path, [row(0, 8, 1, [1, 2]), row(0, 8, 5, [3, 4]), row(0, 3, 12, [5])], connector=V32,
+                       g1_blocks=16, host_blocks=2)
+    assert run.g2 == [(12.0, "Stored", [1, 2]), (14.0, "Removed", [2, 1]), (16.0, "Stored", [3, 4])]
+    assert [r["last_token_ms"] for r in run.records] == [10.0, 14.0, 21.0]
+
+
 def test_simple_cpu_scans_from_block_0_at_each_admission(tmp_path):
     """Row "Stored blocks", simple_cpu_v0_32: "scanned from block 0 at each admission; blocks already in G2,
     such as those just loaded, are skipped."
