@@ -272,20 +272,25 @@ class RunOrder:
             # claims on keys not held are dropped, and keys another run placed since are put back
             token.partial = True
             claims = list(map(pop, chunk, repeat(None)))
-            held = chunk
-            if claims.count(token) < len(chunk):
-                # typically a shared prefix that a later request claimed since: its keys go back as they were
-                ghost = token.ghost
-                if claims.count(ghost) or claims.count(None):
-                    back = [(key, claim) for key, claim in zip(chunk, claims)
-                            if claim is not token and claim is not ghost and claim is not None]
+            mine = claims.count(token)
+            if mine == len(chunk):
+                held = chunk
+            elif token not in claims[mine:]:
+                # typically a shared prefix that a later request claimed since, last in the chunk: it goes back
+                held, rest, claims = chunk[:mine], chunk[mine:], claims[mine:]
+                if None in claims or token.ghost in claims:
+                    ghost = token.ghost
+                    slot.update([(key, claim) for key, claim in zip(rest, claims)
+                                 if claim is not ghost and claim is not None])
                 else:
-                    back = compress(zip(chunk, claims), map(is_not, claims, repeat(token)))
-                slot.update(back)
+                    slot.update(zip(rest, claims))
+            else:
+                ghost = token.ghost
+                slot.update([(key, claim) for key, claim in zip(chunk, claims)
+                             if claim is not token and claim is not ghost and claim is not None])
                 held = list(compress(chunk, map(is_, claims, repeat(token))))
-            # (restores read and pins hold keys that are held: one of those among `held` is out of `_slot` now)
             if storing.isdisjoint(held) and not (busy and (
-                    not all(map(slot.__contains__, loading)) or not all(map(slot.__contains__, pinned)))):
+                    not loading.keys().isdisjoint(held) or not pinned.keys().isdisjoint(held))):
                 victims += held
             else:
                 for key in held:
