@@ -32,7 +32,7 @@ class _Token:
     it claims the whole range again).  A run's scan drops the claims it passes and puts back those of keys
     other runs placed since, so a finished run leaves nothing behind."""
 
-    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial", "ghost")
+    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial", "ghost", "seq")
 
     def __init__(self, keys=None, plain: bool = True, stolen: list | None = None):
         self.keys = keys
@@ -42,6 +42,7 @@ class _Token:
         self.plain = plain
         self.partial = False
         self.ghost = _Ghost(self)
+        self.seq = -1  # `seq` of its latest run
 
 
 class _Ghost:
@@ -55,9 +56,10 @@ class _Ghost:
 
 class _Run:
     """One run of the eviction order: `token`'s keys from index `pos`, downward for an owner's refresh or
-    upward for an explicit list; dead once its owner has refreshed again (`gen` moved on)."""
+    upward for an explicit list; dead once its owner has refreshed again (`gen` moved on).  `seq` counts the
+    runs pushed before it."""
 
-    __slots__ = ("token", "gen", "keys", "pos", "down")
+    __slots__ = ("token", "gen", "keys", "pos", "down", "seq")
 
     def __init__(self, token: _Token, gen: int, keys: list, pos: int, down: bool):
         self.token, self.gen, self.keys, self.pos, self.down = token, gen, keys, pos, down
@@ -69,7 +71,7 @@ _COMPACT_FLOOR = 1 << 12
 class RunOrder:
     """Held keys and their eviction order (see the module docstring)."""
 
-    __slots__ = ("_slot", "_front", "_runs", "_compact_at", "_owners", "_kept")
+    __slots__ = ("_slot", "_front", "_runs", "_compact_at", "_owners", "_kept", "_pushed")
 
     def __init__(self):
         self._slot: dict = {}
@@ -78,6 +80,7 @@ class RunOrder:
         self._compact_at = _COMPACT_FLOOR  # drop superseded runs when `_runs` grows past this
         self._owners: dict = {}  # id(key list) -> its owner token
         self._kept = _Token()  # the token of `_front`
+        self._pushed = 0  # runs pushed so far
 
     def holds(self, key) -> bool:
         return type(self._slot.get(key)) is _Token
@@ -178,6 +181,8 @@ class RunOrder:
         return True
 
     def _push(self, run: _Run) -> None:
+        run.seq = run.token.seq = self._pushed
+        self._pushed += 1
         runs = self._runs
         runs.append(run)
         if len(runs) > self._compact_at:  # (a pool that rarely evicts would keep every superseded run)
@@ -213,13 +218,15 @@ class RunOrder:
             owner = self._owners[id(keys)] = _Token(keys, len(set(keys[:upto])) == upto, [])
         return owner
 
-    def hold(self, token: _Token, new: list, olds: list, place: bool) -> None:
-        """Hold `new` (a prefix of `unheld`'s answer) under `token`, appended at the end if `place`."""
+    def hold(self, token: _Token, new: list, olds: list, place: bool) -> int:
+        """Hold `new` (a prefix of `unheld`'s answer) under `token`, appended at the end if `place`; returns the
+        `seq` of the oldest run that can place them, until they move (to a newer run)."""
         if olds.count(token.ghost) < len(olds):
             _notify(olds, new, token)  # (claims the scan dropped meanwhile only make an owner claim more)
         self._slot.update(zip(new, repeat(token)))
         if place:
             self._push(_Run(token, 0, new, 0, False))
+        return token.seq if token.seq >= 0 else self._pushed
 
     def adopt(self, keys: list) -> None:
         """Hold distinct keys not held, placed nowhere yet (the caller appends them)."""
@@ -228,9 +235,10 @@ class RunOrder:
         slot.update(dict.fromkeys(keys, placeholder))
 
     # ------------------------------------------------------------------ evictions
-    def evict(self, wanted: int, storing: set, loading: dict, pinned: dict) -> list:
+    def evict(self, wanted: int, storing, loading: dict, pinned: dict, since: int = 0) -> list:
         """Drop up to `wanted` held keys, oldest first, skipping (and keeping in front) those that are storing,
-        loading or pinned; returns the keys dropped."""
+        loading or pinned; returns the keys dropped.  `storing` (a set, or what supports `in` and `isdisjoint`)
+        is asked only about `_front` and runs from `seq` `since` on (no storing key sits in an older one)."""
         slot = self._slot
         pop = slot.pop
         busy = loading or pinned
@@ -289,7 +297,7 @@ class RunOrder:
                 slot.update([(key, claim) for key, claim in zip(chunk, claims)
                              if claim is not token and claim is not ghost and claim is not None])
                 held = list(compress(chunk, map(is_, claims, repeat(token))))
-            if storing.isdisjoint(held) and not (busy and (
+            if (run.seq < since or storing.isdisjoint(held)) and not (busy and (
                     not loading.keys().isdisjoint(held) or not pinned.keys().isdisjoint(held))):
                 victims += held
             else:
