@@ -32,7 +32,7 @@ class _Token:
     it claims the whole range again).  A run's scan drops the claims it passes and puts back those of keys
     other runs placed since, so a finished run leaves nothing behind."""
 
-    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial", "ghost", "seq")
+    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial", "ghost", "seq", "fresh")
 
     def __init__(self, keys=None, plain: bool = True, stolen: list | None = None):
         self.keys = keys
@@ -43,6 +43,7 @@ class _Token:
         self.partial = False
         self.ghost = _Ghost(self)
         self.seq = -1  # `seq` of its latest run
+        self.fresh = -1  # keys[fresh:covered] are all its ghosts (-1: not known)
 
 
 class _Ghost:
@@ -106,11 +107,13 @@ class RunOrder:
             if owner is None or owner.covered:
                 owner = self._owners[id(keys)] = _Token(keys, True, [])
             part = keys[:upto]
-            if len(part) == upto and self._claim(part, owner, True):
-                return self._place(owner, upto)
+            if len(part) == upto:
+                owner.fresh = self._claim(part, owner, True)
+                if owner.fresh >= 0:
+                    return self._place(owner, upto)
             owner.plain = False
         elif owner.plain and upto > owner.covered and len(set(keys[:upto])) < upto:
-            owner.plain = False
+            owner.plain, owner.fresh = False, -1
         if not owner.plain:  # a key listed twice takes the place of its first occurrence
             order = list(dict.fromkeys(keys[:upto]))
             order.reverse()
@@ -119,13 +122,15 @@ class RunOrder:
         stolen = owner.stolen
         if owner.partial:  # its run's scan dropped claims: claim the whole range again
             owner.stolen, owner.partial = [], False
-            self._claim(keys[:upto], owner)
+            owner.fresh = self._claim(keys[:upto], owner)
         else:
             if stolen:  # claim back what other runs took
                 owner.stolen = []
                 self._claim(list(dict.fromkeys(stolen)), owner)
             if upto > owner.covered:
-                self._claim(keys[owner.covered:upto], owner)
+                fresh = self._claim(keys[owner.covered:upto], owner)
+                if fresh or owner.fresh < 0:
+                    owner.fresh = owner.covered + fresh
             elif not stolen and self._runs:  # nothing lost or new: a no-op if its run is the newest, untouched
                 last = self._runs[-1]
                 if last.token is owner and last.gen == owner.gen and last.pos == upto - 1:
@@ -142,23 +147,25 @@ class RunOrder:
         owner = self._owners.get(id(keys))
         return owner is not None and owner.keys is keys and owner.plain and owner.covered >= upto
 
-    def _claim(self, keys: list, token: _Token, check_distinct: bool = False) -> bool:
+    def _claim(self, keys: list, token: _Token, check_distinct: bool = False) -> int:
         """Claim `keys` for owner `token`: held ones go to it, the others get its ghost; owners that claimed
         some learn which.  `keys` must be distinct, unless `check_distinct` (`token`'s ghost claims nothing
-        yet): then a list naming a key twice is left unclaimed and False returned."""
+        yet): then a list naming a key twice is left unclaimed and -1 returned.  Returns where the run of keys
+        that got its ghost and ends `keys` starts (len(keys) when none is known)."""
         slot, ghost = self._slot, token.ghost
         before = len(slot)
         # one probe per key (memory latency is the cost here): keys nobody held or claimed are claimed already
         olds = list(map(slot.setdefault, keys, repeat(ghost)))
         added = len(slot) - before
         if added == len(olds):
-            return True
+            return 0
         # the others are held, or claimed by another owner (or by `token`): usually a prefix of `keys`
         mine = olds.count(ghost)
         first = olds.index(ghost) if mine else len(olds)
         if len(olds) - first == mine:
             known, olds = keys[:first], olds[:first]
         else:
+            first = len(olds)
             found = list(map(is_not, olds, repeat(ghost)))
             known, olds = list(compress(keys, found)), list(compress(olds, found))
         # (when checking, a key that returned the ghost without being added is a repeat)
@@ -166,7 +173,7 @@ class RunOrder:
             for key in keys:  # undo the claims this call made
                 if slot.get(key) is ghost:
                     del slot[key]
-            return False
+            return -1
         if olds.count(token):  # (keys it claimed already stay as they are)
             others = list(map(is_not, olds, repeat(token)))
             known, olds = list(compress(known, others)), list(compress(olds, others))
@@ -178,7 +185,7 @@ class RunOrder:
                 slot.update(zip(compress(known, held), repeat(token)))
                 slot.update(zip(compress(known, map(not_, held)), repeat(ghost)))
             _notify(olds, known, token)
-        return True
+        return first
 
     def _push(self, run: _Run) -> None:
         run.seq = run.token.seq = self._pushed
@@ -200,11 +207,15 @@ class RunOrder:
 
     # ------------------------------------------------------------------ new keys
     def unheld(self, keys: list, place: bool, refresh: tuple | None) -> tuple:
-        """(token, new, olds) for admitting distinct `keys`: `new` lists those not held, `olds` their claims.
+        """(token, new, olds) for admitting distinct `keys`: `new` lists those not held, `olds` their claims
+        (None: all `token`'s ghosts).
 
         `place`: they will be appended at the end under a token of their own; else under the owner of the
         range `refresh` = (key list, upto) holding them all, which the caller refreshes right after."""
         token = _Token() if place else self._owner(*refresh)
+        fresh = token.fresh
+        if 0 <= fresh <= token.covered - len(keys) and keys == token.keys[fresh:fresh + len(keys)]:
+            return token, keys, None  # (none held, all its ghosts: no probe needed)
         olds = list(map(self._slot.get, keys))
         if olds.count(token.ghost) == len(olds):  # all claimed by the refreshing owner, none held (the usual)
             return token, keys, olds
@@ -221,8 +232,12 @@ class RunOrder:
     def hold(self, token: _Token, new: list, olds: list, place: bool) -> int:
         """Hold `new` (a prefix of `unheld`'s answer) under `token`, appended at the end if `place`; returns the
         `seq` of the oldest run that can place them, until they move (to a newer run)."""
-        if olds.count(token.ghost) < len(olds):
-            _notify(olds, new, token)  # (claims the scan dropped meanwhile only make an owner claim more)
+        if olds is None:
+            token.fresh += len(new)
+        else:
+            token.fresh = -1  # (some of its ghosts may be among them)
+            if olds.count(token.ghost) < len(olds):
+                _notify(olds, new, token)  # (claims the scan dropped meanwhile only make an owner claim more)
         self._slot.update(zip(new, repeat(token)))
         if place:
             self._push(_Run(token, 0, new, 0, False))
@@ -278,7 +293,7 @@ class RunOrder:
                 done = high >= len(keys)
             # take the chunk's claims out: the keys this run holds go (or stay, in front, if they cannot), its
             # claims on keys not held are dropped, and keys another run placed since are put back
-            token.partial = True
+            token.partial, token.fresh = True, -1
             claims = list(map(pop, chunk, repeat(None)))
             mine = claims.count(token)
             if mine == len(chunk):
@@ -321,6 +336,10 @@ def _notify(olds: list, keys: list, token: _Token) -> None:
     for other in set(olds):
         if other is None or other is token or other is token.ghost:
             continue
-        owner = other.token if type(other) is _Ghost else other
+        if type(other) is _Ghost:
+            owner = other.token
+            owner.fresh = -1
+        else:
+            owner = other
         if owner.stolen is not None and owner.keys is not None:
             owner.stolen.extend(compress(keys, map(is_, olds, repeat(other))))

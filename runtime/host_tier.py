@@ -205,7 +205,7 @@ class HostPool:
                 keep = 0 if self.profile.store_delay_passes else max(room, 0)
                 if count_dropped and not self.profile.store_delay_passes:
                     self.dropped_stores += len(new) - room
-                new, olds = new[:keep], olds[:keep]
+                new, olds = new[:keep], olds and olds[:keep]
         if new:
             self._flight.add(new, self.order.hold(token, new, olds, place))
             self.resident += len(new)
