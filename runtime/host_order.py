@@ -157,9 +157,20 @@ class RunOrder:
         # one probe per key (memory latency is the cost here): keys nobody held or claimed are claimed already
         olds = list(map(slot.setdefault, keys, repeat(ghost)))
         added = len(slot) - before
-        if added == len(olds):
+        first = len(olds) - added
+        if not first:
             return 0
-        # the others are held, or claimed by another owner (or by `token`): usually a prefix of `keys`
+        # the others are held, or claimed by another owner (or by `token`): usually a prefix of `keys` that one
+        # other run holds (a shared prefix, or what a claim takes back)
+        held = olds[0]
+        if (type(held) is _Token and held is not token and olds.count(held) == first
+                and (not added or olds.count(ghost) == added and olds.index(ghost) == first)
+                and (not check_distinct or len(set(keys[:first])) == first)):
+            known = keys[:first]
+            slot.update(zip(known, repeat(token)))
+            if held.stolen is not None and held.keys is not None:
+                held.stolen += known
+            return first
         mine = olds.count(ghost)
         first = olds.index(ghost) if mine else len(olds)
         if len(olds) - first == mine:
@@ -333,6 +344,11 @@ class RunOrder:
 
 def _notify(olds: list, keys: list, token: _Token) -> None:
     """Owners whose claims (`olds`, on `keys`) go to `token` add those keys to `stolen`."""
+    if olds and olds.count(olds[0]) == len(olds):  # (one owner loses them all)
+        other = olds[0]
+        if type(other) is _Token and other is not token and other.stolen is not None and other.keys is not None:
+            other.stolen += keys
+            return
     for other in set(olds):
         if other is None or other is token or other is token.ghost:
             continue
