@@ -162,10 +162,11 @@ class RunOrder:
             return 0
         # the others are held, or claimed by another owner (or by `token`): usually a prefix of `keys` that one
         # other run holds (a shared prefix, or what a claim takes back)
+        # (if the first `first` returned one token, those are the keys not added, so the rest were; comparing
+        # claims that are not the same object costs a lot more than finding it, hence the slice)
         held = olds[0]
-        if (type(held) is _Token and held is not token and olds.count(held) == first
-                and (not added or olds.count(ghost) == added and olds.index(ghost) == first)
-                and (not check_distinct or len(set(keys[:first])) == first)):
+        if type(held) is _Token and held is not token and olds[:first].count(held) == first and (
+                not check_distinct or len(set(keys[:first])) == first):
             known = keys[:first]
             slot.update(zip(known, repeat(token)))
             if held.stolen is not None and held.keys is not None:
