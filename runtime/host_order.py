@@ -8,6 +8,8 @@ every count stay with `host_tier.HostPool`.
 
 Contents and order live in one map, `_slot`: for a held key, the token of the
 run placing it; for a key an owner claims but nobody holds, that owner's ghost.
+(A reserve of the owner's unclaimed end leaves the ghosts: the owner notes
+which positions they hold, `lazy`, and whoever reads those claims settles them.)
 The order is `_front` (held keys an eviction scan passed but could not evict),
 then the runs of `_runs`, oldest first, each key in the run of its token (its
 occurrences in other runs are stale).  So a refresh moves a whole run at once,
@@ -32,7 +34,7 @@ class _Token:
     it claims the whole range again).  A run's scan drops the claims it passes and puts back those of keys
     other runs placed since, so a finished run leaves nothing behind."""
 
-    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial", "ghost", "seq", "fresh")
+    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial", "ghost", "seq", "fresh", "lazy", "lazy_end")
 
     def __init__(self, keys=None, plain: bool = True, stolen: list | None = None):
         self.keys = keys
@@ -44,6 +46,7 @@ class _Token:
         self.ghost = _Ghost(self)
         self.seq = -1  # `seq` of its latest run
         self.fresh = -1  # keys[fresh:covered] are all its ghosts (-1: not known)
+        self.lazy = self.lazy_end = 0  # keys[lazy:lazy_end] are held though they map to its ghost still
 
 
 class _Ghost:
@@ -84,19 +87,43 @@ class RunOrder:
         self._pushed = 0  # runs pushed so far
 
     def holds(self, key) -> bool:
-        return type(self._slot.get(key)) is _Token
+        claim = self._slot.get(key)
+        if type(claim) is _Ghost and claim.token.lazy < claim.token.lazy_end:
+            self._settle(claim.token)
+            claim = self._slot.get(key)
+        return type(claim) is _Token
 
     def held_run(self, keys: list, start: int, limit: int) -> int:
         """How many keys of keys[start:limit], from the first on, are held."""
-        slot = self._slot
-        if start >= limit or type(slot.get(keys[start])) is not _Token:
+        if start >= limit or not self.holds(keys[start]):
             return 0  # (the usual answer: one probe)
-        held = list(map(is_, map(type, map(slot.get, keys[start:limit])), repeat(_Token)))
-        return held.index(False) if not all(held) else len(held)
+        while True:
+            claims = list(map(self._slot.get, keys[start:limit]))
+            if not self._settled(claims):
+                held = list(map(is_, map(type, claims), repeat(_Token)))
+                return held.index(False) if not all(held) else len(held)
 
     def held(self) -> list:
         """Every held key (in no particular order)."""
+        for owner in list(self._owners.values()):
+            self._settle(owner)
         return [key for key, claim in self._slot.items() if type(claim) is _Token]
+
+    def _settle(self, token: _Token) -> None:
+        """Map the keys `token` holds lazily to it."""
+        if token.lazy < token.lazy_end:
+            self._slot.update(zip(token.keys[token.lazy:token.lazy_end], repeat(token)))
+            token.lazy = token.lazy_end
+
+    def _settled(self, claims: list, token: _Token | None = None) -> bool:
+        """Settle the owners (but `token`) whose ghosts among `claims` may stand for keys held lazily; any?"""
+        if _Ghost not in set(map(type, claims)):
+            return False
+        lazy = {claim.token for claim in claims if type(claim) is _Ghost and claim.token.lazy < claim.token.lazy_end}
+        lazy.discard(token)
+        for owner in lazy:
+            self._settle(owner)
+        return bool(lazy)
 
     # ------------------------------------------------------------------ refreshes
     def refresh(self, keys: list, upto: int) -> None:
@@ -105,6 +132,8 @@ class RunOrder:
         if owner is None or upto < owner.covered or not owner.covered:
             # a new owner (a shorter refresh gets one too: the old run keeps the rest), or one a reserve made
             if owner is None or owner.covered:
+                if owner is not None:
+                    self._settle(owner)  # (`held` finds lazy holders among `_owners`)
                 owner = self._owners[id(keys)] = _Token(keys, True, [])
             part = keys[:upto]
             if len(part) == upto:
@@ -122,6 +151,7 @@ class RunOrder:
         stolen = owner.stolen
         if owner.partial:  # its run's scan dropped claims: claim the whole range again
             owner.stolen, owner.partial = [], False
+            self._settle(owner)
             owner.fresh = self._claim(keys[:upto], owner)
         else:
             if stolen:  # claim back what other runs took
@@ -172,6 +202,8 @@ class RunOrder:
             if held.stolen is not None and held.keys is not None:
                 held.stolen += known
             return first
+        if self._settled(olds, token):
+            olds = list(map(slot.get, keys))
         mine = olds.count(ghost)
         first = olds.index(ghost) if mine else len(olds)
         if len(olds) - first == mine:
@@ -213,7 +245,10 @@ class RunOrder:
         if keys:
             token = _Token()
             slot = self._slot
-            _notify(list(map(slot.__getitem__, keys)), keys, token)
+            olds = list(map(slot.__getitem__, keys))
+            if self._settled(olds):  # (lazy holders are told as holders, before their keys go)
+                olds = list(map(slot.__getitem__, keys))
+            _notify(olds, keys, token)
             slot.update(dict.fromkeys(keys, token))
             self._push(_Run(token, 0, keys, 0, False))
 
@@ -229,6 +264,8 @@ class RunOrder:
         if 0 <= fresh <= token.covered - len(keys) and keys == token.keys[fresh:fresh + len(keys)]:
             return token, keys, None  # (none held, all its ghosts: no probe needed)
         olds = list(map(self._slot.get, keys))
+        if self._settled(olds):
+            olds = list(map(self._slot.get, keys))
         if olds.count(token.ghost) == len(olds):  # all claimed by the refreshing owner, none held (the usual)
             return token, keys, olds
         fresh = list(map(is_not, map(type, olds), repeat(_Token)))
@@ -238,19 +275,24 @@ class RunOrder:
         """The owner the coming refresh of keys[:upto] uses (made now if need be, with nothing claimed)."""
         owner = self._owners.get(id(keys))
         if owner is None or upto < owner.covered:
+            if owner is not None:
+                self._settle(owner)
             owner = self._owners[id(keys)] = _Token(keys, len(set(keys[:upto])) == upto, [])
         return owner
 
     def hold(self, token: _Token, new: list, olds: list, place: bool) -> int:
         """Hold `new` (a prefix of `unheld`'s answer) under `token`, appended at the end if `place`; returns the
         `seq` of the oldest run that can place them, until they move (to a newer run)."""
-        if olds is None:
-            token.fresh += len(new)
-        else:
+        if olds is None and token.fresh >= 0:  # keys[fresh:fresh + len(new)]: held lazily, claims left as they are
+            if token.lazy_end != token.fresh:
+                self._settle(token)
+                token.lazy = token.fresh
+            token.fresh = token.lazy_end = token.fresh + len(new)
+        else:  # (or an eviction scan of its run dropped claims since `unheld`)
             token.fresh = -1  # (some of its ghosts may be among them)
-            if olds.count(token.ghost) < len(olds):
+            if olds is not None and olds.count(token.ghost) < len(olds):
                 _notify(olds, new, token)  # (claims the scan dropped meanwhile only make an owner claim more)
-        self._slot.update(zip(new, repeat(token)))
+            self._slot.update(zip(new, repeat(token)))
         if place:
             self._push(_Run(token, 0, new, 0, False))
         return token.seq if token.seq >= 0 else self._pushed
@@ -258,7 +300,10 @@ class RunOrder:
     def adopt(self, keys: list) -> None:
         """Hold distinct keys not held, placed nowhere yet (the caller appends them)."""
         slot, placeholder = self._slot, _Token()
-        _notify(list(map(slot.get, keys)), keys, placeholder)
+        olds = list(map(slot.get, keys))
+        if self._settled(olds):
+            olds = list(map(slot.get, keys))
+        _notify(olds, keys, placeholder)
         slot.update(dict.fromkeys(keys, placeholder))
 
     # ------------------------------------------------------------------ evictions
@@ -307,7 +352,22 @@ class RunOrder:
             # claims on keys not held are dropped, and keys another run placed since are put back
             token.partial, token.fresh = True, -1
             claims = list(map(pop, chunk, repeat(None)))
-            mine = claims.count(token)
+            lazy, lazy_end = token.lazy, token.lazy_end
+            if lazy < lazy_end:  # (only an owner's run, downward, holds keys lazily: their claims are its ghost)
+                low = pos + 1 - len(chunk)
+                if lazy <= low and pos < lazy_end:
+                    mine = len(chunk)
+                else:
+                    high = lazy_end if lazy_end <= pos else pos + 1
+                    if lazy > low:
+                        low = lazy
+                    if low < high:
+                        claims[pos + 1 - high:pos + 1 - low] = [token] * (high - low)
+                    mine = claims.count(token)
+                low = pos + 1 - len(chunk)
+                token.lazy_end = low if low > lazy else lazy
+            else:
+                mine = claims.count(token)
             if mine == len(chunk):
                 held = chunk
             elif token not in claims[mine:]:
