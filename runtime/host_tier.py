@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import filterfalse
+from operator import itemgetter
 
 from .host_order import RunOrder
 from .transfers import Link
 
 READY, STORING = 0, 1
 _NEVER = 1 << 62
+_since = itemgetter(2)
 
 
 @dataclass(frozen=True)
@@ -87,13 +89,14 @@ class _InFlight:
     def land(self, keys: list) -> bool:
         """`keys` stop storing; were they all storing, and distinct?"""
         batches = self.batches
-        batch = batches.get(id(keys))
-        if batch is not None and batch[0] is keys and keys == batch[1]:
-            del batches[id(keys)]
-            self._keys = None
-            if batch[2] == self.since:
-                self.since = min((batch[2] for batch in batches.values()), default=_NEVER)
-            return True
+        batch = batches.pop(id(keys), None)  # (batches keep their list: this is it)
+        self._keys = None
+        if batch is not None:
+            if keys == batch[1]:
+                if batch[2] == self.since:
+                    self.since = min(map(_since, batches.values()), default=_NEVER)
+                return True
+            batches[id(keys)] = batch
         landed = self.keys().intersection(keys)
         self._keys = None
         for ident, (_, left, since) in list(batches.items()):
@@ -102,7 +105,7 @@ class _InFlight:
                 left = [key for key in left if key not in landed]
                 if left:
                     batches[id(left)] = (left, left, since)
-        self.since = min((batch[2] for batch in batches.values()), default=_NEVER)
+        self.since = min(map(_since, batches.values()), default=_NEVER)
         return len(landed) == len(keys)
 
     def keys(self) -> set:
@@ -253,12 +256,13 @@ class HostPool:
         self.version += 1
         fifo = self.profile.eviction == "fifo"
         # all were storing (so held), as offload's stores are; else a key not held joins as ready, newest
-        missing = [] if self._flight.land(keys) else list(filterfalse(self.holds, dict.fromkeys(keys)))
-        if missing:
-            self.order.adopt(missing)
-            self.resident += len(missing)
-            if not fifo:
-                self.order.append(missing)
+        if not self._flight.land(keys):
+            missing = list(filterfalse(self.holds, dict.fromkeys(keys)))
+            if missing:
+                self.order.adopt(missing)
+                self.resident += len(missing)
+                if not fifo:
+                    self.order.append(missing)
         if fifo:  # first in, first out by store completion
             self.order.append(last_occurrences(keys))
         if source:
