@@ -313,10 +313,9 @@ class RunOrder:
         is asked only about `_front` and runs from `seq` `since` on (no storing key sits in an older one)."""
         slot = self._slot
         pop = slot.pop
-        busy = loading or pinned
-        victims = []
+        victims, kept = [], []
         kept_token = self._kept
-        front, kept = self._front, []
+        front = self._front
         for index, key in enumerate(front):
             if len(victims) >= wanted:
                 kept.extend(front[index:])
@@ -328,62 +327,62 @@ class RunOrder:
             else:
                 del slot[key]
                 victims.append(key)
+        busy = loading or pinned
         runs, owners = self._runs, self._owners
-        while len(victims) < wanted and runs:
+        need = wanted - len(victims)  # (a chunk of `need` keys cannot hold more victims than wanted)
+        while need > 0 and runs:
             run = runs[0]
             token = run.token
             if run.gen != token.gen:
                 runs.popleft()
                 continue
             keys, pos = run.keys, run.pos
-            need = wanted - len(victims)  # a chunk of `need` keys cannot hold more victims than wanted
+            # take the chunk's claims out: the keys this run holds go (or stay, in front, if they cannot), its
+            # claims on keys not held are dropped, and keys another run placed since are put back
+            token.partial, token.fresh = True, -1
             if run.down:
                 low = pos - need + 1 if pos >= need else 0
                 chunk = keys[low:pos + 1]
                 chunk.reverse()
                 run.pos = low - 1
                 done = not low
+                claims = list(map(pop, chunk, repeat(None)))
+                lazy, lazy_end = token.lazy, token.lazy_end
+                if lazy < lazy_end:  # (an owner's keys held lazily: their claims are its ghost)
+                    token.lazy_end = low if low > lazy else lazy
+                    if lazy <= low and pos < lazy_end:
+                        mine = len(chunk)
+                    else:
+                        if lazy < low:
+                            lazy = low
+                        if lazy_end > pos:
+                            lazy_end = pos + 1
+                        if lazy < lazy_end:
+                            claims[pos + 1 - lazy_end:pos + 1 - lazy] = [token] * (lazy_end - lazy)
+                        mine = claims.count(token)
+                else:
+                    mine = claims.count(token)
             else:
                 high = pos + need
                 chunk = keys[pos:high]
                 run.pos = high
                 done = high >= len(keys)
-            # take the chunk's claims out: the keys this run holds go (or stay, in front, if they cannot), its
-            # claims on keys not held are dropped, and keys another run placed since are put back
-            token.partial, token.fresh = True, -1
-            claims = list(map(pop, chunk, repeat(None)))
-            lazy, lazy_end = token.lazy, token.lazy_end
-            if lazy < lazy_end:  # (only an owner's run, downward, holds keys lazily: their claims are its ghost)
-                low = pos + 1 - len(chunk)
-                if lazy <= low and pos < lazy_end:
-                    mine = len(chunk)
-                else:
-                    high = lazy_end if lazy_end <= pos else pos + 1
-                    if lazy > low:
-                        low = lazy
-                    if low < high:
-                        claims[pos + 1 - high:pos + 1 - low] = [token] * (high - low)
-                    mine = claims.count(token)
-                low = pos + 1 - len(chunk)
-                token.lazy_end = low if low > lazy else lazy
-            else:
+                claims = list(map(pop, chunk, repeat(None)))
                 mine = claims.count(token)
             if mine == len(chunk):
                 held = chunk
-            elif token not in claims[mine:]:
-                # typically a shared prefix that a later request claimed since, last in the chunk: it goes back
-                held, rest, claims = chunk[:mine], chunk[mine:], claims[mine:]
-                if None in claims or token.ghost in claims:
-                    ghost = token.ghost
-                    slot.update([(key, claim) for key, claim in zip(rest, claims)
-                                 if claim is not ghost and claim is not None])
-                else:
-                    slot.update(zip(rest, claims))
             else:
-                ghost = token.ghost
-                slot.update([(key, claim) for key, claim in zip(chunk, claims)
-                             if claim is not token and claim is not ghost and claim is not None])
-                held = list(compress(chunk, map(is_, claims, repeat(token))))
+                rest = claims[mine:]
+                other = rest[0]
+                if other is not token and type(other) is _Token and rest.count(other) == len(rest):
+                    # usually a shared prefix, last in the chunk, that one later run claimed since: it goes back
+                    held = chunk[:mine]
+                    slot.update(zip(chunk[mine:], rest))
+                else:
+                    ghost = token.ghost
+                    slot.update([(key, claim) for key, claim in zip(chunk, claims)
+                                 if claim is not token and claim is not ghost and claim is not None])
+                    held = list(compress(chunk, map(is_, claims, repeat(token))))
             if (run.seq < since or storing.isdisjoint(held)) and not (busy and (
                     not loading.keys().isdisjoint(held) or not pinned.keys().isdisjoint(held))):
                 victims += held
@@ -394,6 +393,7 @@ class RunOrder:
                         kept.append(key)
                     else:
                         victims.append(key)
+            need = wanted - len(victims)
             if done:  # its current run is over, and its claims with it: the token is dead
                 runs.popleft()
                 token.stolen = None
