@@ -346,21 +346,21 @@ class RunOrder:
                 chunk.reverse()
                 run.pos = low - 1
                 done = not low
-                claims = list(map(pop, chunk, repeat(None)))
                 lazy, lazy_end = token.lazy, token.lazy_end
-                if lazy < lazy_end:  # (an owner's keys held lazily: their claims are its ghost)
-                    token.lazy_end = low if low > lazy else lazy
-                    if lazy <= low and pos < lazy_end:
-                        mine = len(chunk)
-                    else:
+                if lazy <= low and pos < lazy_end:  # all held lazily (claims are its ghost): the usual
+                    token.lazy_end = low
+                    deque(map(pop, chunk), 0)
+                    claims, mine = None, len(chunk)
+                else:
+                    claims = list(map(pop, chunk, repeat(None)))
+                    if lazy < lazy_end:  # (some held lazily)
+                        token.lazy_end = low if low > lazy else lazy
                         if lazy < low:
                             lazy = low
                         if lazy_end > pos:
                             lazy_end = pos + 1
                         if lazy < lazy_end:
                             claims[pos + 1 - lazy_end:pos + 1 - lazy] = [token] * (lazy_end - lazy)
-                        mine = claims.count(token)
-                else:
                     mine = claims.count(token)
             else:
                 high = pos + need
