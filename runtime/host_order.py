@@ -141,7 +141,8 @@ class RunOrder:
             if len(part) == upto:
                 owner.fresh = self._claim(part, owner, True)
                 if owner.fresh >= 0:
-                    return self._place(owner, upto)
+                    owner.covered, owner.gen = upto, owner.gen + 1
+                    return self._push(_Run(owner, owner.gen, keys, upto - 1, True))
             owner.plain = False
         elif owner.plain and upto > owner.covered and len(set(keys[:upto])) < upto:
             owner.plain, owner.fresh = False, -1
@@ -158,7 +159,7 @@ class RunOrder:
         else:
             if stolen:  # claim back what other runs took
                 owner.stolen = []
-                self._claim(list(dict.fromkeys(stolen)), owner)
+                self._claim(stolen, owner)
             if upto > owner.covered:
                 fresh = self._claim(keys[owner.covered:upto], owner)
                 if fresh or owner.fresh < 0:
@@ -167,12 +168,8 @@ class RunOrder:
                 last = self._runs[-1]
                 if last.token is owner and last.gen == owner.gen and last.pos == upto - 1:
                     return
-        self._place(owner, upto)
-
-    def _place(self, owner: _Token, upto: int) -> None:
-        owner.covered = upto
-        owner.gen += 1
-        self._push(_Run(owner, owner.gen, owner.keys, upto - 1, True))
+        owner.covered, owner.gen = upto, owner.gen + 1
+        self._push(_Run(owner, owner.gen, keys, upto - 1, True))
 
     def known_distinct(self, keys: list, upto: int) -> bool:
         """Is keys[:upto] known to list no key twice (a refresh of it found so)?"""
@@ -181,9 +178,9 @@ class RunOrder:
 
     def _claim(self, keys: list, token: _Token, check_distinct: bool = False) -> int:
         """Claim `keys` for owner `token`: held ones go to it, the others get its ghost; owners that claimed
-        some learn which.  `keys` must be distinct, unless `check_distinct` (`token`'s ghost claims nothing
-        yet): then a list naming a key twice is left unclaimed and -1 returned.  Returns where the run of keys
-        that got its ghost and ends `keys` starts (len(keys) when none is known)."""
+        some learn which.  With `check_distinct` (`token`'s ghost claims nothing yet) a list naming a key twice
+        is left unclaimed and -1 returned; else a key listed twice is claimed twice, to the same effect.
+        Returns where the run of keys that got its ghost and ends `keys` starts (len(keys) if none is known)."""
         slot, ghost = self._slot, token.ghost
         before = len(slot)
         # one probe per key (memory latency is the cost here): keys nobody held or claimed are claimed already
@@ -262,10 +259,15 @@ class RunOrder:
 
         `place`: they will be appended at the end under a token of their own; else under the owner of the
         range `refresh` = (key list, upto) holding them all, which the caller refreshes right after."""
-        token = _Token() if place else self._owner(*refresh)
-        fresh = token.fresh
-        if 0 <= fresh <= token.covered - len(keys) and keys == token.keys[fresh:fresh + len(keys)]:
-            return token, keys, None  # (none held, all its ghosts: no probe needed)
+        if place:
+            token = _Token()
+        else:
+            token = self._owners.get(id(refresh[0]))
+            if token is None or refresh[1] < token.covered:
+                token = self._owner(*refresh)
+            fresh = token.fresh
+            if 0 <= fresh <= token.covered - len(keys) and keys == token.keys[fresh:fresh + len(keys)]:
+                return token, keys, None  # (none held, all its ghosts: no probe needed)
         olds = list(map(self._slot.get, keys))
         if self._settled(olds):
             olds = list(map(self._slot.get, keys))
@@ -275,12 +277,11 @@ class RunOrder:
         return token, list(compress(keys, fresh)), list(compress(olds, fresh))
 
     def _owner(self, keys: list, upto: int) -> _Token:
-        """The owner the coming refresh of keys[:upto] uses (made now if need be, with nothing claimed)."""
+        """A new owner for the coming refresh of keys[:upto] (one that claims nothing yet)."""
         owner = self._owners.get(id(keys))
-        if owner is None or upto < owner.covered:
-            if owner is not None:
-                self._settle(owner)
-            owner = self._owners[id(keys)] = _Token(keys, len(set(keys[:upto])) == upto, [])
+        if owner is not None:
+            self._settle(owner)
+        owner = self._owners[id(keys)] = _Token(keys, len(set(keys[:upto])) == upto, [])
         return owner
 
     def hold(self, token: _Token, new: list, olds: list, place: bool) -> int:

@@ -197,11 +197,20 @@ class HostPool:
         `count_dropped=False`: what finds no room is not a dropped store (a G3 read takes what fits)."""
         if not distinct:
             keys = list(dict.fromkeys(keys))
-        token, new, olds = self.order.unheld(keys, place, refresh)
+        order = self.order
+        token, new, olds = order.unheld(keys, place, refresh)
         self.last_reserve_short = False
         room = self.capacity - self.resident
-        if len(new) > room:
-            room += self._evict(len(new) - room)
+        if len(new) > room:  # evict ready blocks that no restore reads and no lookup pins, oldest first
+            flight = self._flight
+            victims = order.evict(len(new) - room, flight, self.loading, self.pinned, flight.since)
+            if victims:
+                room += len(victims)
+                self.resident -= len(victims)
+                self.evictions += len(victims)
+                if self.events is not None:
+                    self.events.append(("Removed", victims))
+            self.version += 1
             if len(new) > room:
                 self.last_reserve_short = True
                 # a connector that stores one pass late stores all of it next pass (vLLM stores what fits)
@@ -210,21 +219,10 @@ class HostPool:
                     self.dropped_stores += len(new) - room
                 new, olds = new[:keep], olds and olds[:keep]
         if new:
-            self._flight.add(new, self.order.hold(token, new, olds, place))
+            self._flight.add(new, order.hold(token, new, olds, place))
             self.resident += len(new)
         self.version += 1
         return new
-
-    def _evict(self, wanted: int) -> int:
-        """Evict up to `wanted` ready blocks that no restore reads and no lookup pins, oldest first."""
-        flight = self._flight
-        victims = self.order.evict(wanted, flight, self.loading, self.pinned, flight.since)
-        self.resident -= len(victims)
-        self.version += 1
-        self.evictions += len(victims)
-        if self.events is not None and victims:
-            self.events.append(("Removed", victims))
-        return len(victims)
 
     def pin(self, keys: list) -> None:
         self.version += 1
