@@ -119,10 +119,8 @@ class RunOrder:
 
     def _settled(self, claims: list, token: _Token | None = None) -> bool:
         """Settle the owners (but `token`) whose ghosts among `claims` may stand for keys held lazily; any?"""
-        if _Ghost not in set(map(type, claims)):
-            return False
-        lazy = {claim.token for claim in claims if type(claim) is _Ghost and claim.token.lazy < claim.token.lazy_end}
-        lazy.discard(token)
+        lazy = [claim.token for claim in set(claims) if type(claim) is _Ghost and claim.token is not token
+                and claim.token.lazy < claim.token.lazy_end]
         for owner in lazy:
             self._settle(owner)
         return bool(lazy)
