@@ -8,6 +8,8 @@ every count stay with `host_tier.HostPool`.
 
 Contents and order live in one map, `_slot`: for a held key, the token of the
 run placing it; for a key an owner claims but nobody holds, that owner's ghost.
+(A reserve of the owner's unclaimed end leaves the ghosts: the owner notes
+which positions they hold, `lazy`, and whoever reads those claims settles them.)
 The order is `_front` (held keys an eviction scan passed but could not evict),
 then the runs of `_runs`, oldest first, each key in the run of its token (its
 occurrences in other runs are stale).  So a refresh moves a whole run at once,
@@ -32,7 +34,7 @@ class _Token:
     it claims the whole range again).  A run's scan drops the claims it passes and puts back those of keys
     other runs placed since, so a finished run leaves nothing behind."""
 
-    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial", "ghost")
+    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial", "ghost", "seq", "fresh", "lazy", "lazy_end")
 
     def __init__(self, keys=None, plain: bool = True, stolen: list | None = None):
         self.keys = keys
@@ -42,6 +44,9 @@ class _Token:
         self.plain = plain
         self.partial = False
         self.ghost = _Ghost(self)
+        self.seq = -1  # `seq` of its latest run
+        self.fresh = -1  # keys[fresh:covered] are all its ghosts (-1: not known)
+        self.lazy = self.lazy_end = 0  # keys[lazy:lazy_end] are held though they map to its ghost still
 
 
 class _Ghost:
@@ -55,9 +60,10 @@ class _Ghost:
 
 class _Run:
     """One run of the eviction order: `token`'s keys from index `pos`, downward for an owner's refresh or
-    upward for an explicit list; dead once its owner has refreshed again (`gen` moved on)."""
+    upward for an explicit list; dead once its owner has refreshed again (`gen` moved on).  `seq` counts the
+    runs pushed before it."""
 
-    __slots__ = ("token", "gen", "keys", "pos", "down")
+    __slots__ = ("token", "gen", "keys", "pos", "down", "seq")
 
     def __init__(self, token: _Token, gen: int, keys: list, pos: int, down: bool):
         self.token, self.gen, self.keys, self.pos, self.down = token, gen, keys, pos, down
@@ -69,7 +75,7 @@ _COMPACT_FLOOR = 1 << 12
 class RunOrder:
     """Held keys and their eviction order (see the module docstring)."""
 
-    __slots__ = ("_slot", "_front", "_runs", "_compact_at", "_owners", "_kept")
+    __slots__ = ("_slot", "_front", "_runs", "_compact_at", "_owners", "_kept", "_pushed")
 
     def __init__(self):
         self._slot: dict = {}
@@ -78,21 +84,46 @@ class RunOrder:
         self._compact_at = _COMPACT_FLOOR  # drop superseded runs when `_runs` grows past this
         self._owners: dict = {}  # id(key list) -> its owner token
         self._kept = _Token()  # the token of `_front`
+        self._pushed = 0  # runs pushed so far
 
     def holds(self, key) -> bool:
-        return type(self._slot.get(key)) is _Token
+        claim = self._slot.get(key)
+        if type(claim) is _Ghost and claim.token.lazy < claim.token.lazy_end:
+            self._settle(claim.token)
+            claim = self._slot.get(key)
+        return type(claim) is _Token
 
     def held_run(self, keys: list, start: int, limit: int) -> int:
         """How many keys of keys[start:limit], from the first on, are held."""
-        slot = self._slot
-        if start >= limit or type(slot.get(keys[start])) is not _Token:
+        if start >= limit or not self.holds(keys[start]):
             return 0  # (the usual answer: one probe)
-        held = list(map(is_, map(type, map(slot.get, keys[start:limit])), repeat(_Token)))
-        return held.index(False) if not all(held) else len(held)
+        while True:
+            claims = list(map(self._slot.get, keys[start:limit]))
+            if not self._settled(claims):
+                held = list(map(is_, map(type, claims), repeat(_Token)))
+                return held.index(False) if not all(held) else len(held)
 
     def held(self) -> list:
         """Every held key (in no particular order)."""
+        for owner in list(self._owners.values()):
+            self._settle(owner)
         return [key for key, claim in self._slot.items() if type(claim) is _Token]
+
+    def _settle(self, token: _Token) -> None:
+        """Map the keys `token` holds lazily to it."""
+        if token.lazy < token.lazy_end:
+            slot = self._slot
+            for key in token.keys[token.lazy:token.lazy_end]:
+                slot[key] = token
+            token.lazy = token.lazy_end
+
+    def _settled(self, claims: list, token: _Token | None = None) -> bool:
+        """Settle the owners (but `token`) whose ghosts among `claims` may stand for keys held lazily; any?"""
+        lazy = [claim.token for claim in set(claims) if type(claim) is _Ghost and claim.token is not token
+                and claim.token.lazy < claim.token.lazy_end]
+        for owner in lazy:
+            self._settle(owner)
+        return bool(lazy)
 
     # ------------------------------------------------------------------ refreshes
     def refresh(self, keys: list, upto: int) -> None:
@@ -101,13 +132,18 @@ class RunOrder:
         if owner is None or upto < owner.covered or not owner.covered:
             # a new owner (a shorter refresh gets one too: the old run keeps the rest), or one a reserve made
             if owner is None or owner.covered:
+                if owner is not None:
+                    self._settle(owner)  # (`held` finds lazy holders among `_owners`)
                 owner = self._owners[id(keys)] = _Token(keys, True, [])
             part = keys[:upto]
-            if len(part) == upto and self._claim(part, owner, True):
-                return self._place(owner, upto)
+            if len(part) == upto:
+                owner.fresh = self._claim(part, owner, True)
+                if owner.fresh >= 0:
+                    owner.covered, owner.gen = upto, owner.gen + 1
+                    return self._push(_Run(owner, owner.gen, keys, upto - 1, True))
             owner.plain = False
         elif owner.plain and upto > owner.covered and len(set(keys[:upto])) < upto:
-            owner.plain = False
+            owner.plain, owner.fresh = False, -1
         if not owner.plain:  # a key listed twice takes the place of its first occurrence
             order = list(dict.fromkeys(keys[:upto]))
             order.reverse()
@@ -116,46 +152,62 @@ class RunOrder:
         stolen = owner.stolen
         if owner.partial:  # its run's scan dropped claims: claim the whole range again
             owner.stolen, owner.partial = [], False
-            self._claim(keys[:upto], owner)
+            self._settle(owner)
+            owner.fresh = self._claim(keys[:upto], owner)
         else:
             if stolen:  # claim back what other runs took
                 owner.stolen = []
-                self._claim(list(dict.fromkeys(stolen)), owner)
+                self._claim(stolen, owner)
             if upto > owner.covered:
-                self._claim(keys[owner.covered:upto], owner)
+                fresh = self._claim(keys[owner.covered:upto], owner)
+                if fresh or owner.fresh < 0:
+                    owner.fresh = owner.covered + fresh
             elif not stolen and self._runs:  # nothing lost or new: a no-op if its run is the newest, untouched
                 last = self._runs[-1]
                 if last.token is owner and last.gen == owner.gen and last.pos == upto - 1:
                     return
-        self._place(owner, upto)
-
-    def _place(self, owner: _Token, upto: int) -> None:
-        owner.covered = upto
-        owner.gen += 1
-        self._push(_Run(owner, owner.gen, owner.keys, upto - 1, True))
+        owner.covered, owner.gen = upto, owner.gen + 1
+        self._push(_Run(owner, owner.gen, keys, upto - 1, True))
 
     def known_distinct(self, keys: list, upto: int) -> bool:
         """Is keys[:upto] known to list no key twice (a refresh of it found so)?"""
         owner = self._owners.get(id(keys))
         return owner is not None and owner.keys is keys and owner.plain and owner.covered >= upto
 
-    def _claim(self, keys: list, token: _Token, check_distinct: bool = False) -> bool:
+    def _claim(self, keys: list, token: _Token, check_distinct: bool = False) -> int:
         """Claim `keys` for owner `token`: held ones go to it, the others get its ghost; owners that claimed
-        some learn which.  `keys` must be distinct, unless `check_distinct` (`token`'s ghost claims nothing
-        yet): then a list naming a key twice is left unclaimed and False returned."""
+        some learn which.  With `check_distinct` (`token`'s ghost claims nothing yet) a list naming a key twice
+        is left unclaimed and -1 returned; else a key listed twice is claimed twice, to the same effect.
+        Returns where the run of keys that got its ghost and ends `keys` starts (len(keys) if none is known)."""
         slot, ghost = self._slot, token.ghost
         before = len(slot)
         # one probe per key (memory latency is the cost here): keys nobody held or claimed are claimed already
         olds = list(map(slot.setdefault, keys, repeat(ghost)))
         added = len(slot) - before
-        if added == len(olds):
-            return True
-        # the others are held, or claimed by another owner (or by `token`): usually a prefix of `keys`
+        first = len(olds) - added
+        if not first:
+            return 0
+        # the others are held, or claimed by another owner (or by `token`): usually a prefix of `keys` that one
+        # other run holds (a shared prefix, or what a claim takes back)
+        # (if the first `first` returned one token, those are the keys not added, so the rest were; comparing
+        # claims that are not the same object costs a lot more than finding it, hence the slice)
+        held = olds[0]
+        if type(held) is _Token and held is not token and olds[:first].count(held) == first and (
+                not check_distinct or len(set(keys[:first])) == first):
+            known = keys[:first]
+            for key in known:  # (a loop stores faster than `update` from pairs)
+                slot[key] = token
+            if held.stolen is not None and held.keys is not None:
+                held.stolen += known
+            return first
+        if self._settled(olds, token):
+            olds = list(map(slot.get, keys))
         mine = olds.count(ghost)
         first = olds.index(ghost) if mine else len(olds)
         if len(olds) - first == mine:
             known, olds = keys[:first], olds[:first]
         else:
+            first = len(olds)
             found = list(map(is_not, olds, repeat(ghost)))
             known, olds = list(compress(keys, found)), list(compress(olds, found))
         # (when checking, a key that returned the ghost without being added is a repeat)
@@ -163,7 +215,7 @@ class RunOrder:
             for key in keys:  # undo the claims this call made
                 if slot.get(key) is ghost:
                     del slot[key]
-            return False
+            return -1
         if olds.count(token):  # (keys it claimed already stay as they are)
             others = list(map(is_not, olds, repeat(token)))
             known, olds = list(compress(known, others)), list(compress(olds, others))
@@ -175,9 +227,11 @@ class RunOrder:
                 slot.update(zip(compress(known, held), repeat(token)))
                 slot.update(zip(compress(known, map(not_, held)), repeat(ghost)))
             _notify(olds, known, token)
-        return True
+        return first
 
     def _push(self, run: _Run) -> None:
+        run.seq = run.token.seq = self._pushed
+        self._pushed += 1
         runs = self._runs
         runs.append(run)
         if len(runs) > self._compact_at:  # (a pool that rarely evicts would keep every superseded run)
@@ -189,54 +243,81 @@ class RunOrder:
         if keys:
             token = _Token()
             slot = self._slot
-            _notify(list(map(slot.__getitem__, keys)), keys, token)
+            olds = list(map(slot.__getitem__, keys))
+            if self._settled(olds):  # (lazy holders are told as holders, before their keys go)
+                olds = list(map(slot.__getitem__, keys))
+            _notify(olds, keys, token)
             slot.update(dict.fromkeys(keys, token))
             self._push(_Run(token, 0, keys, 0, False))
 
     # ------------------------------------------------------------------ new keys
     def unheld(self, keys: list, place: bool, refresh: tuple | None) -> tuple:
-        """(token, new, olds) for admitting distinct `keys`: `new` lists those not held, `olds` their claims.
+        """(token, new, olds) for admitting distinct `keys`: `new` lists those not held, `olds` their claims
+        (None: all `token`'s ghosts).
 
         `place`: they will be appended at the end under a token of their own; else under the owner of the
         range `refresh` = (key list, upto) holding them all, which the caller refreshes right after."""
-        token = _Token() if place else self._owner(*refresh)
+        if place:
+            token = _Token()
+        else:
+            token = self._owners.get(id(refresh[0]))
+            if token is None or refresh[1] < token.covered:
+                token = self._owner(*refresh)
+            fresh = token.fresh
+            if 0 <= fresh <= token.covered - len(keys) and keys == token.keys[fresh:fresh + len(keys)]:
+                return token, keys, None  # (none held, all its ghosts: no probe needed)
         olds = list(map(self._slot.get, keys))
+        if self._settled(olds):
+            olds = list(map(self._slot.get, keys))
         if olds.count(token.ghost) == len(olds):  # all claimed by the refreshing owner, none held (the usual)
             return token, keys, olds
         fresh = list(map(is_not, map(type, olds), repeat(_Token)))
         return token, list(compress(keys, fresh)), list(compress(olds, fresh))
 
     def _owner(self, keys: list, upto: int) -> _Token:
-        """The owner the coming refresh of keys[:upto] uses (made now if need be, with nothing claimed)."""
+        """A new owner for the coming refresh of keys[:upto] (one that claims nothing yet)."""
         owner = self._owners.get(id(keys))
-        if owner is None or upto < owner.covered:
-            owner = self._owners[id(keys)] = _Token(keys, len(set(keys[:upto])) == upto, [])
+        if owner is not None:
+            self._settle(owner)
+        owner = self._owners[id(keys)] = _Token(keys, len(set(keys[:upto])) == upto, [])
         return owner
 
-    def hold(self, token: _Token, new: list, olds: list, place: bool) -> None:
-        """Hold `new` (a prefix of `unheld`'s answer) under `token`, appended at the end if `place`."""
-        if olds.count(token.ghost) < len(olds):
-            _notify(olds, new, token)  # (claims the scan dropped meanwhile only make an owner claim more)
-        self._slot.update(zip(new, repeat(token)))
+    def hold(self, token: _Token, new: list, olds: list, place: bool) -> int:
+        """Hold `new` (a prefix of `unheld`'s answer) under `token`, appended at the end if `place`; returns the
+        `seq` of the oldest run that can place them, until they move (to a newer run)."""
+        if olds is None and token.fresh >= 0:  # keys[fresh:fresh + len(new)]: held lazily, claims left as they are
+            if token.lazy_end != token.fresh:
+                self._settle(token)
+                token.lazy = token.fresh
+            token.fresh = token.lazy_end = token.fresh + len(new)
+        else:  # (or an eviction scan of its run dropped claims since `unheld`)
+            token.fresh = -1  # (some of its ghosts may be among them)
+            if olds is not None and olds.count(token.ghost) < len(olds):
+                _notify(olds, new, token)  # (claims the scan dropped meanwhile only make an owner claim more)
+            self._slot.update(zip(new, repeat(token)))
         if place:
             self._push(_Run(token, 0, new, 0, False))
+        return token.seq if token.seq >= 0 else self._pushed
 
     def adopt(self, keys: list) -> None:
         """Hold distinct keys not held, placed nowhere yet (the caller appends them)."""
         slot, placeholder = self._slot, _Token()
-        _notify(list(map(slot.get, keys)), keys, placeholder)
+        olds = list(map(slot.get, keys))
+        if self._settled(olds):
+            olds = list(map(slot.get, keys))
+        _notify(olds, keys, placeholder)
         slot.update(dict.fromkeys(keys, placeholder))
 
     # ------------------------------------------------------------------ evictions
-    def evict(self, wanted: int, storing: set, loading: dict, pinned: dict) -> list:
+    def evict(self, wanted: int, storing, loading: dict, pinned: dict, since: int = 0) -> list:
         """Drop up to `wanted` held keys, oldest first, skipping (and keeping in front) those that are storing,
-        loading or pinned; returns the keys dropped."""
+        loading or pinned; returns the keys dropped.  `storing` (a set, or what supports `in` and `isdisjoint`)
+        is asked only about `_front` and runs from `seq` `since` on (no storing key sits in an older one)."""
         slot = self._slot
         pop = slot.pop
-        busy = loading or pinned
-        victims = []
+        victims, kept = [], []
         kept_token = self._kept
-        front, kept = self._front, []
+        front = self._front
         for index, key in enumerate(front):
             if len(victims) >= wanted:
                 kept.extend(front[index:])
@@ -248,44 +329,65 @@ class RunOrder:
             else:
                 del slot[key]
                 victims.append(key)
+        busy = loading or pinned
         runs, owners = self._runs, self._owners
-        while len(victims) < wanted and runs:
+        need = wanted - len(victims)  # (a chunk of `need` keys cannot hold more victims than wanted)
+        while need > 0 and runs:
             run = runs[0]
             token = run.token
             if run.gen != token.gen:
                 runs.popleft()
                 continue
             keys, pos = run.keys, run.pos
-            need = wanted - len(victims)  # a chunk of `need` keys cannot hold more victims than wanted
+            # take the chunk's claims out: the keys this run holds go (or stay, in front, if they cannot), its
+            # claims on keys not held are dropped, and keys another run placed since are put back
+            token.partial, token.fresh = True, -1
             if run.down:
                 low = pos - need + 1 if pos >= need else 0
                 chunk = keys[low:pos + 1]
                 chunk.reverse()
                 run.pos = low - 1
                 done = not low
+                lazy, lazy_end = token.lazy, token.lazy_end
+                if lazy <= low and pos < lazy_end:  # all held lazily (claims are its ghost): the usual
+                    token.lazy_end = low
+                    deque(map(pop, chunk), 0)
+                    claims, mine = None, len(chunk)
+                else:
+                    claims = list(map(pop, chunk, repeat(None)))
+                    if lazy < lazy_end:  # (some held lazily)
+                        token.lazy_end = low if low > lazy else lazy
+                        if lazy < low:
+                            lazy = low
+                        if lazy_end > pos:
+                            lazy_end = pos + 1
+                        if lazy < lazy_end:
+                            claims[pos + 1 - lazy_end:pos + 1 - lazy] = [token] * (lazy_end - lazy)
+                    mine = claims.count(token)
             else:
                 high = pos + need
                 chunk = keys[pos:high]
                 run.pos = high
                 done = high >= len(keys)
-            # take the chunk's claims out: the keys this run holds go (or stay, in front, if they cannot), its
-            # claims on keys not held are dropped, and keys another run placed since are put back
-            token.partial = True
-            claims = list(map(pop, chunk, repeat(None)))
-            held = chunk
-            if claims.count(token) < len(chunk):
-                # typically a shared prefix that a later request claimed since: its keys go back as they were
-                ghost = token.ghost
-                if claims.count(ghost) or claims.count(None):
-                    back = [(key, claim) for key, claim in zip(chunk, claims)
-                            if claim is not token and claim is not ghost and claim is not None]
+                claims = list(map(pop, chunk, repeat(None)))
+                mine = claims.count(token)
+            if mine == len(chunk):
+                held = chunk
+            else:
+                rest = claims[mine:]
+                other = rest[0]
+                if other is not token and type(other) is _Token and rest.count(other) == len(rest):
+                    # usually a shared prefix, last in the chunk, that one later run claimed since: it goes back
+                    held = chunk[:mine]
+                    for key, claim in zip(chunk[mine:], rest):
+                        slot[key] = claim
                 else:
-                    back = compress(zip(chunk, claims), map(is_not, claims, repeat(token)))
-                slot.update(back)
-                held = list(compress(chunk, map(is_, claims, repeat(token))))
-            # (restores read and pins hold keys that are held: one of those among `held` is out of `_slot` now)
-            if storing.isdisjoint(held) and not (busy and (
-                    not all(map(slot.__contains__, loading)) or not all(map(slot.__contains__, pinned)))):
+                    ghost = token.ghost
+                    slot.update([(key, claim) for key, claim in zip(chunk, claims)
+                                 if claim is not token and claim is not ghost and claim is not None])
+                    held = list(compress(chunk, map(is_, claims, repeat(token))))
+            if (run.seq < since or storing.isdisjoint(held)) and not (busy and (
+                    not loading.keys().isdisjoint(held) or not pinned.keys().isdisjoint(held))):
                 victims += held
             else:
                 for key in held:
@@ -294,6 +396,7 @@ class RunOrder:
                         kept.append(key)
                     else:
                         victims.append(key)
+            need = wanted - len(victims)
             if done:  # its current run is over, and its claims with it: the token is dead
                 runs.popleft()
                 token.stolen = None
@@ -305,9 +408,18 @@ class RunOrder:
 
 def _notify(olds: list, keys: list, token: _Token) -> None:
     """Owners whose claims (`olds`, on `keys`) go to `token` add those keys to `stolen`."""
+    if olds and olds.count(olds[0]) == len(olds):  # (one owner loses them all)
+        other = olds[0]
+        if type(other) is _Token and other is not token and other.stolen is not None and other.keys is not None:
+            other.stolen += keys
+            return
     for other in set(olds):
         if other is None or other is token or other is token.ghost:
             continue
-        owner = other.token if type(other) is _Ghost else other
+        if type(other) is _Ghost:
+            owner = other.token
+            owner.fresh = -1
+        else:
+            owner = other
         if owner.stolen is not None and owner.keys is not None:
             owner.stolen.extend(compress(keys, map(is_, olds, repeat(other))))

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import filterfalse
+from operator import itemgetter
 
 from .host_order import RunOrder
 from .transfers import Link
 
 READY, STORING = 0, 1
+_NEVER = 1 << 62
+_since = itemgetter(2)
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,62 @@ PROFILES = {
 }
 
 
+class _InFlight:
+    """The keys whose store is in flight, by the batch `reserve` admitted them in: a store that lands as that same
+    list (offload's do) costs O(1), and `since` is the `seq` of the oldest run that can place one of them (an
+    eviction scan of older runs need not ask)."""
+
+    __slots__ = ("batches", "since", "_keys")
+
+    def __init__(self):
+        self.batches: dict = {}  # id(list reserve returned) -> (that list, its keys then, the `seq` they are placed from)
+        self.since = _NEVER
+        self._keys: set | None = None  # all of them, while unchanged
+
+    def add(self, keys: list, since: int) -> None:
+        batches = self.batches
+        if id(keys) in batches:  # (a caller's list again, changed since: the batch it was goes on as its copy)
+            old = batches.pop(id(keys))
+            batches[id(old[1])] = (old[1], old[1], old[2])
+        batches[id(keys)] = (keys, keys[:], since)
+        if since < self.since:
+            self.since = since
+        self._keys = None
+
+    def land(self, keys: list) -> bool:
+        """`keys` stop storing; were they all storing, and distinct?"""
+        batches = self.batches
+        batch = batches.pop(id(keys), None)  # (batches keep their list: this is it)
+        self._keys = None
+        if batch is not None:
+            if keys == batch[1]:
+                if batch[2] == self.since:
+                    self.since = min(map(_since, batches.values()), default=_NEVER)
+                return True
+            batches[id(keys)] = batch
+        landed = self.keys().intersection(keys)
+        self._keys = None
+        for ident, (_, left, since) in list(batches.items()):
+            if not landed.isdisjoint(left):
+                del batches[ident]
+                left = [key for key in left if key not in landed]
+                if left:
+                    batches[id(left)] = (left, left, since)
+        self.since = min(map(_since, batches.values()), default=_NEVER)
+        return len(landed) == len(keys)
+
+    def keys(self) -> set:
+        if self._keys is None:
+            self._keys = set().union(*[batch[1] for batch in self.batches.values()])
+        return self._keys
+
+    def __contains__(self, key) -> bool:
+        return key in self.keys()
+
+    def isdisjoint(self, keys) -> bool:
+        return not self.batches or self.keys().isdisjoint(keys)
+
+
 @dataclass
 class HostPool:
     name: str
@@ -71,7 +130,6 @@ class HostPool:
     d2h: Link
     h2d: Link
     resident: int = 0  # keys held (ready or storing)
-    storing: set = field(default_factory=set)  # held keys whose GPU->host copy is in flight
     loading: dict = field(default_factory=dict)  # key -> restores in flight reading it
     pinned: dict = field(default_factory=dict)  # key -> lookup pins
     stores: int = 0  # blocks whose store completed
@@ -83,6 +141,12 @@ class HostPool:
     last_reserve_short: bool = False  # the last `reserve` ran out of room
     version: int = 0  # bumped by every change of contents, states or order (lets a repeated lookup be skipped)
     order: RunOrder = field(default_factory=RunOrder)  # which keys are held, and their eviction order
+    _flight: _InFlight = field(default_factory=_InFlight, repr=False)
+
+    @property
+    def storing(self) -> set:
+        """Held keys whose GPU->host copy is in flight (a snapshot)."""
+        return set(self._flight.keys())
 
     # ------------------------------------------------------------------ contents
     def holds(self, key) -> bool:
@@ -98,7 +162,9 @@ class HostPool:
     def lookup(self, keys: list, start: int, limit: int) -> tuple[int, bool]:
         """(consecutive usable hits from `start`, deferred?) under this connector's rules."""
         held = keys[start:start + self.order.held_run(keys, start, limit)]
-        storing, profile = self.storing, self.profile
+        if not held:
+            return 0, False
+        storing, profile = self._flight.keys(), self.profile
         loading = self.loading if profile.loading_hit == "defer" else {}
         if not (storing.isdisjoint(held) and loading.keys().isdisjoint(held)):
             for hits, key in enumerate(held):  # the first held key a store or a load still uses
@@ -131,34 +197,32 @@ class HostPool:
         `count_dropped=False`: what finds no room is not a dropped store (a G3 read takes what fits)."""
         if not distinct:
             keys = list(dict.fromkeys(keys))
-        token, new, olds = self.order.unheld(keys, place, refresh)
+        order = self.order
+        token, new, olds = order.unheld(keys, place, refresh)
         self.last_reserve_short = False
         room = self.capacity - self.resident
-        if len(new) > room:
-            room += self._evict(len(new) - room)
+        if len(new) > room:  # evict ready blocks that no restore reads and no lookup pins, oldest first
+            flight = self._flight
+            victims = order.evict(len(new) - room, flight, self.loading, self.pinned, flight.since)
+            if victims:
+                room += len(victims)
+                self.resident -= len(victims)
+                self.evictions += len(victims)
+                if self.events is not None:
+                    self.events.append(("Removed", victims))
+            self.version += 1
             if len(new) > room:
                 self.last_reserve_short = True
                 # a connector that stores one pass late stores all of it next pass (vLLM stores what fits)
                 keep = 0 if self.profile.store_delay_passes else max(room, 0)
                 if count_dropped and not self.profile.store_delay_passes:
                     self.dropped_stores += len(new) - room
-                new, olds = new[:keep], olds[:keep]
+                new, olds = new[:keep], olds and olds[:keep]
         if new:
-            self.order.hold(token, new, olds, place)
-            self.storing.update(new)
+            self._flight.add(new, order.hold(token, new, olds, place))
             self.resident += len(new)
         self.version += 1
         return new
-
-    def _evict(self, wanted: int) -> int:
-        """Evict up to `wanted` ready blocks that no restore reads and no lookup pins, oldest first."""
-        victims = self.order.evict(wanted, self.storing, self.loading, self.pinned)
-        self.resident -= len(victims)
-        self.version += 1
-        self.evictions += len(victims)
-        if self.events is not None and victims:
-            self.events.append(("Removed", victims))
-        return len(victims)
 
     def pin(self, keys: list) -> None:
         self.version += 1
@@ -182,23 +246,21 @@ class HostPool:
 
     def ready(self, key) -> bool:
         """Held, and not still being stored."""
-        return key not in self.storing and self.order.holds(key)
+        return key not in self._flight and self.order.holds(key)
 
     def stored(self, keys: list, source: str = "") -> None:
         """The copies of `keys` landed (storing entries are never evicted, so all are still here); from the GPU
         unless `source` names another tier ("g3", "peer"), which counts them as `filled_from_<source>`."""
         self.version += 1
-        storing = self.storing
-        before = len(storing)
-        storing.difference_update(keys)
         fifo = self.profile.eviction == "fifo"
         # all were storing (so held), as offload's stores are; else a key not held joins as ready, newest
-        missing = [] if before - len(storing) == len(keys) else list(filterfalse(self.holds, dict.fromkeys(keys)))
-        if missing:
-            self.order.adopt(missing)
-            self.resident += len(missing)
-            if not fifo:
-                self.order.append(missing)
+        if not self._flight.land(keys):
+            missing = list(filterfalse(self.holds, dict.fromkeys(keys)))
+            if missing:
+                self.order.adopt(missing)
+                self.resident += len(missing)
+                if not fifo:
+                    self.order.append(missing)
         if fifo:  # first in, first out by store completion
             self.order.append(last_occurrences(keys))
         if source:

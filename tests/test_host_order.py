@@ -136,8 +136,10 @@ def _run_program(connector, capacity: int, lists: list, program: list) -> None:
                 stores.append(accepted)
         elif op == "stored" and stores:
             landed = stores.pop(a % len(stores))
-            pool.stored(landed)
-            reference.stored(landed)
+            # (a store usually lands as the list `reserve` returned; as copies of two parts of it, it costs more)
+            for part in (landed[:b % (len(landed) + 1)], landed[b % (len(landed) + 1):]) if flag else (landed,):
+                pool.stored(part)
+                reference.stored(part)
         elif op in ("load", "pin"):
             ready = [key for key in keys[low:high] if pool.ready(key)]
             assert ready == [key for key in keys[low:high] if key in reference.order and key not in reference.storing]
