@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import statistics
 import subprocess
 import sys
@@ -29,15 +29,19 @@ TRACE = TRACES / "conversation_trace.jsonl"
 
 
 def run_once(config: Path, output: Path) -> tuple[float, float, dict]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """(wall s, peak RSS MB, summary) of one `kvreplay predict` process."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "kvreplay", "predict", "-c", str(config), "--output-dir",
-                           str(output), "--overwrite", "--format", "json"], capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        sys.exit(f"kvreplay predict failed ({done.returncode}):\n{done.stderr}")
-    peak = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before) / 1024
-    return wall, peak, json.loads(done.stdout)["summary"]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = subprocess.Popen([sys.executable, "-m", "kvreplay", "predict", "-c", str(config), "--output-dir",
+                                  str(output), "--overwrite", "--format", "json"], stdout=out, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak, not the largest of all so far
+        wall = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if child.returncode != 0:
+            sys.exit(f"kvreplay predict failed ({child.returncode}):\n{err.read().decode()}")
+        return wall, usage.ru_maxrss / 1024, json.loads(out.read())["summary"]
 
 
 def report(label: str, results: list) -> float:
