@@ -95,7 +95,10 @@ class RunOrder:
 
     def held_run(self, keys: list, start: int, limit: int) -> int:
         """How many keys of keys[start:limit], from the first on, are held."""
-        if start >= limit or not self.holds(keys[start]):
+        if start >= limit:
+            return 0
+        claim = self._slot.get(keys[start])
+        if type(claim) is not _Token and (type(claim) is not _Ghost or claim.token.lazy >= claim.token.lazy_end):
             return 0  # (the usual answer: one probe)
         while True:
             claims = list(map(self._slot.get, keys[start:limit]))
