@@ -18,7 +18,7 @@ and one whose owner lost nothing since costs O(1) however long the prompt.
 from __future__ import annotations
 
 from collections import deque
-from itertools import compress, repeat
+from itertools import compress, islice, repeat, takewhile
 from operator import is_, is_not, not_
 
 
@@ -70,6 +70,7 @@ class _Run:
 
 
 _COMPACT_FLOOR = 1 << 12
+_is_token = _Token.__instancecheck__
 
 
 class RunOrder:
@@ -95,13 +96,16 @@ class RunOrder:
 
     def held_run(self, keys: list, start: int, limit: int) -> int:
         """How many keys of keys[start:limit], from the first on, are held."""
-        if start >= limit or not self.holds(keys[start]):
-            return 0  # (the usual answer: one probe)
-        while True:
-            claims = list(map(self._slot.get, keys[start:limit]))
-            if not self._settled(claims):
-                held = list(map(is_, map(type, claims), repeat(_Token)))
-                return held.index(False) if not all(held) else len(held)
+        slot = self._slot
+        at = start
+        while at < limit:
+            claim = slot.get(keys[at])
+            if type(claim) is _Ghost and claim.token.lazy < claim.token.lazy_end:
+                self._settle(claim.token)  # (maybe held lazily: look again)
+            elif type(claim) is not _Token:
+                break  # (the usual answer, at once: none)
+            at += len(list(takewhile(_is_token, map(slot.get, islice(keys, at, limit)))))
+        return at - start
 
     def held(self) -> list:
         """Every held key (in no particular order)."""

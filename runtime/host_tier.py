@@ -94,7 +94,7 @@ class _InFlight:
         if batch is not None:
             if keys == batch[1]:
                 if batch[2] == self.since:
-                    self.since = min(map(_since, batches.values()), default=_NEVER)
+                    self.since = min(map(_since, batches.values())) if batches else _NEVER
                 return True
             batches[id(keys)] = batch
         landed = self.keys().intersection(keys)
@@ -161,9 +161,10 @@ class HostPool:
     # ------------------------------------------------------------------ lookups
     def lookup(self, keys: list, start: int, limit: int) -> tuple[int, bool]:
         """(consecutive usable hits from `start`, deferred?) under this connector's rules."""
-        held = keys[start:start + self.order.held_run(keys, start, limit)]
+        held = self.order.held_run(keys, start, limit)
         if not held:
             return 0, False
+        held = keys[start:start + held]
         storing, profile = self._flight.keys(), self.profile
         loading = self.loading if profile.loading_hit == "defer" else {}
         if not (storing.isdisjoint(held) and loading.keys().isdisjoint(held)):
