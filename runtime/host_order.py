@@ -21,59 +21,14 @@ from collections import deque
 from itertools import compress, islice, repeat, takewhile
 from operator import is_, is_not, not_
 
-
-class _Token:
-    """Who placed a held key in the eviction order: `_slot[key] is` the token of the run holding it.
-
-    An owner token stands for one key list on this pool: each refresh of keys[:covered] re-appends one run
-    `keys[covered-1], ..., keys[0]` (first key newest).  It claims every key of that range: a held one maps
-    to the token, one not held to the token's `ghost` (a key stored later is placed by a later run anyway,
-    but the owner must hear of it).  Stores, pins and loads append explicit lists of held keys, each with a
-    token of its own.  `stolen` lists keys of an owner's range claimed elsewhere since its last refresh, so
-    that the next one claims back just those (after an eviction scan of its run dropped claims, `partial`,
-    it claims the whole range again).  A run's scan drops the claims it passes and puts back those of keys
-    other runs placed since, so a finished run leaves nothing behind."""
-
-    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial", "ghost", "seq", "fresh", "lazy", "lazy_end")
-
-    def __init__(self, keys=None, plain: bool = True, stolen: list | None = None):
-        self.keys = keys
-        self.covered = 0
-        self.stolen = stolen
-        self.gen = 0
-        self.plain = plain
-        self.partial = False
-        self.ghost = _Ghost(self)
-        self.seq = -1  # `seq` of its latest run
-        self.fresh = -1  # keys[fresh:covered] are all its ghosts (-1: not known)
-        self.lazy = self.lazy_end = 0  # keys[lazy:lazy_end] are held though they map to its ghost still
-
-
-class _Ghost:
-    """A claim on a key that is not held (see `_Token`)."""
-
-    __slots__ = ("token",)
-
-    def __init__(self, token: _Token):
-        self.token = token
-
-
-class _Run:
-    """One run of the eviction order: `token`'s keys from index `pos`, downward for an owner's refresh or
-    upward for an explicit list; dead once its owner has refreshed again (`gen` moved on).  `seq` counts the
-    runs pushed before it."""
-
-    __slots__ = ("token", "gen", "keys", "pos", "down", "seq")
-
-    def __init__(self, token: _Token, gen: int, keys: list, pos: int, down: bool):
-        self.token, self.gen, self.keys, self.pos, self.down = token, gen, keys, pos, down
-
+from .host_claims import Ghost, Run, Token, notify
+from .host_evict import EvictionScan
 
 _COMPACT_FLOOR = 1 << 12
-_is_token = _Token.__instancecheck__
+_is_token = Token.__instancecheck__
 
 
-class RunOrder:
+class RunOrder(EvictionScan):
     """Held keys and their eviction order (see the module docstring)."""
 
     __slots__ = ("_slot", "_front", "_runs", "_compact_at", "_owners", "_kept", "_pushed")
@@ -84,15 +39,15 @@ class RunOrder:
         self._runs: deque = deque()
         self._compact_at = _COMPACT_FLOOR  # drop superseded runs when `_runs` grows past this
         self._owners: dict = {}  # id(key list) -> its owner token
-        self._kept = _Token()  # the token of `_front`
+        self._kept = Token()  # the token of `_front`
         self._pushed = 0  # runs pushed so far
 
     def holds(self, key) -> bool:
         claim = self._slot.get(key)
-        if type(claim) is _Ghost and claim.token.lazy < claim.token.lazy_end:
+        if type(claim) is Ghost and claim.token.lazy < claim.token.lazy_end:
             self._settle(claim.token)
             claim = self._slot.get(key)
-        return type(claim) is _Token
+        return type(claim) is Token
 
     def held_run(self, keys: list, start: int, limit: int) -> int:
         """How many keys of keys[start:limit], from the first on, are held."""
@@ -100,9 +55,9 @@ class RunOrder:
         at = start
         while at < limit:
             claim = slot.get(keys[at])
-            if type(claim) is _Ghost and claim.token.lazy < claim.token.lazy_end:
+            if type(claim) is Ghost and claim.token.lazy < claim.token.lazy_end:
                 self._settle(claim.token)  # (maybe held lazily: look again)
-            elif type(claim) is not _Token:
+            elif type(claim) is not Token:
                 break  # (the usual answer, at once: none)
             at += len(list(takewhile(_is_token, map(slot.get, islice(keys, at, limit)))))
         return at - start
@@ -111,9 +66,9 @@ class RunOrder:
         """Every held key (in no particular order)."""
         for owner in list(self._owners.values()):
             self._settle(owner)
-        return [key for key, claim in self._slot.items() if type(claim) is _Token]
+        return [key for key, claim in self._slot.items() if type(claim) is Token]
 
-    def _settle(self, token: _Token) -> None:
+    def _settle(self, token: Token) -> None:
         """Map the keys `token` holds lazily to it."""
         if token.lazy < token.lazy_end:
             slot = self._slot
@@ -121,9 +76,9 @@ class RunOrder:
                 slot[key] = token
             token.lazy = token.lazy_end
 
-    def _settled(self, claims: list, token: _Token | None = None) -> bool:
+    def _settled(self, claims: list, token: Token | None = None) -> bool:
         """Settle the owners (but `token`) whose ghosts among `claims` may stand for keys held lazily; any?"""
-        lazy = [claim.token for claim in set(claims) if type(claim) is _Ghost and claim.token is not token
+        lazy = [claim.token for claim in set(claims) if type(claim) is Ghost and claim.token is not token
                 and claim.token.lazy < claim.token.lazy_end]
         for owner in lazy:
             self._settle(owner)
@@ -138,13 +93,13 @@ class RunOrder:
             if owner is None or owner.covered:
                 if owner is not None:
                     self._settle(owner)  # (`held` finds lazy holders among `_owners`)
-                owner = self._owners[id(keys)] = _Token(keys, True, [])
+                owner = self._owners[id(keys)] = Token(keys, True, [])
             part = keys[:upto]
             if len(part) == upto:
                 owner.fresh = self._claim(part, owner, True)
                 if owner.fresh >= 0:
                     owner.covered, owner.gen = upto, owner.gen + 1
-                    return self._push(_Run(owner, owner.gen, keys, upto - 1, True))
+                    return self._push(Run(owner, owner.gen, keys, upto - 1, True))
             owner.plain = False
         elif owner.plain and upto > owner.covered and len(set(keys[:upto])) < upto:
             owner.plain, owner.fresh = False, -1
@@ -171,14 +126,14 @@ class RunOrder:
                 if last.token is owner and last.gen == owner.gen and last.pos == upto - 1:
                     return
         owner.covered, owner.gen = upto, owner.gen + 1
-        self._push(_Run(owner, owner.gen, keys, upto - 1, True))
+        self._push(Run(owner, owner.gen, keys, upto - 1, True))
 
     def known_distinct(self, keys: list, upto: int) -> bool:
         """Is keys[:upto] known to list no key twice (a refresh of it found so)?"""
         owner = self._owners.get(id(keys))
         return owner is not None and owner.keys is keys and owner.plain and owner.covered >= upto
 
-    def _claim(self, keys: list, token: _Token, check_distinct: bool = False) -> int:
+    def _claim(self, keys: list, token: Token, check_distinct: bool = False) -> int:
         """Claim `keys` for owner `token`: held ones go to it, the others get its ghost; owners that claimed
         some learn which.  With `check_distinct` (`token`'s ghost claims nothing yet) a list naming a key twice
         is left unclaimed and -1 returned; else a key listed twice is claimed twice, to the same effect.
@@ -196,7 +151,7 @@ class RunOrder:
         # (if the first `first` returned one token, those are the keys not added, so the rest were; comparing
         # claims that are not the same object costs a lot more than finding it, hence the slice)
         held = olds[0]
-        if type(held) is _Token and held is not token and olds[:first].count(held) == first and (
+        if type(held) is Token and held is not token and olds[:first].count(held) == first and (
                 not check_distinct or len(set(keys[:first])) == first):
             known = keys[:first]
             for key in known:  # (a loop stores faster than `update` from pairs)
@@ -224,16 +179,16 @@ class RunOrder:
             others = list(map(is_not, olds, repeat(token)))
             known, olds = list(compress(known, others)), list(compress(olds, others))
         if known:
-            held = list(map(is_, map(type, olds), repeat(_Token)))
+            held = list(map(is_, map(type, olds), repeat(Token)))
             if all(held):
                 slot.update(zip(known, repeat(token)))
             else:
                 slot.update(zip(compress(known, held), repeat(token)))
                 slot.update(zip(compress(known, map(not_, held)), repeat(ghost)))
-            _notify(olds, known, token)
+            notify(olds, known, token)
         return first
 
-    def _push(self, run: _Run) -> None:
+    def _push(self, run: Run) -> None:
         run.seq = run.token.seq = self._pushed
         self._pushed += 1
         runs = self._runs
@@ -245,14 +200,14 @@ class RunOrder:
     def append(self, keys: list) -> None:
         """Move held, distinct `keys` to the end of the eviction order, in this order."""
         if keys:
-            token = _Token()
+            token = Token()
             slot = self._slot
             olds = list(map(slot.__getitem__, keys))
             if self._settled(olds):  # (lazy holders are told as holders, before their keys go)
                 olds = list(map(slot.__getitem__, keys))
-            _notify(olds, keys, token)
+            notify(olds, keys, token)
             slot.update(dict.fromkeys(keys, token))
-            self._push(_Run(token, 0, keys, 0, False))
+            self._push(Run(token, 0, keys, 0, False))
 
     # ------------------------------------------------------------------ new keys
     def unheld(self, keys: list, place: bool, refresh: tuple | None) -> tuple:
@@ -262,7 +217,7 @@ class RunOrder:
         `place`: they will be appended at the end under a token of their own; else under the owner of the
         range `refresh` = (key list, upto) holding them all, which the caller refreshes right after."""
         if place:
-            token = _Token()
+            token = Token()
         else:
             token = self._owners.get(id(refresh[0]))
             if token is None or refresh[1] < token.covered:
@@ -275,18 +230,18 @@ class RunOrder:
             olds = list(map(self._slot.get, keys))
         if olds.count(token.ghost) == len(olds):  # all claimed by the refreshing owner, none held (the usual)
             return token, keys, olds
-        fresh = list(map(is_not, map(type, olds), repeat(_Token)))
+        fresh = list(map(is_not, map(type, olds), repeat(Token)))
         return token, list(compress(keys, fresh)), list(compress(olds, fresh))
 
-    def _owner(self, keys: list, upto: int) -> _Token:
+    def _owner(self, keys: list, upto: int) -> Token:
         """A new owner for the coming refresh of keys[:upto] (one that claims nothing yet)."""
         owner = self._owners.get(id(keys))
         if owner is not None:
             self._settle(owner)
-        owner = self._owners[id(keys)] = _Token(keys, len(set(keys[:upto])) == upto, [])
+        owner = self._owners[id(keys)] = Token(keys, len(set(keys[:upto])) == upto, [])
         return owner
 
-    def hold(self, token: _Token, new: list, olds: list, place: bool) -> int:
+    def hold(self, token: Token, new: list, olds: list, place: bool) -> int:
         """Hold `new` (a prefix of `unheld`'s answer) under `token`, appended at the end if `place`; returns the
         `seq` of the oldest run that can place them, until they move (to a newer run)."""
         if olds is None and token.fresh >= 0:  # keys[fresh:fresh + len(new)]: held lazily, claims left as they are
@@ -297,133 +252,17 @@ class RunOrder:
         else:  # (or an eviction scan of its run dropped claims since `unheld`)
             token.fresh = -1  # (some of its ghosts may be among them)
             if olds is not None and olds.count(token.ghost) < len(olds):
-                _notify(olds, new, token)  # (claims the scan dropped meanwhile only make an owner claim more)
+                notify(olds, new, token)  # (claims the scan dropped meanwhile only make an owner claim more)
             self._slot.update(zip(new, repeat(token)))
         if place:
-            self._push(_Run(token, 0, new, 0, False))
+            self._push(Run(token, 0, new, 0, False))
         return token.seq if token.seq >= 0 else self._pushed
 
     def adopt(self, keys: list) -> None:
         """Hold distinct keys not held, placed nowhere yet (the caller appends them)."""
-        slot, placeholder = self._slot, _Token()
+        slot, placeholder = self._slot, Token()
         olds = list(map(slot.get, keys))
         if self._settled(olds):
             olds = list(map(slot.get, keys))
-        _notify(olds, keys, placeholder)
+        notify(olds, keys, placeholder)
         slot.update(dict.fromkeys(keys, placeholder))
-
-    # ------------------------------------------------------------------ evictions
-    def evict(self, wanted: int, storing, loading: dict, pinned: dict, since: int = 0) -> list:
-        """Drop up to `wanted` held keys, oldest first, skipping (and keeping in front) those that are storing,
-        loading or pinned; returns the keys dropped.  `storing` (a set, or what supports `in` and `isdisjoint`)
-        is asked only about `_front` and runs from `seq` `since` on (no storing key sits in an older one)."""
-        slot = self._slot
-        pop = slot.pop
-        victims, kept = [], []
-        kept_token = self._kept
-        front = self._front
-        for index, key in enumerate(front):
-            if len(victims) >= wanted:
-                kept.extend(front[index:])
-                break
-            if slot.get(key) is not kept_token:
-                continue  # moved since
-            if key in storing or key in loading or key in pinned:
-                kept.append(key)
-            else:
-                del slot[key]
-                victims.append(key)
-        busy = loading or pinned
-        runs, owners = self._runs, self._owners
-        need = wanted - len(victims)  # (a chunk of `need` keys cannot hold more victims than wanted)
-        while need > 0 and runs:
-            run = runs[0]
-            token = run.token
-            if run.gen != token.gen:
-                runs.popleft()
-                continue
-            keys, pos = run.keys, run.pos
-            # take the chunk's claims out: the keys this run holds go (or stay, in front, if they cannot), its
-            # claims on keys not held are dropped, and keys another run placed since are put back
-            token.partial, token.fresh = True, -1
-            if run.down:
-                low = pos - need + 1 if pos >= need else 0
-                chunk = keys[low:pos + 1]
-                chunk.reverse()
-                run.pos = low - 1
-                done = not low
-                lazy, lazy_end = token.lazy, token.lazy_end
-                if lazy <= low and pos < lazy_end:  # all held lazily (claims are its ghost): the usual
-                    token.lazy_end = low
-                    deque(map(pop, chunk), 0)
-                    claims, mine = None, len(chunk)
-                else:
-                    claims = list(map(pop, chunk, repeat(None)))
-                    if lazy < lazy_end:  # (some held lazily)
-                        token.lazy_end = low if low > lazy else lazy
-                        if lazy < low:
-                            lazy = low
-                        if lazy_end > pos:
-                            lazy_end = pos + 1
-                        if lazy < lazy_end:
-                            claims[pos + 1 - lazy_end:pos + 1 - lazy] = [token] * (lazy_end - lazy)
-                    mine = claims.count(token)
-            else:
-                high = pos + need
-                chunk = keys[pos:high]
-                run.pos = high
-                done = high >= len(keys)
-                claims = list(map(pop, chunk, repeat(None)))
-                mine = claims.count(token)
-            if mine == len(chunk):
-                held = chunk
-            else:
-                rest = claims[mine:]
-                other = rest[0]
-                if other is not token and type(other) is _Token and rest.count(other) == len(rest):
-                    # usually a shared prefix, last in the chunk, that one later run claimed since: it goes back
-                    held = chunk[:mine]
-                    for key, claim in zip(chunk[mine:], rest):
-                        slot[key] = claim
-                else:
-                    ghost = token.ghost
-                    slot.update([(key, claim) for key, claim in zip(chunk, claims)
-                                 if claim is not token and claim is not ghost and claim is not None])
-                    held = list(compress(chunk, map(is_, claims, repeat(token))))
-            if (run.seq < since or storing.isdisjoint(held)) and not (busy and (
-                    not loading.keys().isdisjoint(held) or not pinned.keys().isdisjoint(held))):
-                victims += held
-            else:
-                for key in held:
-                    if key in storing or key in loading or key in pinned:
-                        slot[key] = kept_token  # (its owner claims it back: the scan made the owner `partial`)
-                        kept.append(key)
-                    else:
-                        victims.append(key)
-            need = wanted - len(victims)
-            if done:  # its current run is over, and its claims with it: the token is dead
-                runs.popleft()
-                token.stolen = None
-                if token.keys is not None and owners.get(id(keys)) is token:
-                    del owners[id(keys)]
-        self._front = kept
-        return victims
-
-
-def _notify(olds: list, keys: list, token: _Token) -> None:
-    """Owners whose claims (`olds`, on `keys`) go to `token` add those keys to `stolen`."""
-    if olds and olds.count(olds[0]) == len(olds):  # (one owner loses them all)
-        other = olds[0]
-        if type(other) is _Token and other is not token and other.stolen is not None and other.keys is not None:
-            other.stolen += keys
-            return
-    for other in set(olds):
-        if other is None or other is token or other is token.ghost:
-            continue
-        if type(other) is _Ghost:
-            owner = other.token
-            owner.fresh = -1
-        else:
-            owner = other
-        if owner.stolen is not None and owner.keys is not None:
-            owner.stolen.extend(compress(keys, map(is_, olds, repeat(other))))

@@ -17,14 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import filterfalse
-from operator import itemgetter
 
 from .host_order import RunOrder
+from .host_storing import InFlight
 from .transfers import Link
 
 READY, STORING = 0, 1
-_NEVER = 1 << 62
-_since = itemgetter(2)
 
 
 @dataclass(frozen=True)
@@ -64,62 +62,6 @@ PROFILES = {
 }
 
 
-class _InFlight:
-    """The keys whose store is in flight, by the batch `reserve` admitted them in: a store that lands as that same
-    list (offload's do) costs O(1), and `since` is the `seq` of the oldest run that can place one of them (an
-    eviction scan of older runs need not ask)."""
-
-    __slots__ = ("batches", "since", "_keys")
-
-    def __init__(self):
-        self.batches: dict = {}  # id(list reserve returned) -> (that list, its keys then, the `seq` they are placed from)
-        self.since = _NEVER
-        self._keys: set | None = None  # all of them, while unchanged
-
-    def add(self, keys: list, since: int) -> None:
-        batches = self.batches
-        if id(keys) in batches:  # (a caller's list again, changed since: the batch it was goes on as its copy)
-            old = batches.pop(id(keys))
-            batches[id(old[1])] = (old[1], old[1], old[2])
-        batches[id(keys)] = (keys, keys[:], since)
-        if since < self.since:
-            self.since = since
-        self._keys = None
-
-    def land(self, keys: list) -> bool:
-        """`keys` stop storing; were they all storing, and distinct?"""
-        batches = self.batches
-        batch = batches.pop(id(keys), None)  # (batches keep their list: this is it)
-        self._keys = None
-        if batch is not None:
-            if keys == batch[1]:
-                if batch[2] == self.since:
-                    self.since = min(map(_since, batches.values())) if batches else _NEVER
-                return True
-            batches[id(keys)] = batch
-        landed = self.keys().intersection(keys)
-        self._keys = None
-        for ident, (_, left, since) in list(batches.items()):
-            if not landed.isdisjoint(left):
-                del batches[ident]
-                left = [key for key in left if key not in landed]
-                if left:
-                    batches[id(left)] = (left, left, since)
-        self.since = min(map(_since, batches.values()), default=_NEVER)
-        return len(landed) == len(keys)
-
-    def keys(self) -> set:
-        if self._keys is None:
-            self._keys = set().union(*[batch[1] for batch in self.batches.values()])
-        return self._keys
-
-    def __contains__(self, key) -> bool:
-        return key in self.keys()
-
-    def isdisjoint(self, keys) -> bool:
-        return not self.batches or self.keys().isdisjoint(keys)
-
-
 @dataclass
 class HostPool:
     name: str
@@ -141,7 +83,7 @@ class HostPool:
     last_reserve_short: bool = False  # the last `reserve` ran out of room
     version: int = 0  # bumped by every change of contents, states or order (lets a repeated lookup be skipped)
     order: RunOrder = field(default_factory=RunOrder)  # which keys are held, and their eviction order
-    _flight: _InFlight = field(default_factory=_InFlight, repr=False)
+    _flight: InFlight = field(default_factory=InFlight, repr=False)
 
     @property
     def storing(self) -> set:

@@ -1,0 +1,78 @@
+"""Who claims a key in a G2 pool's eviction order (`host_order.RunOrder`): tokens, their ghosts, their runs.
+
+A `Token` places held keys: an owner token stands for one request's key list
+(its refreshes), others for one explicit list (a store, a pin, a load).  A
+`Ghost` is an owner's claim on a key of its range that nobody holds yet.  A
+`Run` is one placement of a token's keys in the order.  `notify` tells owners
+which keys of their range others claimed since.
+"""
+from __future__ import annotations
+
+from itertools import compress, repeat
+from operator import is_
+
+
+class Token:
+    """Who placed a held key in the eviction order: `_slot[key] is` the token of the run holding it.
+
+    An owner token stands for one key list on this pool: each refresh of keys[:covered] re-appends one run
+    `keys[covered-1], ..., keys[0]` (first key newest).  It claims every key of that range: a held one maps
+    to the token, one not held to the token's `ghost` (a key stored later is placed by a later run anyway,
+    but the owner must hear of it).  Stores, pins and loads append explicit lists of held keys, each with a
+    token of its own.  `stolen` lists keys of an owner's range claimed elsewhere since its last refresh, so
+    that the next one claims back just those (after an eviction scan of its run dropped claims, `partial`,
+    it claims the whole range again).  A run's scan drops the claims it passes and puts back those of keys
+    other runs placed since, so a finished run leaves nothing behind."""
+
+    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial", "ghost", "seq", "fresh", "lazy", "lazy_end")
+
+    def __init__(self, keys=None, plain: bool = True, stolen: list | None = None):
+        self.keys = keys
+        self.covered = 0
+        self.stolen = stolen
+        self.gen = 0
+        self.plain = plain
+        self.partial = False
+        self.ghost = Ghost(self)
+        self.seq = -1  # `seq` of its latest run
+        self.fresh = -1  # keys[fresh:covered] are all its ghosts (-1: not known)
+        self.lazy = self.lazy_end = 0  # keys[lazy:lazy_end] are held though they map to its ghost still
+
+
+class Ghost:
+    """A claim on a key that is not held (see `Token`)."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, token: Token):
+        self.token = token
+
+
+class Run:
+    """One run of the eviction order: `token`'s keys from index `pos`, downward for an owner's refresh or
+    upward for an explicit list; dead once its owner has refreshed again (`gen` moved on).  `seq` counts the
+    runs pushed before it."""
+
+    __slots__ = ("token", "gen", "keys", "pos", "down", "seq")
+
+    def __init__(self, token: Token, gen: int, keys: list, pos: int, down: bool):
+        self.token, self.gen, self.keys, self.pos, self.down = token, gen, keys, pos, down
+
+
+def notify(olds: list, keys: list, token: Token) -> None:
+    """Owners whose claims (`olds`, on `keys`) go to `token` add those keys to `stolen`."""
+    if olds and olds.count(olds[0]) == len(olds):  # (one owner loses them all)
+        other = olds[0]
+        if type(other) is Token and other is not token and other.stolen is not None and other.keys is not None:
+            other.stolen += keys
+            return
+    for other in set(olds):
+        if other is None or other is token or other is token.ghost:
+            continue
+        if type(other) is Ghost:
+            owner = other.token
+            owner.fresh = -1
+        else:
+            owner = other
+        if owner.stolen is not None and owner.keys is not None:
+            owner.stolen.extend(compress(keys, map(is_, olds, repeat(other))))
