@@ -24,7 +24,8 @@ class Token:
     it claims the whole range again).  A run's scan drops the claims it passes and puts back those of keys
     other runs placed since, so a finished run leaves nothing behind."""
 
-    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial", "ghost", "seq", "fresh", "lazy", "lazy_end")
+    __slots__ = ("keys", "covered", "stolen", "gen", "plain", "partial", "ghost", "seq", "fresh", "lazy", "lazy_end",
+                 "taken")
 
     def __init__(self, keys=None, plain: bool = True, stolen: list | None = None):
         self.keys = keys
@@ -37,6 +38,7 @@ class Token:
         self.seq = -1  # `seq` of its latest run
         self.fresh = -1  # keys[fresh:covered] are all its ghosts (-1: not known)
         self.lazy = self.lazy_end = 0  # keys[lazy:lazy_end] are held though they map to its ghost still
+        self.taken = 0  # keys[:taken] are known claimed elsewhere since its latest run (a scan stops there)
 
 
 class Ghost:

@@ -23,10 +23,9 @@ class EvictionScan:
         pop = slot.pop
         victims, kept = [], []
         kept_token = self._kept
-        front = self._front
-        for index, key in enumerate(front):
+        for index, key in enumerate(self._front):
             if len(victims) >= wanted:
-                kept.extend(front[index:])
+                kept.extend(self._front[index:])
                 break
             if slot.get(key) is not kept_token:
                 continue  # moved since
@@ -49,16 +48,19 @@ class EvictionScan:
             # claims on keys not held are dropped, and keys another run placed since are put back
             token.partial, token.fresh = True, -1
             if run.down:
-                low = pos - need + 1 if pos >= need else 0
+                taken = token.taken
+                low = pos - need + 1 if pos - need >= taken else taken
                 chunk = keys[low:pos + 1]
                 chunk.reverse()
                 run.pos = low - 1
-                done = not low
+                done = low == taken
                 lazy, lazy_end = token.lazy, token.lazy_end
-                if lazy <= low and pos < lazy_end:  # all held lazily (claims are its ghost): the usual
+                if not chunk:  # (what is left was claimed elsewhere)
+                    held = chunk
+                elif lazy <= low and pos < lazy_end:  # all held lazily (claims are its ghost): the usual
                     token.lazy_end = low
                     deque(map(pop, chunk), 0)
-                    claims, mine = None, len(chunk)
+                    held = chunk
                 else:
                     claims = list(map(pop, chunk, repeat(None)))
                     if lazy < lazy_end:  # (some held lazily)
@@ -69,29 +71,13 @@ class EvictionScan:
                             lazy_end = pos + 1
                         if lazy < lazy_end:
                             claims[pos + 1 - lazy_end:pos + 1 - lazy] = [token] * (lazy_end - lazy)
-                    mine = claims.count(token)
+                    held = self._held(chunk, claims, token)
             else:
                 high = pos + need
                 chunk = keys[pos:high]
                 run.pos = high
                 done = high >= len(keys)
-                claims = list(map(pop, chunk, repeat(None)))
-                mine = claims.count(token)
-            if mine == len(chunk):
-                held = chunk
-            else:
-                rest = claims[mine:]
-                other = rest[0]
-                if other is not token and type(other) is Token and rest.count(other) == len(rest):
-                    # usually a shared prefix, last in the chunk, that one later run claimed since: it goes back
-                    held = chunk[:mine]
-                    for key, claim in zip(chunk[mine:], rest):
-                        slot[key] = claim
-                else:
-                    ghost = token.ghost
-                    slot.update([(key, claim) for key, claim in zip(chunk, claims)
-                                 if claim is not token and claim is not ghost and claim is not None])
-                    held = list(compress(chunk, map(is_, claims, repeat(token))))
+                held = self._held(chunk, list(map(pop, chunk, repeat(None))), token)
             if (run.seq < since or storing.isdisjoint(held)) and not (busy and (
                     not loading.keys().isdisjoint(held) or not pinned.keys().isdisjoint(held))):
                 victims += held
@@ -110,3 +96,21 @@ class EvictionScan:
                     del owners[id(keys)]
         self._front = kept
         return victims
+
+    def _held(self, chunk: list, claims: list, token: Token) -> list:
+        """The keys of an eviction chunk `token` holds, given the `claims` taken out (others' go back)."""
+        mine = claims.count(token)
+        if mine == len(chunk):
+            return chunk
+        rest = claims[mine:]
+        other = rest[0]
+        slot = self._slot
+        if other is not token and type(other) is Token and rest.count(other) == len(rest):
+            # usually a shared prefix, last in the chunk, that one later run claimed since: it goes back
+            for key, claim in zip(chunk[mine:], rest):
+                slot[key] = claim
+            return chunk[:mine]
+        ghost = token.ghost
+        slot.update([(key, claim) for key, claim in zip(chunk, claims)
+                     if claim is not token and claim is not ghost and claim is not None])
+        return list(compress(chunk, map(is_, claims, repeat(token))))

@@ -98,7 +98,7 @@ class RunOrder(EvictionScan):
             if len(part) == upto:
                 owner.fresh = self._claim(part, owner, True)
                 if owner.fresh >= 0:
-                    owner.covered, owner.gen = upto, owner.gen + 1
+                    owner.covered, owner.gen, owner.taken = upto, owner.gen + 1, 0
                     return self._push(Run(owner, owner.gen, keys, upto - 1, True))
             owner.plain = False
         elif owner.plain and upto > owner.covered and len(set(keys[:upto])) < upto:
@@ -125,7 +125,7 @@ class RunOrder(EvictionScan):
                 last = self._runs[-1]
                 if last.token is owner and last.gen == owner.gen and last.pos == upto - 1:
                     return
-        owner.covered, owner.gen = upto, owner.gen + 1
+        owner.covered, owner.gen, owner.taken = upto, owner.gen + 1, 0
         self._push(Run(owner, owner.gen, keys, upto - 1, True))
 
     def known_distinct(self, keys: list, upto: int) -> bool:
@@ -151,13 +151,15 @@ class RunOrder(EvictionScan):
         # (if the first `first` returned one token, those are the keys not added, so the rest were; comparing
         # claims that are not the same object costs a lot more than finding it, hence the slice)
         held = olds[0]
+        known = keys[:first]
         if type(held) is Token and held is not token and olds[:first].count(held) == first and (
-                not check_distinct or len(set(keys[:first])) == first):
-            known = keys[:first]
+                not check_distinct or len(set(known)) == first):
             for key in known:  # (a loop stores faster than `update` from pairs)
                 slot[key] = token
             if held.stolen is not None and held.keys is not None:
                 held.stolen += known
+                if first > held.taken and held.keys[:first] == known:
+                    held.taken = first
             return first
         if self._settled(olds, token):
             olds = list(map(slot.get, keys))
@@ -244,6 +246,7 @@ class RunOrder(EvictionScan):
     def hold(self, token: Token, new: list, olds: list, place: bool) -> int:
         """Hold `new` (a prefix of `unheld`'s answer) under `token`, appended at the end if `place`; returns the
         `seq` of the oldest run that can place them, until they move (to a newer run)."""
+        token.taken = 0
         if olds is None and token.fresh >= 0:  # keys[fresh:fresh + len(new)]: held lazily, claims left as they are
             if token.lazy_end != token.fresh:
                 self._settle(token)
