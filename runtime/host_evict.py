@@ -64,7 +64,7 @@ class EvictionScan:
                 else:
                     claims = list(map(pop, chunk, repeat(None)))
                     if lazy < lazy_end:  # (some held lazily)
-                        token.lazy_end = low if low > lazy else lazy
+                        token.lazy_end = min(lazy_end, max(low, lazy))  # (what is left below the chunk)
                         if lazy < low:
                             lazy = low
                         if lazy_end > pos:
