@@ -102,8 +102,8 @@ operations = st.lists(st.tuples(st.sampled_from(kinds), st.integers(0, 9), st.in
 # (a key held lazily, then an eviction scan that stops short of it: the scan must not take an owner's ghost for it)
 @example(profile="offloading_v0_32", capacity=1, lists=[[1, 3, 0], [5, 3, 4]], compact=False,
          program=[("refresh", 9, 7, 0, True), ("offer", 7, 9, 0, False), ("offer", 0, 4, 9, True)])
-@settings(max_examples=400, deadline=None)
-@given(profile=st.sampled_from(sorted(PROFILES)), capacity=st.integers(1, 9), lists=key_lists, program=operations,
+@settings(max_examples=1500, deadline=None)
+@given(profile=st.sampled_from(sorted(PROFILES)), capacity=st.integers(1, 6), lists=key_lists, program=operations,
        compact=st.booleans())
 def test_host_pool_evicts_like_an_ordered_map(profile, capacity, lists, program, compact):
     floor = host_order._COMPACT_FLOOR
