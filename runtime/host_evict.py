@@ -1,7 +1,7 @@
 """The eviction scan of a G2 pool's order: the oldest held keys go, the busy ones stay in front.
 
 A mixin of `host_order.RunOrder` (it reads and updates the order's `_slot`,
-`_front` and `_runs`): the scan walks `_front`, then the runs oldest first in
+`_front`, `_runs` and `_owners`): the scan walks `_front`, then the runs oldest first in
 chunks, drops the claims each chunk's run holds, puts back those other runs
 placed since, and keeps in front the keys a store, a load or a pin still uses.
 """
@@ -15,6 +15,8 @@ from .host_claims import Token
 
 
 class EvictionScan:
+    """`RunOrder.evict` and its helper (see the module docstring)."""
+
     def evict(self, wanted: int, storing, loading: dict, pinned: dict, since: int = 0) -> list:
         """Drop up to `wanted` held keys, oldest first, skipping (and keeping in front) those that are storing,
         loading or pinned; returns the keys dropped.  `storing` (a set, or what supports `in` and `isdisjoint`)
