@@ -28,6 +28,11 @@ _COMPACT_FLOOR = 1 << 12
 _is_token = Token.__instancecheck__
 
 
+def _lazy(claim) -> bool:
+    """Is `claim` the ghost of an owner that holds some keys lazily (so it may stand for a held key)?"""
+    return type(claim) is Ghost and claim.token.lazy < claim.token.lazy_end
+
+
 class RunOrder(EvictionScan):
     """Held keys and their eviction order (see the module docstring)."""
 
@@ -44,7 +49,7 @@ class RunOrder(EvictionScan):
 
     def holds(self, key) -> bool:
         claim = self._slot.get(key)
-        if type(claim) is Ghost and claim.token.lazy < claim.token.lazy_end:
+        if _lazy(claim):
             self._settle(claim.token)
             claim = self._slot.get(key)
         return type(claim) is Token
@@ -55,7 +60,7 @@ class RunOrder(EvictionScan):
         at = start
         while at < limit:
             claim = slot.get(keys[at])
-            if type(claim) is Ghost and claim.token.lazy < claim.token.lazy_end:
+            if _lazy(claim):
                 self._settle(claim.token)  # (maybe held lazily: look again)
             elif type(claim) is not Token:
                 break  # (the usual answer, at once: none)
@@ -78,8 +83,7 @@ class RunOrder(EvictionScan):
 
     def _settled(self, claims: list, token: Token | None = None) -> bool:
         """Settle the owners (but `token`) whose ghosts among `claims` may stand for keys held lazily; any?"""
-        lazy = [claim.token for claim in set(claims) if type(claim) is Ghost and claim.token is not token
-                and claim.token.lazy < claim.token.lazy_end]
+        lazy = [claim.token for claim in set(claims) if _lazy(claim) and claim.token is not token]
         for owner in lazy:
             self._settle(owner)
         return bool(lazy)

@@ -42,7 +42,7 @@ class InFlight:
         if batch is not None:
             if keys == batch[1]:
                 if batch[2] == self.since:
-                    self.since = min(map(_since, batches.values())) if batches else _NEVER
+                    self.since = min(map(_since, batches.values()), default=_NEVER)
                 return True
             batches[id(keys)] = batch
         landed = self.keys().intersection(keys)

@@ -153,7 +153,6 @@ class HostPool:
                 self.evictions += len(victims)
                 if self.events is not None:
                     self.events.append(("Removed", victims))
-            self.version += 1
             if len(new) > room:
                 self.last_reserve_short = True
                 # a connector that stores one pass late stores all of it next pass (vLLM stores what fits)

@@ -56,7 +56,8 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
     finish_at = {id(r): r.spec.output_len - r.generated - 1 for _, b in active for r, _ in b.items}
     limit = (max(finish_at.values()) + 1) if can_finish else min(finish_at.values())
     if can_finish:  # a completion that has more to do than a fused pass can: the run stops before it
-        limit = min([limit] + [finish_at[id(r)] for rank, b in active for r, _ in b.items if _finish_stores(rank, r)])
+        limit = min([limit] + [finish_at[id(r)] for rank, b in active if _stores_on_finish(rank) for r, _ in b.items
+                               if r.unstored or rank.kvcr is not None])
 
     # per rank: [events in pass order, cursor, decoding requests, sum of (computed + 1), free blocks]
     states = []
@@ -114,12 +115,12 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
                  {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items})
 
 
-def _finish_stores(rank: Rank, request) -> bool:
-    """Does the request's completion store to G2 (v0.32 connectors: what it could not store before)?  Its
-    refresh of G2's order alone may come early: nothing else reads or changes this rank's G2 during fused
-    passes, a store landing meanwhile included (with no KVCR peer that might pull from it)."""
-    profile = rank.host.profile if rank.host is not None else None
-    return profile is not None and profile.store_rest_on_finish and bool(request.unstored or rank.kvcr is not None)
+def _stores_on_finish(rank: Rank) -> bool:
+    """Does a completion on this rank store to G2 (v0.32 connectors: what the request could not store before)?
+    Then a request with blocks left to store (or any, with a KVCR peer that might pull from this G2) ends a fused
+    run before its completion; one with nothing left only refreshes G2's order, which may come early: nothing
+    else reads or changes this rank's G2 during fused passes, a store landing meanwhile included."""
+    return rank.host is not None and rank.host.profile.store_rest_on_finish
 
 
 def _copies_harmless(rank: Rank) -> bool:
