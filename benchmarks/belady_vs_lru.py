@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from kvreplay.compiler.pipeline import compile_bytes
-from kvreplay.runtime.metrics import summary
-from kvreplay.runtime.replay import build
+from kvreplay.runtime.outputs.metrics import summary
+from kvreplay.runtime.build import build
 
 from _traces import TRACES
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import copy
 
-from .runtime import blocks
-from .runtime.kv_events import TRACE_SOURCE
-from .runtime.replay import build
+from .runtime.traffic import block_keys as blocks
+from .runtime.outputs.kv_events import TRACE_SOURCE
+from .runtime.build import build
 
 MS = 1e6
 

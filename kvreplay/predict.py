@@ -11,8 +11,8 @@ from pathlib import Path
 from . import report
 from .compiler.diagnostics import CompileError
 from .compiler.pipeline import compile_file
-from .runtime import metrics, outputs
-from .runtime.replay import ReplayUnsupported, build
+from .runtime.outputs import metrics, files as outputs
+from .runtime.build import ReplayUnsupported, build
 
 EXIT_OK, EXIT_RUN, EXIT_CONFIG = 0, 1, 2
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from kvreplay.cli import main
 from kvreplay.compiler.pipeline import compile_bytes
-from kvreplay.runtime.engine import Replay
-from kvreplay.runtime.metrics import request_record
-from kvreplay.runtime.replay import build
-from kvreplay.runtime.requests import Request
+from kvreplay.runtime.shell.replay import Replay
+from kvreplay.runtime.outputs.metrics import request_record
+from kvreplay.runtime.build import build
+from kvreplay.runtime.serving.requests import Request
 
 BS = 4  # tokens per engine block and per trace hash_id
 MS = 1_000_000  # ns

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvreplay.runtime.bandwidth import fair_rates
+from kvreplay.runtime.links.bandwidth import fair_rates
 
 
 def test_four_ranks_one_transfer_each_under_an_80_pool():

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvreplay.compiler.pipeline import compile_bytes
-from kvreplay.runtime.replay import build
+from kvreplay.runtime.build import build
 
 
 def spec(requests: list[dict], policy: str, blocks: int, block_size: int = 4) -> dict:

@@ -9,8 +9,8 @@ from array import array
 
 import xxhash
 
-from kvreplay.runtime import blocks
-from kvreplay.runtime.requests import Content, RequestSpec
+from kvreplay.runtime.traffic import block_keys as blocks
+from kvreplay.runtime.serving.requests import Content, RequestSpec
 
 SEED = 1337
 

@@ -8,9 +8,9 @@ Keys here are small explicit integers (the pool treats keys as opaque).
 """
 from __future__ import annotations
 
-from kvreplay.runtime.g1 import BlockPool
-from kvreplay.runtime.requests import Content, Request, RequestSpec
-from kvreplay.runtime.scheduler import Rank, finish_pass, schedule
+from kvreplay.runtime.tiers.g1 import BlockPool
+from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
+from kvreplay.runtime.serving.scheduler import Rank, finish_pass, schedule
 
 BS = 4
 

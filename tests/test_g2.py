@@ -30,14 +30,14 @@ import pytest
 
 from kvreplay.cli import main
 from kvreplay.compiler.pipeline import compile_bytes, compile_file
-from kvreplay.runtime import offload
-from kvreplay.runtime.engine import Replay
-from kvreplay.runtime.g1 import BlockPool
-from kvreplay.runtime.host_tier import PROFILES
-from kvreplay.runtime.metrics import request_record
-from kvreplay.runtime.replay import attach_host_pools, build
-from kvreplay.runtime.requests import Content, Request, RequestSpec
-from kvreplay.runtime.scheduler import Rank, finish_pass, preempt, schedule
+from kvreplay.runtime.tiers import offload
+from kvreplay.runtime.shell.replay import Replay
+from kvreplay.runtime.tiers.g1 import BlockPool
+from kvreplay.runtime.tiers.host_pool import PROFILES
+from kvreplay.runtime.outputs.metrics import request_record
+from kvreplay.runtime.build import attach_host_pools, build
+from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
+from kvreplay.runtime.serving.scheduler import Rank, finish_pass, preempt, schedule
 from kvreplay.runtime.timing.fixed import fixed_timing
 
 from .scenarios import (BS, MS, SCENARIO_TRAFFIC, ScenarioRun, aggregated_config, compile_scenario, domain_summaries,

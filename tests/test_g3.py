@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from kvreplay.runtime.bandwidth import fair_rates
-from kvreplay.runtime.jobs import BYPASS_ROUNDS
-from kvreplay.runtime.storage_tier import READY, WRITING
+from kvreplay.runtime.links.bandwidth import fair_rates
+from kvreplay.runtime.tiers.jobs import BYPASS_ROUNDS
+from kvreplay.runtime.tiers.storage_pool import READY, WRITING
 
 from .scenarios import ScenarioRun, aggregated_config, compile_scenario, replay_both_ways, row
 

@@ -2,8 +2,8 @@
 of decode passes unless they could change its batch; results stay those of single stepping."""
 from __future__ import annotations
 
-from kvreplay.runtime.horizons import EVERYONE, Horizons
-from kvreplay.runtime.replay import build
+from kvreplay.runtime.shell.horizons import EVERYONE, Horizons
+from kvreplay.runtime.build import build
 
 from .scenarios import aggregated_config, compile_scenario, replay_both_ways, row
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kvreplay.runtime import host_order
-from kvreplay.runtime.host_tier import PROFILES, HostPool
-from kvreplay.runtime.transfers import Link
+from kvreplay.runtime.tiers import run_order as host_order
+from kvreplay.runtime.tiers.host_pool import PROFILES, HostPool
+from kvreplay.runtime.links.transfers import Link
 
 
 class ReferencePool:

@@ -22,14 +22,14 @@ import orjson
 import pytest
 
 from kvreplay.compiler.pipeline import compile_bytes
-from kvreplay.runtime import peer_fetch
-from kvreplay.runtime.outputs import canonical
-from kvreplay.runtime.g1 import BlockPool
-from kvreplay.runtime.jobs import BYPASS_ROUNDS
-from kvreplay.runtime.peer_fetch import PeerFetch
-from kvreplay.runtime.replay import attach_host_pools
-from kvreplay.runtime.requests import Content, Request, RequestSpec
-from kvreplay.runtime.scheduler import Rank
+from kvreplay.runtime.tiers import peer_fetch
+from kvreplay.runtime.outputs.files import canonical
+from kvreplay.runtime.tiers.g1 import BlockPool
+from kvreplay.runtime.tiers.jobs import BYPASS_ROUNDS
+from kvreplay.runtime.tiers.peer_fetch import PeerFetch
+from kvreplay.runtime.build import attach_host_pools
+from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
+from kvreplay.runtime.serving.scheduler import Rank
 
 from kvreplay.examples.trace_config import mooncake_trace_config
 

@@ -34,10 +34,10 @@ import orjson
 import pytest
 
 from kvreplay.cli import main
-from kvreplay.runtime import handoff as handoff_module
-from kvreplay.runtime import macro as macro_module
-from kvreplay.runtime.metrics import request_record
-from kvreplay.runtime.replay import build
+from kvreplay.runtime.serving import handoff as handoff_module
+from kvreplay.runtime.shell import macro as macro_module
+from kvreplay.runtime.outputs.metrics import request_record
+from kvreplay.runtime.build import build
 
 from .scenarios import (BS, MS, SCENARIO_TRAFFIC, ScenarioRun, compile_scenario, domain_summaries, predict_scenario,
                         replay_both_ways, row, token_times)

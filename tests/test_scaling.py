@@ -4,7 +4,7 @@ from __future__ import annotations
 import orjson
 
 from kvreplay.cli import main
-from kvreplay.runtime.scaling import periods
+from kvreplay.runtime.serving.scaling import periods
 
 from .support import EXAMPLES
 

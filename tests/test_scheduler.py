@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from kvreplay.compiler.pipeline import compile_bytes
-from kvreplay.runtime.g1 import BlockPool
-from kvreplay.runtime.metrics import request_record
-from kvreplay.runtime.replay import build
-from kvreplay.runtime.requests import Content, Request, RequestSpec
-from kvreplay.runtime.scheduler import Rank, finish_pass, schedule
+from kvreplay.runtime.tiers.g1 import BlockPool
+from kvreplay.runtime.outputs.metrics import request_record
+from kvreplay.runtime.build import build
+from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
+from kvreplay.runtime.serving.scheduler import Rank, finish_pass, schedule
 from kvreplay.runtime.timing import PassWork
 from kvreplay.runtime.timing.fixed import fixed_timing
 

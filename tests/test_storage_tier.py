@@ -1,8 +1,8 @@
 """G3 storage pool: background writes, LRU over idle blocks, reads and cross-worker accounting."""
 from __future__ import annotations
 
-from kvreplay.runtime.storage_tier import READY, WRITING, StoragePool, section
-from kvreplay.runtime.transfers import Link
+from kvreplay.runtime.tiers.storage_pool import READY, WRITING, StoragePool, section
+from kvreplay.runtime.links.transfers import Link
 
 
 def pool(capacity: int = 4, scope: str = "cluster_shared") -> StoragePool:

@@ -1,7 +1,7 @@
 """Transfers sharing a link: completion times as rates change when transfers start and end."""
 from __future__ import annotations
 
-from kvreplay.runtime.transfers import Link
+from kvreplay.runtime.links.transfers import Link
 
 
 def test_a_lone_transfer_moves_at_its_rank_limit():

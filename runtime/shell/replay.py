@@ -19,20 +19,22 @@ import gc
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
 
-from . import handoff, macro, storage_tier
-from .copy_events import TRANSFER_DONE, TRANSFER_START, CopyEvents
-from .fit import never_fits
-from .handoff import Handoff
+from ..serving import handoff
+from . import macro
+from ..tiers import storage_pool as storage_tier
+from ..links.copies import TRANSFER_DONE, TRANSFER_START, CopyEvents
+from ..serving.never_fits import never_fits
+from ..serving.handoff import Handoff
 from .horizons import EVERYONE, Horizons
-from .kv_events import KvEventLog
-from .offload import blocked
-from .peer_fetch import PeerFetch
-from .placement import Router
-from .requests import Request, RequestSpec
-from .scaling import LEAVE, Draining
-from .scheduler import Rank, finish_pass, schedule
-from .timing import Timing
-from .traffic import Traffic
+from ..outputs.kv_events import KvEventLog
+from ..tiers.offload import blocked
+from ..tiers.peer_fetch import PeerFetch
+from ..serving.placement import Router
+from ..serving.requests import Request, RequestSpec
+from ..serving.scaling import LEAVE, Draining
+from ..serving.scheduler import Rank, finish_pass, schedule
+from ..timing import Timing
+from ..traffic.generator import Traffic
 
 PASS_END, HANDOFF_DONE, WAKE, ARRIVAL = 0, 3, 4, 5  # (TRANSFER_START = 1, TRANSFER_DONE = 2: copy_events.py;
 # LEAVE = 6: scaling.py)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .requests import Content, RequestSpec
+from ..serving.requests import Content, RequestSpec
 from .rng import exponential
 
 MS = 1_000_000

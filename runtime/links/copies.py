@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import g3_offload, handoff, peer_fetch
-from .offload import blocked, restored, stored
+from ..tiers import g3_offload, peer_fetch
+from ..serving import handoff
+from ..tiers.offload import blocked, restored, stored
 
 if TYPE_CHECKING:
-    from .engine import Worker
-    from .scheduler import Rank
+    from ..shell.replay import Worker
+    from ..serving.scheduler import Rank
 
 TRANSFER_START, TRANSFER_DONE = 1, 2  # event kinds (see engine.py for the order of all kinds)
 # job kind -> (the rank's tier, that tier's link, the rank attribute naming its group on the link): G2 links are

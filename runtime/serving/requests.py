@@ -12,8 +12,8 @@ import uuid
 from array import array
 from dataclasses import dataclass, field
 
-from . import blocks
-from .rng import bits
+from ..traffic import block_keys as blocks
+from ..traffic.rng import bits
 
 
 

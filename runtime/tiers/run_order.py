@@ -21,8 +21,8 @@ from collections import deque
 from itertools import compress, islice, repeat, takewhile
 from operator import is_, is_not, not_
 
-from .host_claims import Ghost, Run, Token, notify
-from .host_evict import EvictionScan
+from .run_claims import Ghost, Run, Token, notify
+from .run_eviction import EvictionScan
 
 _COMPACT_FLOOR = 1 << 12
 _is_token = Token.__instancecheck__

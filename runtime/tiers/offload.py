@@ -20,7 +20,7 @@ from itertools import filterfalse
 
 from . import g3_offload, peer_fetch
 from .jobs import Job
-from .requests import Request
+from ..serving.requests import Request
 
 DEFER, LOAD, READ = -1, -2, -3  # `restore` outcomes besides 0 (nothing to restore); READ: into G2 first
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from array import array
 
-from . import blocks
+from ..traffic import block_keys as blocks
 
 TRACE_SOURCE = 1 << 40  # token source of Mooncake trace block `h` is TRACE_SOURCE + h
 OUTPUT_SOURCE = 1 << 41  # a trace request's own output tokens

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections import deque
 
-from . import handoff, offload
-from .g1 import BlockPool
-from .jobs import Job
+from . import handoff
+from ..tiers import offload
+from ..tiers.g1 import BlockPool
+from ..tiers.jobs import Job
 from .requests import Request
-from .timing import PassWork
+from ..timing import PassWork
 
 
 class Rank:

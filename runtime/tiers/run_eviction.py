@@ -11,7 +11,7 @@ from collections import deque
 from itertools import compress, repeat
 from operator import is_
 
-from .host_claims import Token
+from .run_claims import Token
 
 
 class EvictionScan:

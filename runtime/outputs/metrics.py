@@ -13,7 +13,7 @@ import math
 from bisect import bisect_right
 from itertools import accumulate
 
-from .requests import Request
+from ..serving.requests import Request
 
 MS = 1e6
 EVICTION_ASSUMPTIONS = {

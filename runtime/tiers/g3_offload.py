@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from .jobs import Job, filled, out_of_rounds
-from .requests import Request
+from ..serving.requests import Request
 
 
 def read(rank, request: Request, start: int, limit: int) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from .transfers import Link
+from ..links.transfers import Link
 
 READY, WRITING = 0, 1
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import filterfalse
 
-from .host_order import RunOrder
-from .host_storing import InFlight
-from .transfers import Link
+from .run_order import RunOrder
+from .in_flight import InFlight
+from ..links.transfers import Link
 
 READY, STORING = 0, 1
 

@@ -8,21 +8,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import g3_offload, peer_fetch
-from .engine import Replay, Worker
-from .belady import BeladyPool, future_uses
-from .g1 import BlockPool
-from .handoff import DESTINATION_FIRST_BACKENDS, Handoff
-from .host_tier import PROFILES, HostPool
-from .mooncake import read_trace
-from .peer_fetch import PeerFetch
-from .placement import Router
-from .scaling import periods, replica_steps
-from .scheduler import Rank
-from .storage_tier import StoragePool
+from .tiers import g3_offload, peer_fetch
+from .shell.replay import Replay, Worker
+from .tiers.belady import BeladyPool, future_uses
+from .tiers.g1 import BlockPool
+from .serving.handoff import DESTINATION_FIRST_BACKENDS, Handoff
+from .tiers.host_pool import PROFILES, HostPool
+from .traffic.mooncake import read_trace
+from .tiers.peer_fetch import PeerFetch
+from .serving.placement import Router
+from .serving.scaling import periods, replica_steps
+from .serving.scheduler import Rank
+from .tiers.storage_pool import StoragePool
 from .timing.factory import make_timing
-from .traffic import Traffic
-from .transfers import Link
+from .traffic.generator import Traffic
+from .links.transfers import Link
 
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import orjson
 
-from ..compiler.diagnostics import CompileError, Diagnostic
-from ..compiler.spans import Span
+from ...compiler.diagnostics import CompileError, Diagnostic
+from ...compiler.spans import Span
 
 MAX_REPORTED = 20
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import islice
 
-from .g1 import BlockPool
-from .scheduler import Batch, Rank, _register, release_finished
-from .timing import PassWork
+from ..tiers.g1 import BlockPool
+from ..serving.scheduler import Batch, Rank, _register, release_finished
+from ..timing import PassWork
 
 
 @dataclass

@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import offload
-from .jobs import Job
+from ..tiers import offload
+from ..tiers.jobs import Job
 from .requests import Request
 
 DESTINATION_FIRST_BACKENDS = ("sglang",)

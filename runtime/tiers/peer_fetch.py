@@ -25,8 +25,8 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from .jobs import filled, out_of_rounds
-from .requests import Request
-from .transfers import Link
+from ..serving.requests import Request
+from ..links.transfers import Link
 
 
 class Pull:
