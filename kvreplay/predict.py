@@ -11,7 +11,8 @@ from pathlib import Path
 from . import report
 from .compiler.diagnostics import CompileError
 from .compiler.pipeline import compile_file
-from .runtime.outputs import metrics, files as outputs
+from .runtime.outputs import files as outputs
+from .runtime.outputs import metrics, sections
 from .runtime.build import ReplayUnsupported, build
 
 EXIT_OK, EXIT_RUN, EXIT_CONFIG = 0, 1, 2
@@ -86,7 +87,7 @@ def run(args, config: str | None = None) -> int:
             if replay.stalled:
                 request.reason = "stalled: no event could let it progress"
     summary = metrics.summary(replay.requests, end_ns, plan["engine"].get("kv_eviction_policy", "lru"))
-    summary.update(replay.summary_sections())
+    summary.update(sections.summary_sections(replay))
     prediction = {"summary": summary, "kvreplay_plan_version": plan["kvreplay_plan"]}
     ordered = sorted(replay.requests, key=lambda r: r.spec.index)
     capture = args.capture_per_request or plan["traffic"].get("replay", {}).get("record_per_request", False)

@@ -8,21 +8,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .tiers import g3_offload, peer_fetch
-from .shell.replay import Replay, Worker
-from .tiers.belady import BeladyPool, future_uses
-from .tiers.g1 import BlockPool
 from .serving.handoff import DESTINATION_FIRST_BACKENDS, Handoff
-from .tiers.host_pool import PROFILES, HostPool
-from .traffic.mooncake import read_trace
-from .tiers.peer_fetch import PeerFetch
 from .serving.placement import Router
 from .serving.scaling import periods, replica_steps
 from .serving.scheduler import Rank
-from .tiers.storage_pool import StoragePool
+from .serving.worker import Worker
+from .shell.replay import Replay
+from .tiers import peer_fetch
+from .tiers.belady import BeladyPool, future_uses
+from .tiers.chain_build import LinkSpec, TierSpec, attach_chains
+from .tiers.connectors import PROFILES, tier_rules
+from .tiers.g1 import BlockPool
+from .tiers.peer_fetch import PeerFetch
+from .tiers.tier import STORAGE_RULES
 from .timing.factory import make_timing
 from .traffic.generator import Traffic
-from .links.transfers import Link
+from .traffic.mooncake import read_trace
 
 
 
@@ -45,42 +46,29 @@ def _ms_to_ns(ms: float) -> int:
     return int(round(ms * 1e6))
 
 
-def _links(offload: dict, ways: tuple[str, str], groups: list, workers: list, shared: bool) -> list[Link]:
-    """A tier's two links (`ways`, e.g. d2h/h2d or read/write): each group (a rank, or a worker) is capped by
-    `<way>_bandwidth_gbps`, and a shared pool by `shared_<way>_bandwidth_gbps` too."""
-    latency = _ms_to_ns(offload["latency_to_first_byte_ms"])
-    return [Link({g: offload[f"{way}_bandwidth_gbps"] for g in groups},
-                 offload.get(f"shared_{way}_bandwidth_gbps") if shared else None, latency, workers=frozenset(workers))
-            for way in ways]
+def _link_spec(offload: dict, way: str) -> LinkSpec:
+    """One direction of a tier's copies: each member (a rank, or a worker) is capped by `<way>_bandwidth_gbps`,
+    and a shared pool by `shared_<way>_bandwidth_gbps` too."""
+    return LinkSpec(offload[f"{way}_bandwidth_gbps"], offload.get(f"shared_{way}_bandwidth_gbps"))
 
 
-def attach_host_pools(ranks: list[Rank], offload: dict, block_bytes: int) -> list[HostPool]:
-    """One G2 pool per DP rank (`dp_rank_local`) or one for all of them (`cluster_shared`)."""
+def host_tier_spec(offload: dict, block_bytes: int) -> TierSpec:
+    """G2: one pool per DP rank (`dp_rank_local`) or one for all of them (`cluster_shared`), stored into by a
+    vLLM connector, in the order it keeps."""
     profile = PROFILES[offload["connector"]]
-    shared = offload["scope"] == "cluster_shared"
-    pools = []
-    for name, members in [("g2.shared", ranks)] if shared else [(f"g2.{r.name}", [r]) for r in ranks]:
-        d2h, h2d = _links(offload, ("d2h", "h2d"), [r.index for r in members], [r.worker for r in members], shared)
-        pools.append(HostPool(name, offload["scope"], offload["num_host_blocks"], block_bytes, profile, d2h, h2d))
-        for rank in members:
-            rank.host = pools[-1]
-    return pools
+    return TierSpec("g2", offload["scope"], offload["scope"] == "cluster_shared", "rank", offload["num_host_blocks"],
+                    block_bytes, tier_rules(profile), "runs", profile.name, write=_link_spec(offload, "d2h"),
+                    read=_link_spec(offload, "h2d"), latency_ns=_ms_to_ns(offload["latency_to_first_byte_ms"]),
+                    section="g2_domains", kv_event_tier="host_pinned")
 
 
-def attach_storage_pools(workers: list[Worker], offload: dict, block_bytes: int) -> list[StoragePool]:
-    """One G3 store per worker (`worker_local`) or one for all of them (`cluster_shared`); G3 runs one rank
-    per worker, so a worker's limits are its rank's."""
-    shared = offload["scope"] == "cluster_shared"
-    pools = []
-    for name, members in [("g3.shared", workers)] if shared else [(f"g3.worker{w.index}", [w]) for w in workers]:
-        indexes = [w.index for w in members]
-        read, write = _links(offload, ("read", "write"), indexes, indexes, shared)
-        pools.append(StoragePool(name, offload["scope"], offload["num_g3_blocks"], block_bytes, read, write))
-        for worker in members:
-            for rank in worker.ranks:
-                rank.storage = pools[-1]
-                rank.fills += (g3_offload.read,)
-    return pools
+def storage_tier_spec(offload: dict, block_bytes: int) -> TierSpec:
+    """G3: one store per worker (`worker_local`) or one for all of them (`cluster_shared`), written back from G2,
+    least recently used first; G3 runs one rank per worker, so a worker's limits are its rank's."""
+    return TierSpec("g3", offload["scope"], offload["scope"] == "cluster_shared", "worker", offload["num_g3_blocks"],
+                    block_bytes, STORAGE_RULES, "lru", "write_back", write=_link_spec(offload, "write"),
+                    read=_link_spec(offload, "read"), latency_ns=_ms_to_ns(offload["latency_to_first_byte_ms"]),
+                    section="g3_offload")
 
 
 def _role_workers(plan: dict, role_name: str, first_worker: int, first_rank: int) -> list[Worker]:
@@ -104,11 +92,12 @@ def _role_workers(plan: dict, role_name: str, first_worker: int, first_rank: int
             rank_index += 1
         timing = make_timing(role, model, hardware, engine["backend"], geometry["kv_dtype"])
         workers.append(Worker(first_worker + w, ranks, timing))
+    specs = []
     if "host_offload" in kv:
-        attach_host_pools([rank for worker in workers for rank in worker.ranks], kv["host_offload"],
-                          geometry["g2_block_bytes"])
+        specs.append(host_tier_spec(kv["host_offload"], geometry["g2_block_bytes"]))
     if "g3_offload" in kv:
-        attach_storage_pools(workers, kv["g3_offload"], geometry["g3_block_bytes"])
+        specs.append(storage_tier_spec(kv["g3_offload"], geometry["g3_block_bytes"]))
+    attach_chains([rank for worker in workers for rank in worker.ranks], specs)
     return workers
 
 
@@ -164,18 +153,19 @@ def attach_peer_fetch(replay: Replay, plan: dict, role_name: str) -> None:
     role = plan["engine"]["workers"][role_name]
     kvcr = role["kv_cache"]["kvcr"]
     block_bytes = plan["geometry"][role_name]["g2_block_bytes"] * role["parallelism"]["tensor"]
-    replay.kvcr = PeerFetch(_ms_to_ns(kvcr["latency_to_first_byte_ms"]), kvcr["bandwidth_gbps"], block_bytes)
+    fetch = PeerFetch(_ms_to_ns(kvcr["latency_to_first_byte_ms"]), kvcr["bandwidth_gbps"], block_bytes)
+    fetch.attach(replay)
     for rank in replay.ranks():
         if rank.role == role_name:
-            rank.kvcr = replay.kvcr
-            rank.fills += (peer_fetch.pull,)
+            rank.chain.kvcr = fetch
+            rank.chain.fills += (peer_fetch.pull,)
 
 
 def use_belady(replay: Replay) -> None:
     """Give every rank a Belady pool that knows the whole (open-loop) request list."""
     replay.initial = replay.traffic.start()
     rank = replay.ranks()[0]  # Belady runs one fixed aggregated worker with one rank
-    admitted = [spec for spec in replay.initial if not replay._never_fits(rank, spec)]  # rejected ones use nothing
+    admitted = [spec for spec in replay.initial if not replay.never_fits(rank, spec)]  # rejected ones use nothing
     uses = future_uses(admitted, replay.block_size)
     for rank in replay.ranks():
         rank.pool = BeladyPool(rank.pool.capacity, uses)

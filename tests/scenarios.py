@@ -12,6 +12,7 @@ from kvreplay.cli import main
 from kvreplay.compiler.pipeline import compile_bytes
 from kvreplay.runtime.shell.replay import Replay
 from kvreplay.runtime.outputs.metrics import request_record
+from kvreplay.runtime.outputs.sections import summary_sections
 from kvreplay.runtime.build import build
 from kvreplay.runtime.serving.requests import Request
 
@@ -89,14 +90,14 @@ def replay_both_ways(plan: dict, directory: Path, *, kv_events: bool = False,
         replay.run()
     records = [request_record(r) for r in single.requests]
     assert [request_record(r) for r in fused.requests] == records, "macro steps changed the records"
-    assert fused.summary_sections() == single.summary_sections(), "macro steps changed the tier counters"
+    assert summary_sections(fused) == summary_sections(single), "macro steps changed the tier counters"
     assert fused.now == single.now, "macro steps changed when the last event happened"
     return fused, single, records
 
 
 def domain_summaries(replay: Replay) -> list[dict]:
     """What prediction.json reports as `summary.g2_domains`."""
-    return replay.summary_sections().get("g2_domains", [])
+    return summary_sections(replay).get("g2_domains", [])
 
 
 def token_times(request: Request) -> list[float]:
@@ -119,7 +120,7 @@ class ScenarioRun:
     @property
     def sections(self) -> dict:
         """The summary's tier sections (`g2_domains`, `g3_offload`, `kvcr`)."""
-        return self.replay.summary_sections()
+        return summary_sections(self.replay)
 
     def admissions(self, index: int) -> list[tuple]:
         """(at ms, pool, g1 tokens, host tokens) of every admission of request `index`."""

@@ -33,9 +33,10 @@ from kvreplay.compiler.pipeline import compile_bytes, compile_file
 from kvreplay.runtime.tiers import offload
 from kvreplay.runtime.shell.replay import Replay
 from kvreplay.runtime.tiers.g1 import BlockPool
-from kvreplay.runtime.tiers.host_pool import PROFILES
+from kvreplay.runtime.tiers.connectors import PROFILES
+from kvreplay.runtime.tiers.chain_build import attach_chains
 from kvreplay.runtime.outputs.metrics import request_record
-from kvreplay.runtime.build import attach_host_pools, build
+from kvreplay.runtime.build import build, host_tier_spec
 from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
 from kvreplay.runtime.serving.scheduler import Rank, finish_pass, preempt, schedule
 from kvreplay.runtime.timing.fixed import fixed_timing
@@ -127,9 +128,9 @@ TIMING = fixed_timing(10, 1)
 
 def host_rank(connector: str, g1_blocks: int, host_blocks: int) -> Rank:
     rank = Rank(0, 0, BlockPool(g1_blocks), BS, 64, 8, True, name="worker0.dp0")
-    attach_host_pools([rank], {"connector": connector, "scope": "dp_rank_local", "num_host_blocks": host_blocks,
-                               "latency_to_first_byte_ms": 0.0, "d2h_bandwidth_gbps": 1.0,
-                               "h2d_bandwidth_gbps": 1.0}, BLOCK)
+    attach_chains([rank], [host_tier_spec({"connector": connector, "scope": "dp_rank_local",
+                                           "num_host_blocks": host_blocks, "latency_to_first_byte_ms": 0.0,
+                                           "d2h_bandwidth_gbps": 1.0, "h2d_bandwidth_gbps": 1.0}, BLOCK)])
     return rank
 
 
@@ -152,10 +153,11 @@ def run_pass(rank: Rank, now: int):
 
 def land(rank: Rank, kind: str) -> list:
     """Complete every pending copy of `kind` ("store" or "load"), as the engine does when it lands."""
-    jobs = [job for job in rank.jobs if job.kind == kind]
-    rank.jobs = [job for job in rank.jobs if job.kind != kind]
+    landed = offload.stored if kind == "store" else offload.restored
+    jobs = [job for job in rank.jobs if job.landed is landed]
+    rank.jobs = [job for job in rank.jobs if job.landed is not landed]
     for job in jobs:
-        (offload.stored if kind == "store" else offload.restored)(rank, job)
+        landed(rank, job)
     return jobs
 
 
@@ -603,7 +605,7 @@ def test_a_hit_whose_store_is_in_flight_rank_level(connector, outcome):
     blocks; missing, C is admitted at once and computes its whole prompt."""
     rank = host_rank(connector, g1_blocks=8, host_blocks=8)
     c = synthetic(0, 9, 1, source=7)
-    assert rank.host.reserve(c.keys[:2]) == c.keys[:2]  # both blocks are being stored
+    assert rank.chain.top.reserve(c.keys[:2]) == c.keys[:2]  # both blocks are being stored
     rank.waiting.append(c)
     batch = schedule(rank, 0)
     if outcome == "miss":
@@ -611,10 +613,10 @@ def test_a_hit_whose_store_is_in_flight_rank_level(connector, outcome):
         assert c.admissions[0]["reused_input_tokens"] == 0
         return
     assert batch is None and list(rank.waiting) == [c] and not c.admissions and not rank.jobs
-    rank.host.stored(c.keys[:2])  # the store lands
+    rank.chain.top.landed(c.keys[:2])  # the store lands
     assert schedule(rank, MS) is None  # C now restores 2 blocks and waits for them
     (job,) = rank.jobs
-    assert (job.kind, job.keys) == ("load", c.keys[:2])
+    assert (job.landed, job.keys) == (offload.restored, c.keys[:2])
     land(rank, "load")
     batch = schedule(rank, 3 * MS)
     assert batch.items == [(c, 1)]
@@ -693,14 +695,14 @@ def test_a_hit_before_its_load_is_pinned_by_simple_cpu_only(connector, pinned):
     rank = host_rank(connector, g1_blocks=3, host_blocks=2)
     c, f = synthetic(0, 9, 1, source=7), synthetic(1, 11, 2, source=8)
     prefix = c.keys[:2]
-    rank.host.reserve(prefix)
-    rank.host.stored(prefix)
+    rank.chain.top.reserve(prefix)
+    rank.chain.top.landed(prefix)
     rank.waiting.extend([f, c])
     items, now = run_pass(rank, 0)  # F prefills; C's lookup hits both blocks, G1 has no room
     assert items == [(f, 11)]
     items, now = run_pass(rank, now)  # F's last decode; C is looked up again
     assert items == [(f, 1)] and f.status == "completed" and list(rank.waiting) == [c]
-    evictions = rank.host.evictions
+    evictions = rank.chain.top.evictions
     assert evictions == (0 if pinned else 2)
     batch = schedule(rank, now)
     if not pinned:  # C misses and takes F's freed blocks, whose copies are still in flight: its pass waits
@@ -710,12 +712,12 @@ def test_a_hit_before_its_load_is_pinned_by_simple_cpu_only(connector, pinned):
         return
     assert batch is None  # C restores its prefix first
     (job,) = rank.jobs
-    assert (job.kind, job.keys) == ("load", prefix)
+    assert (job.landed, job.keys) == (offload.restored, prefix)
     land(rank, "load")
     batch = schedule(rank, now)
     assert batch.items == [(c, 1)]
     assert c.admissions[0]["host_reused_input_tokens"] == 8
-    assert len(rank.host.reserve(["x", "y"])) == 2 and rank.host.evictions == 2  # no pin left behind
+    assert len(rank.chain.top.reserve(["x", "y"])) == 2 and rank.chain.top.evictions == 2  # no pin left behind
 
 
 # ---- row "G1 blocks being copied" ---------------------------------------------------------------------

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from kvreplay.runtime.links.bandwidth import fair_rates
-from kvreplay.runtime.tiers.jobs import BYPASS_ROUNDS
-from kvreplay.runtime.tiers.storage_pool import READY, WRITING
+from kvreplay.runtime.tiers.copy_jobs import BYPASS_ROUNDS
+from kvreplay.runtime.tiers.tier import IN_FLIGHT as WRITING, READY
 
 from .scenarios import ScenarioRun, aggregated_config, compile_scenario, replay_both_ways, row
 
@@ -52,7 +52,7 @@ class Run(ScenarioRun):
         return self.sections["g2_domains"]
 
     def store(self, worker: int = 0):
-        return self.replay.workers[worker].ranks[0].storage
+        return self.replay.workers[worker].ranks[0].chain.tiers[1]
 
 
 def replay(tmp_path: Path, rows: list[dict], **knobs) -> Run:

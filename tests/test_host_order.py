@@ -11,7 +11,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kvreplay.runtime.tiers import run_order as host_order
-from kvreplay.runtime.tiers.host_pool import PROFILES, HostPool
+from kvreplay.runtime.tiers.connectors import PROFILES, tier_rules
+from kvreplay.runtime.tiers.run_order import RunOrder
+from kvreplay.runtime.tiers.tier import Tier
 from kvreplay.runtime.links.transfers import Link
 
 
@@ -114,8 +116,12 @@ def test_host_pool_evicts_like_an_ordered_map(profile, capacity, lists, program,
         host_order._COMPACT_FLOOR = floor
 
 
+def g2_tier(connector, capacity: int) -> Tier:
+    return Tier("g2", "dp_rank_local", capacity, 1, tier_rules(connector), Link({}), Link({}), RunOrder())
+
+
 def _run_program(connector, capacity: int, lists: list, program: list) -> None:
-    pool = HostPool("g2", "dp_rank_local", capacity, 1, connector, Link({}), Link({}))
+    pool = g2_tier(connector, capacity)
     pool.events = []
     reference = ReferencePool(capacity, bool(connector.store_delay_passes), connector.eviction == "fifo",
                               connector.refresh_on_load_done)
@@ -141,13 +147,13 @@ def _run_program(connector, capacity: int, lists: list, program: list) -> None:
             landed = stores.pop(a % len(stores))
             # (a store usually lands as the list `reserve` returned; as copies of two parts of it, it costs more)
             for part in (landed[:b % (len(landed) + 1)], landed[b % (len(landed) + 1):]) if flag else (landed,):
-                pool.stored(part)
+                pool.landed(part)
                 reference.stored(part)
         elif op in ("load", "pin"):
             ready = [key for key in keys[low:high] if pool.ready(key)]
             assert ready == [key for key in keys[low:high] if key in reference.order and key not in reference.storing]
             if ready and op == "load":
-                pool.start_load(ready)
+                pool.start_read(ready)
                 _count_up(reference.loading, ready)
                 loads.append(ready)
             elif ready:
@@ -156,14 +162,14 @@ def _run_program(connector, capacity: int, lists: list, program: list) -> None:
                 pins.append(ready)
         elif op == "loaded" and loads:
             done = loads.pop(a % len(loads))
-            pool.loaded(done)
+            pool.read_done(done)
             reference.loaded(done)
         elif op == "unpin" and pins:
             done = pins.pop(a % len(pins))
             pool.unpin(done, newest=flag)
             reference.unpin(done, flag)
         assert [victims for kind, victims in pool.events if kind == "Removed"] == reference.removed
-        assert pool.resident == len(reference.order) and pool.storing == reference.storing
+        assert pool.resident == len(reference.order) and pool.in_flight == reference.storing
     assert sorted(pool.order.held()) == sorted(reference.order)
     everything = pool.order.evict(capacity, set(), {}, {})
     assert everything == list(reference.order)
@@ -172,14 +178,14 @@ def _run_program(connector, capacity: int, lists: list, program: list) -> None:
 def test_the_front_keeps_what_an_eviction_scan_could_not_take():
     """A key a scan passes but cannot evict (storing, loading, pinned) stays the oldest: the next scan tries it
     first, and it leaves the front when refreshed."""
-    pool = HostPool("g2", "dp_rank_local", 3, 1, PROFILES["offloading_v0_32"], Link({}), Link({}))
+    pool = g2_tier(PROFILES["offloading_v0_32"], 3)
     pool.events = []
     keys = [1, 2, 3, 4, 5, 6]
     assert pool.reserve(keys[:3], True, True) == [1, 2, 3]
-    pool.stored([1, 3])  # 2 is still being stored
+    pool.landed([1, 3])  # 2 is still being stored
     assert pool.reserve(keys[3:5], True, True) == [4, 5]  # evicts 1 and 3, keeps 2 in front
     assert pool.events[-1] == ("Removed", [1, 3])
-    pool.stored([2, 4, 5])
+    pool.landed([2, 4, 5])
     pool.refresh([4], 1)  # 4 newest: order 2, 5, 4
     assert pool.reserve([6], True, True) == [6]
     assert pool.events[-1] == ("Removed", [2])

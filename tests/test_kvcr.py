@@ -25,9 +25,10 @@ from kvreplay.compiler.pipeline import compile_bytes
 from kvreplay.runtime.tiers import peer_fetch
 from kvreplay.runtime.outputs.files import canonical
 from kvreplay.runtime.tiers.g1 import BlockPool
-from kvreplay.runtime.tiers.jobs import BYPASS_ROUNDS
+from kvreplay.runtime.tiers.copy_jobs import BYPASS_ROUNDS
 from kvreplay.runtime.tiers.peer_fetch import PeerFetch
-from kvreplay.runtime.build import attach_host_pools
+from kvreplay.runtime.build import host_tier_spec
+from kvreplay.runtime.tiers.chain_build import attach_chains
 from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
 from kvreplay.runtime.serving.scheduler import Rank
 
@@ -232,8 +233,8 @@ def test_g2_copies_of_blocks_already_in_g1_stay_evictable(first_in_g1, pulled):
     request = Request(RequestSpec(0, 13, 1, Content(segments=((7, 0, 13), (8, 0, 1)))), 0, 0, BS)
     k1, k2, k3 = request.keys[:3]
     for rank, keys in ((receiver, [k1, k3]), (source, [k1, k2, k3])):
-        rank.host.reserve(keys)
-        rank.host.stored(keys)
+        rank.chain.top.reserve(keys)
+        rank.chain.top.landed(keys)
     start = 0
     if first_in_g1:
         receiver.pool.register_run(receiver.pool.allocate(1), [k1], 0, 1)
@@ -243,16 +244,16 @@ def test_g2_copies_of_blocks_already_in_g1_stay_evictable(first_in_g1, pulled):
     if pulled is not None:
         (job,) = receiver.jobs
         assert job.keys == [k2] and not job.partial
-        assert not receiver.host.holds(k1) and receiver.host.holds(k3)
-        assert source.host.pinned == {k2: 1}  # protected until the pull is taken
+        assert not receiver.chain.top.holds(k1) and receiver.chain.top.holds(k3)
+        assert source.chain.top.pinned == {k2: 1}  # protected until the pull is taken
 
 
 def host_rank(index: int, host_blocks: int) -> Rank:
     rank = Rank(index, index, BlockPool(8), BS, 64, 8, True, name=f"worker{index}.dp0")
-    attach_host_pools([rank], {"connector": "offloading_v0_24", "scope": "dp_rank_local",
-                               "num_host_blocks": host_blocks, "latency_to_first_byte_ms": 0.0,
-                               "d2h_bandwidth_gbps": 1.0, "h2d_bandwidth_gbps": 1.0}, BLOCK)
-    rank.kvcr = PeerFetch(0, 1.0, BLOCK)
+    attach_chains([rank], [host_tier_spec({"connector": "offloading_v0_24", "scope": "dp_rank_local",
+                                           "num_host_blocks": host_blocks, "latency_to_first_byte_ms": 0.0,
+                                           "d2h_bandwidth_gbps": 1.0, "h2d_bandwidth_gbps": 1.0}, BLOCK)])
+    rank.chain.kvcr = PeerFetch(0, 1.0, BLOCK)
     return rank
 
 
@@ -261,7 +262,7 @@ def host_rank(index: int, host_blocks: int) -> Rank:
 def test_a_rank_without_progress_for_1024_rounds_recomputes(tmp_path):
     """The rank has landed 1,024 rounds (pulls or reads) since its last G2 -> G1 load: r1 recomputes instead."""
     def stuck(replay):
-        replay.ranks()[1].fill_rounds = BYPASS_ROUNDS
+        replay.ranks()[1].chain.fill_rounds = BYPASS_ROUNDS
 
     run = replay(tmp_path, spec([R0, r1()]), prepare=stuck)
     assert run.kvcr["bypassed"] == 1 and run.kvcr["blocks"] == 0
@@ -270,7 +271,7 @@ def test_a_rank_without_progress_for_1024_rounds_recomputes(tmp_path):
 
 def test_a_taken_pull_is_a_round_and_a_load_is_progress(tmp_path):
     run = replay(tmp_path, spec([R0, r1()]))
-    assert run.replay.ranks()[1].fill_rounds == 0  # the load after the pull reset it
+    assert run.replay.ranks()[1].chain.fill_rounds == 0  # the load after the pull reset it
     assert BYPASS_ROUNDS == 1024
 
 

@@ -1,48 +1,56 @@
-"""G3 storage pool: background writes, LRU over idle blocks, reads and cross-worker accounting."""
+"""A storage tier (G3's configuration of the one tier shape): background writes, LRU over idle blocks, reads and
+cross-worker accounting."""
 from __future__ import annotations
 
-from kvreplay.runtime.tiers.storage_pool import READY, WRITING, StoragePool, section
 from kvreplay.runtime.links.transfers import Link
+from kvreplay.runtime.outputs.sections import SECTIONS, _summed
+from kvreplay.runtime.tiers.lru_order import LruOrder
+from kvreplay.runtime.tiers.tier import IN_FLIGHT, READY, STORAGE_RULES, Tier
 
 
-def pool(capacity: int = 4, scope: str = "cluster_shared") -> StoragePool:
-    return StoragePool("g3", scope, capacity, 1_000_000, Link({0: 10.0, 1: 10.0}), Link({0: 10.0, 1: 10.0}))
+def pool(capacity: int = 4, scope: str = "cluster_shared") -> Tier:
+    return Tier("g3", scope, capacity, 1_000_000, STORAGE_RULES, Link({0: 10.0, 1: 10.0}), Link({0: 10.0, 1: 10.0}),
+                LruOrder(), group_by="worker", label="g3", store_policy="write_back", section="g3_offload")
+
+
+def section(tiers: list) -> dict:
+    return _summed(tiers, SECTIONS["g3_offload"][1])
 
 
 def test_writes_are_in_flight_until_they_land_and_only_then_hit():
     g3 = pool()
-    assert g3.reserve([1, 2], worker=0) == [1, 2]
-    assert g3.entries == {1: WRITING, 2: WRITING}
-    assert g3.lookup([1, 2], 0, 2) == 0  # a block still being written is no hit
-    g3.written([1, 2])
-    assert g3.lookup([1, 2, 3], 0, 3) == 2 and g3.lookup_hits == 2
-    assert g3.write_jobs == 1
+    assert g3.reserve([1, 2], writer=0) == [1, 2]
+    assert g3.entries == {1: IN_FLIGHT, 2: IN_FLIGHT}
+    assert g3.lookup([1, 2], 0, 2) == (0, False)  # a block still being written is no hit (and no wait)
+    g3.landed([1, 2])
+    assert g3.lookup([1, 2, 3], 0, 3) == (2, False) and g3.lookup_hits == 2
+    assert g3.reserve_jobs == 1
 
 
 def test_lru_skips_blocks_being_written_or_read_and_hits_refresh():
     g3 = pool(capacity=3)
-    g3.reserve([1, 2, 3], 0)
-    g3.written([1, 2])  # 3 is still being written
+    g3.reserve([1, 2, 3], writer=0)
+    g3.landed([1, 2])  # 3 is still being written
     g3.start_read([1], 0)  # 1 is being read
-    assert g3.reserve([4], 0) == [4] and 2 not in g3.entries  # 2: the only idle ready block
+    assert g3.reserve([4], writer=0) == [4] and 2 not in g3.entries  # 2: the only idle ready block
     g3.read_done([1])
-    g3.written([3, 4])
+    g3.landed([3, 4])
     g3.lookup([1], 0, 1)  # 1 becomes the most recently used
-    assert g3.reserve([5], 0) == [5] and 3 not in g3.entries
+    assert g3.reserve([5], writer=0) == [5] and 3 not in g3.entries
     assert g3.evictions == 2
 
 
 def test_no_room_drops_the_write():
     g3 = pool(capacity=1)
-    g3.reserve([1], 0)
-    assert g3.reserve([2], 0) == [] and g3.dropped_writes == 1  # the only block is still being written
+    g3.reserve([1], writer=0)
+    assert g3.reserve([2], writer=0) == [] and g3.dropped == 1  # the only block is still being written
 
 
 def test_shared_blocks_are_read_by_other_workers():
     g3 = pool()
-    g3.reserve([7, 8], worker=0)
-    g3.written([7, 8])
-    g3.start_read([7, 8], worker=1)
+    g3.reserve([7, 8], writer=0)
+    g3.landed([7, 8])
+    g3.start_read([7, 8], reader=1)
     assert g3.cross_worker_read_blocks == 2 and g3.read_jobs == 1
     assert section([g3])["cross_worker_read_blocks"] == 2 and "bypassed_restores" not in section([g3])
     assert g3.entries == {7: READY, 8: READY}

@@ -22,10 +22,27 @@ import math
 from dataclasses import dataclass
 
 from ..tiers import offload
-from ..tiers.jobs import Job
 from .requests import Request
 
 DESTINATION_FIRST_BACKENDS = ("sglang",)
+
+
+class PrefillMove:
+    """Destination-first: the decode rank reserved its blocks, so the request may now go to a prefill rank."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request):
+        self.request = request
+
+
+class HandoffTransfer:
+    """The decode rank reserved its blocks: the prefilled KV may travel now."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request):
+        self.request = request
 
 
 @dataclass(frozen=True)
@@ -83,7 +100,7 @@ def reserve(rank, request: Request, handoff: Handoff) -> bool:
 def start_transfer(rank, request: Request) -> None:
     request.handoff = "transferring"
     request.loading = True
-    rank.jobs.append(Job("handoff", rank, request, [], []))
+    rank.jobs.append(HandoffTransfer(request))
 
 
 def landed(rank, request: Request, now_ns: int) -> None:

@@ -53,11 +53,7 @@ class Router:
         keys = request.keys[:(request.spec.prompt_len - 1) // rank.block_size]
         best, most = None, 0
         for peer in peers:
-            ready, held = peer.host.ready, 0
-            for key in keys:
-                if not ready(key):
-                    break
-                held += 1
+            held = peer.chain.peer_prefix(keys)
             if held > most:
                 best, most = peer, held
         return best

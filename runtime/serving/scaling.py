@@ -10,7 +10,7 @@ summary's `workers` section reports those times for scaled roles.
 """
 from __future__ import annotations
 
-LEAVE = 6  # event kind (after arrivals: see engine.py)
+from ..shell.events import LEAVE
 
 
 def replica_steps(role: dict) -> list[tuple[int, int]]:
@@ -34,36 +34,49 @@ def periods(role: dict, position: int, delay_ns: int) -> list[tuple[int, int, in
 
 
 class Draining:
-    """A mixin of `engine.Replay`: workers that left their role, until they are removed."""
+    """Workers that left their role, until they are removed."""
 
-    def _schedule_leaves(self) -> None:
+    def __init__(self, workers: list, busy: tuple = ()):
+        self.workers = workers
+        self.busy = busy  # more reasons a worker cannot be removed yet (KVCR: pulls from or into it)
+        self.draining: list = []  # (worker, period) of workers that left and are not removed yet
+
+    def schedule_leaves(self, push) -> None:
         for worker in self.workers:
             worker.removed = [None] * len(worker.periods)
             for period, (_, _, left) in enumerate(worker.periods):
                 if left is not None:
-                    self.push(left, LEAVE, (worker, period))
+                    push(left, LEAVE, (worker, period))
 
-    def _leave(self, worker, period: int) -> None:
-        self.draining.append((worker, period))
+    @property
+    def any_leave(self) -> bool:
+        return any(left is not None for worker in self.workers for _, _, left in worker.periods)
 
-    def _remove_drained(self, now: int) -> None:
+    def leave(self, payload, now: int) -> None:
+        """Event handler: a worker leaves its role; it drains first."""
+        self.draining.append(payload)
+
+    def remove_drained(self, now: int) -> None:
         """Remove the draining workers that have nothing left to do (a worker back in its role stays)."""
+        if not self.draining:
+            return
         still = []
         for worker, period in self.draining:
             if worker.placeable(now, False):
                 continue
             if worker.batches is not None or any(r.busy or r.transfers_in_flight for r in worker.ranks) or \
-                    (self.kvcr is not None and self.kvcr.busy_workers.get(worker.index, 0)):
+                    any(busy(worker) for busy in self.busy):
                 still.append((worker, period))
             else:
                 worker.removed[period] = now
         self.draining = still
 
-    def workers_section(self) -> list[dict]:
-        """Per worker of a scaled role: its periods, with the time it was removed after each (None: not yet)."""
-        return [{"worker": worker.index, "role": worker.ranks[0].role,
-                 "periods": [{"joined_ms": joined / 1e6, "ready_ms": ready / 1e6,
-                              "left_ms": None if left is None else left / 1e6,
-                              "removed_ms": None if removed is None else removed / 1e6}
-                             for (joined, ready, left), removed in zip(worker.periods, worker.removed)]}
-                for worker in self.workers if worker.scaled]
+
+def workers_section(workers: list) -> list[dict]:
+    """Per worker of a scaled role: its periods, with the time it was removed after each (None: not yet)."""
+    return [{"worker": worker.index, "role": worker.ranks[0].role,
+             "periods": [{"joined_ms": joined / 1e6, "ready_ms": ready / 1e6,
+                          "left_ms": None if left is None else left / 1e6,
+                          "removed_ms": None if removed is None else removed / 1e6}
+                         for (joined, ready, left), removed in zip(worker.periods, worker.removed)]}
+            for worker in workers if worker.scaled]

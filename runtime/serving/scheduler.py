@@ -14,18 +14,18 @@ from __future__ import annotations
 
 from collections import deque
 
-from . import handoff
 from ..tiers import offload
+from ..tiers.chain import NO_TIERS
 from ..tiers.g1 import BlockPool
-from ..tiers.jobs import Job
-from .requests import Request
 from ..timing import PassWork
+from . import handoff
+from .requests import Request
 
 
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
-                 "chunked", "state_blocks", "preemptions", "name", "host", "jobs", "waits", "transfers_in_flight",
-                 "role", "handoff", "storage", "kvcr", "fills", "fill_rounds")
+                 "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
+                 "role", "handoff")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -41,12 +41,8 @@ class Rank:
         self.state_blocks = state_blocks
         self.preemptions = 0
         self.name = name
-        self.host = None  # HostPool when G2 is configured
-        self.storage = None  # StoragePool when G3 is configured
-        self.kvcr = None  # PeerFetch when this rank's role has KVCR
-        self.fills = ()  # what may copy into its G2 a prefix G2 lacks: g3_offload.read, peer_fetch.pull
-        self.fill_rounds = 0  # G3 reads or KVCR pulls landed since the last G2 -> G1 load started (jobs.BYPASS_ROUNDS)
-        self.jobs: list[Job] = []  # copies requested since the engine last looked
+        self.chain = NO_TIERS  # its tiers behind G1 (tiers.chain.TierChain)
+        self.jobs: list = []  # copies and handoff steps requested since the replay last looked
         self.waits: list = []  # what its next pass waits for after a preemption (see offload.preemption_wait)
         self.transfers_in_flight = 0
         self.role = "aggregated"
@@ -79,7 +75,7 @@ def _register(rank: Rank, request: Request, tokens: int) -> None:
 
 
 def preempt(rank: Rank, request: Request) -> None:
-    offload.preemption_wait(rank, request)
+    rank.chain.preemption_wait(rank, request)
     offload.release(rank, request)
     request.max_blocks = 0
     request.num_computed = 0
@@ -94,8 +90,8 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     rank.pool.advance(request.spec.index)
     limit = (request.num_tokens - 1) // block_size  # the last known token is always recomputed
     hits = rank.pool.match(request.keys, limit)
-    if rank.host is not None and not request.preloaded:
-        outcome = offload.restore(rank, request, hits, limit)
+    if not request.preloaded:
+        outcome = rank.chain.restore(rank, request, hits, limit)
         if outcome:
             return outcome
         request.host_tokens = 0
@@ -116,13 +112,12 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     request.blocks = hits + fresh[:token_blocks] + fresh[token_blocks:]
     request.max_blocks = len(hits)
     request.num_computed = cached
-    # G1 hits and restored blocks are not offered to G2 again, unless the connector scans from block 0
-    request.stored_upto = 0 if rank.host is not None and rank.host.profile.scan_from_block_zero else len(hits)
+    request.stored_upto = rank.chain.first_offer(len(hits))
     readmission = bool(request.admissions)
     prompt_reused = min(cached, request.spec.prompt_len)
     host_reused = min(request.host_tokens, prompt_reused)
     request.admissions.append({
-        "admission_ordinal": len(request.admissions), "pool": rank.host.name if host_reused else rank.name,
+        "admission_ordinal": len(request.admissions), "pool": rank.chain.name if host_reused else rank.name,
         "at_ns": now_ns, "reused_input_tokens": prompt_reused, "g1_reused_input_tokens": prompt_reused - host_reused,
         "host_reused_input_tokens": host_reused, "is_readmission": readmission})
     request.host_tokens = 0
@@ -145,7 +140,7 @@ def _take_handoff(rank: Rank, request: Request, now_ns: int) -> int:
     if not handoff.reserve(rank, request, rank.handoff):
         return 0
     if request.handoff == "reserve":  # destination-first: the prefill may start now
-        rank.jobs.append(Job("to_prefill", rank, request, [], []))
+        rank.jobs.append(handoff.PrefillMove(request))
         return 1
     handoff.start_transfer(rank, request)
     return -1
@@ -268,8 +263,7 @@ def work_of(items: list[tuple[Request, int]]) -> PassWork:
 def finish_pass(rank: Rank, batch: Batch, end_ns: int) -> list[Request]:
     """Apply a pass's results at its end; returns the requests that finished."""
     finished = []
-    if rank.host is not None:
-        offload.offer_after_pass(rank, batch)
+    rank.chain.after_pass(rank, batch)
     for request, new in batch.items:
         computed = request.num_computed + new
         request.num_computed = computed
@@ -298,8 +292,7 @@ def release_finished(rank: Rank, finished: list[Request], end_ns: int) -> None:
     done = set(map(id, finished))
     rank.running = [r for r in rank.running if id(r) not in done]
     for request in finished:
-        if rank.host is not None:
-            offload.offer_on_finish(rank, request)
+        rank.chain.on_finish(rank, request)
         if request.generated < request.spec.output_len:  # a prefill rank's part is done: hand the KV off
             handoff.hold_source(rank, request, end_ns)
             continue

@@ -36,8 +36,8 @@ def eligible(ranks: list[Rank], batches: list[Batch | None]) -> bool:
             return False
         if (rank.pool.copying or rank.transfers_in_flight) and not _copies_harmless(rank):
             return False
-        if rank.host is not None and rank.host.profile.store_delay_passes:
-            return False  # that connector stores at every pass
+        if rank.chain.stores_every_pass:
+            return False
         if batch is not None and (batch.work.prefill_chunks or len(batch.items) != len(rank.running)):
             return False
     return any(batch is not None for batch in batches)
@@ -56,8 +56,8 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
     finish_at = {id(r): r.spec.output_len - r.generated - 1 for _, b in active for r, _ in b.items}
     limit = (max(finish_at.values()) + 1) if can_finish else min(finish_at.values())
     if can_finish:  # a completion that has more to do than a fused pass can: the run stops before it
-        limit = min([limit] + [finish_at[id(r)] for rank, b in active if _stores_on_finish(rank) for r, _ in b.items
-                               if r.unstored or rank.kvcr is not None])
+        limit = min([limit] + [finish_at[id(r)] for rank, b in active for r, _ in b.items
+                               if rank.chain.finish_may_store(r)])
 
     # per rank: [events in pass order, cursor, decoding requests, sum of (computed + 1), free blocks]
     states = []
@@ -115,20 +115,12 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
                  {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items})
 
 
-def _stores_on_finish(rank: Rank) -> bool:
-    """Does a completion on this rank store to G2 (v0.32 connectors: what the request could not store before)?
-    Then a request with blocks left to store (or any, with a KVCR peer that might pull from this G2) ends a fused
-    run before its completion; one with nothing left only refreshes G2's order, which may come early: nothing
-    else reads or changes this rank's G2 during fused passes, a store landing meanwhile included."""
-    return rank.host is not None and rank.host.profile.store_rest_on_finish
-
-
 def _copies_harmless(rank: Rank) -> bool:
-    """Can decode passes be fused while this rank's G2 copies are in flight?  Restores in flight belong to
+    """Can decode passes be fused while this rank's copies are in flight?  Restores in flight belong to
     waiting requests (so nothing is fused anyway); a store landing changes nothing a pure decode pass reads,
-    as long as the connector stores no decode blocks and no block the passes allocate is still being copied
-    out (`_allocations_clear`: a pass doing so would wait for the copy)."""
-    return rank.host is not None and type(rank.pool) is BlockPool and not rank.host.profile.store_decode_blocks
+    as long as the chain says so and no block the passes allocate is still being copied out
+    (`_allocations_clear`: a pass doing so would wait for the copy)."""
+    return rank.chain.fusable_during_copies and type(rank.pool) is BlockPool
 
 
 def _allocations_clear(rank: Rank, count: int) -> bool:

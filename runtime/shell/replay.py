@@ -1,12 +1,11 @@
-"""The replay shell: one event queue, a virtual clock in integer nanoseconds, and workers.
+"""The replay shell: one event queue, a virtual clock in integer nanoseconds, and the workers' passes.
 
-Events are ordered by ``(time_ns, kind_rank, seq)``: at one instant, pass ends
-are applied before arrivals, and arrivals before any pass starts, so a request
-arriving exactly when a pass ends joins the next pass.  `seq` is a counter kept
-here, never process-global state; it makes every key unique, so a binary heap
-(heapq: cheaper per event than a sorted container) pops events in exactly that
-order.  Everything else (scheduling, caching, timing) is delegated to the
-pure-ish modules; this loop only moves time.
+Events are ordered by ``(time_ns, kind, seq)`` (the kinds and their handlers:
+events.py).  `seq` is a counter kept here, never process-global state; it
+makes every key unique, so a binary heap (heapq: cheaper per event than a
+sorted container) pops events in exactly that order.  Scheduling, caching,
+copies, handoffs and draining belong to the modules that own their state;
+this loop only moves time and starts passes.
 
 Macro steps: when every rank of a worker runs a pure decode pass (nothing
 waiting, no prefill, no request about to finish), the passes until the next
@@ -16,77 +15,59 @@ real pass start is exactly what single stepping would produce.
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass, field
 from heapq import heappop, heappush
 
-from ..serving import handoff
-from . import macro
-from ..tiers import storage_pool as storage_tier
-from ..links.copies import TRANSFER_DONE, TRANSFER_START, CopyEvents
-from ..serving.never_fits import never_fits
-from ..serving.handoff import Handoff
-from .horizons import EVERYONE, Horizons
+from ..links.copies import Copies
 from ..outputs.kv_events import KvEventLog
-from ..tiers.offload import blocked
-from ..tiers.peer_fetch import PeerFetch
+from ..serving.disaggregation import Disaggregation
+from ..serving.handoff import HandoffTransfer, PrefillMove
+from ..serving.never_fits import never_fits
 from ..serving.placement import Router
-from ..serving.requests import Request, RequestSpec
-from ..serving.scaling import LEAVE, Draining
-from ..serving.scheduler import Rank, finish_pass, schedule
-from ..timing import Timing
-from ..traffic.generator import Traffic
-
-PASS_END, HANDOFF_DONE, WAKE, ARRIVAL = 0, 3, 4, 5  # (TRANSFER_START = 1, TRANSFER_DONE = 2: copy_events.py;
-# LEAVE = 6: scaling.py)
-
-
-@dataclass
-class Worker:
-    index: int
-    ranks: list[Rank]
-    timing: Timing
-    batches: list | None = None  # in-flight pass
-    pass_ends: list = field(default_factory=list)  # end times of the passes it runs now (several: macro step)
-    passes: int = 0
-    blocked: bool = False  # a scheduled pass waits for GPU->host copies of blocks it reuses
-    # (joined, ready, left) of each period the worker is part of its role (scaled workers); left None = to the end
-    periods: list = field(default_factory=lambda: [(0, 0, None)])
-    removed: list = field(default_factory=list)  # per period: when it was removed after leaving (see scaling.py)
-    scaled: bool = False  # its role has a scaling schedule
-
-    def placeable(self, now: int, ready: bool) -> bool:
-        return any(start <= now and (end is None or now < end) and (not ready or up <= now)
-                   for start, up, end in self.periods)
+from ..serving.requests import Request
+from ..serving.scaling import Draining
+from ..serving.scheduler import finish_pass, schedule
+from ..tiers.copy_jobs import Copy
+from ..tiers.offload import blocked
+from . import macro
+from .events import ARRIVAL, COPY_DONE, COPY_MOVING, EVENTS, PASS_END, WAKE, handlers
+from .horizons import EVERYONE, Horizons
 
 
-@dataclass
-class Replay(CopyEvents, Draining):
-    workers: list[Worker]
-    traffic: Traffic
-    block_size: int
-    context_limit: int | None = None
-    single_step: bool = False
-    handoff: Handoff | None = None  # disaggregated prefill/decode
-    requests: list[Request] = field(default_factory=list)
-    queue: list = field(default_factory=list)  # a heap of (time_ns, kind, seq, payload); seq makes keys unique
-    seq: int = 0
-    now: int = 0
-    router: Router | None = None  # placement and KVCR hints (built from the workers when not given)
-    stopped_at: int | None = None
-    on_progress: object = None
-    kv_log: KvEventLog | None = None  # set by `capture_kv_events`
-    stalled: int = 0  # requests left waiting when no event could move them
-    handed_over: bool = False  # a pass start moved requests to another worker (see _start_idle_workers)
-    initial: list | None = None  # the traffic's first arrivals, when building needed them already
-    parked: list = field(default_factory=list)  # restores waiting for their G1 blocks' copies to land
-    kvcr: PeerFetch | None = None
-    draining: list = field(default_factory=list)  # (worker, period) of workers that left and are not removed yet
-    horizons: Horizons | None = field(default=None, init=False)  # per-worker macro horizons (several workers)
+class Replay:
+    def __init__(self, workers: list, traffic, block_size: int, context_limit: int | None = None,
+                 single_step: bool = False, handoff=None, router: Router | None = None):
+        self.workers = workers
+        self.traffic = traffic
+        self.block_size = block_size
+        self.context_limit = context_limit
+        self.single_step = single_step
+        self.handoff = handoff  # serving.handoff.Handoff when prefill and decode are disaggregated
+        self.router = router or Router(workers)  # placement and KVCR hints
+        self.requests: list[Request] = []
+        self.queue: list = []  # a heap of (time_ns, kind, seq, payload); seq makes keys unique
+        self.seq = 0
+        self.now = 0
+        self.stopped_at: int | None = None
+        self.on_progress = None
+        self.kv_log: KvEventLog | None = None  # set by `capture_kv_events`
+        self.stalled = 0  # requests left waiting when no event could move them
+        self.handed_over = False  # a pass start moved requests to another worker (see _start_idle_workers)
+        self.initial: list | None = None  # the traffic's first arrivals, when building needed them already
+        self.horizons = Horizons(workers) if len(workers) > 1 else None  # per-worker macro horizons
+        self.copies = Copies(self.push, self._land, self._after_landing)
+        self.handoffs = Disaggregation(handoff, self.router, self.push, self._next_seq)
+        self.draining = Draining(workers)
+        # what else happens at the end of a pass and of an instant (KVCR pulls, see peer_fetch.attach; draining)
+        self.after_pass: list = []
+        self.after_instant: list = [self.draining.remove_drained] if self.draining.any_leave else []
+        # each kind of job a rank may ask for -> who starts it (True: it moved a request to another worker)
+        self.starters = {Copy: self._start_copy, HandoffTransfer: self.handoffs.start_transfer,
+                         PrefillMove: self.handoffs.to_prefill}
+        self.landing = {Copy: self._copy_landed}  # each kind of copy -> who applies it when it lands
+        self.concerns = [kind.concerns for kind in EVENTS]
 
-    def __post_init__(self) -> None:
-        if self.router is None:
-            self.router = Router(self.workers)
-        self.horizons = Horizons(self.workers) if len(self.workers) > 1 else None
+    def ranks(self) -> list:
+        return [rank for worker in self.workers for rank in worker.ranks]
 
     def capture_kv_events(self) -> KvEventLog:
         """Record Stored/Removed events; each event carries its own time, so passes run one at a time."""
@@ -94,15 +75,14 @@ class Replay(CopyEvents, Draining):
         self.single_step = True
         for rank in self.ranks():
             rank.pool.events = []
-            if rank.host is not None:
-                rank.host.events = []
+            rank.chain.capture_events()
         return self.kv_log
 
-    def _drain(self, rank: Rank, now: int) -> None:
+    def _drain(self, rank, now: int) -> None:
         if self.kv_log is not None:
             self.kv_log.add(now, rank.index, rank.pool.events)
-            if rank.host is not None:
-                self.kv_log.add(now, rank.index, rank.host.events, tier="host_pinned")
+            for tier, events in rank.chain.events():
+                self.kv_log.add(now, rank.index, events, tier=tier)
 
     # ------------------------------------------------------------------ queue
     def push(self, time_ns: int, kind: int, payload) -> None:
@@ -111,89 +91,44 @@ class Replay(CopyEvents, Draining):
             self.horizons.add(time_ns, self.seq, self._concerns(kind, payload))
         self.seq += 1
 
+    def _next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
     def _concerns(self, kind: int, payload):
         """The workers an event may change the batches of (EVERYONE: all; see horizons.py)."""
-        if kind == PASS_END:  # its completions bring arrivals, or its prefills hand requests over
+        concerns = self.concerns[kind]
+        if concerns == "pass_end":  # its completions bring arrivals, or its prefills hand requests over
             return () if self.traffic.open_loop and self.handoff is None else EVERYONE
-        if kind == TRANSFER_START or kind == TRANSFER_DONE:
+        if concerns == "link":
             return payload[0].workers
         return EVERYONE
 
-    def _horizon(self, worker: Worker, now: int) -> int | None:
+    def _horizon(self, worker, now: int) -> int | None:
         if self.horizons is not None:
             return self.horizons.next(worker, now)
         return self.queue[0][0] if self.queue else None
 
-    def ranks(self) -> list[Rank]:
-        return [rank for worker in self.workers for rank in worker.ranks]
-
-    def _distinct(self, tier: str) -> list:
-        """The distinct pools of a tier (`host`: G2, `storage`: G3) the ranks use, in rank order."""
-        return list({id(pool): pool for pool in (getattr(r, tier) for r in self.ranks()) if pool is not None}.values())
-
-    def summary_sections(self) -> dict:
-        """The summary's sections for the tiers behind G1 (`g2_domains`, `g3_offload`, `kvcr`) and, for scaled roles,
-        `workers`."""
-        out = {}
-        hosts = self._distinct("host")
-        if hosts:
-            out["g2_domains"] = [{"name": pool.name, **pool.summary()} for pool in hosts]
-        stores = self._distinct("storage")
-        if stores:
-            out["g3_offload"] = storage_tier.section(stores)
-        if self.kvcr is not None:
-            out["kvcr"] = self.kvcr.section()
-        if any(worker.scaled for worker in self.workers):
-            out["workers"] = self.workers_section()
-        return out
-
-    # ------------------------------------------------------------------ arrivals
-    def _arrive(self, spec: RequestSpec, now: int) -> None:
-        disaggregated = self.handoff is not None
-        first = "decode" if disaggregated and self.handoff.destination_first else \
-            "prefill" if disaggregated else "aggregated"
-        rank = self.router.place(first, now, *((spec.prefill_dp_rank, spec.prefill_worker_idx) if first == "prefill" else
-                                         (spec.dp_rank, spec.worker_idx)))
+    # ------------------------------------------------------------------ arrivals and ends
+    def arrive(self, spec, now: int) -> None:
+        first = self.handoffs.first_role
+        rank = self.router.place(first, now, *((spec.prefill_dp_rank, spec.prefill_worker_idx) if first == "prefill"
+                                               else (spec.dp_rank, spec.worker_idx)))
         request = Request(spec, now, rank.index, rank.block_size)
         self.requests.append(request)
         if self.kv_log is not None:
             self.kv_log.learn(request)
-        if rank.kvcr is not None:
-            request.hint = self.router.hint(rank, request, now, self.kvcr.busy_workers)
-        reason = self._never_fits(rank, spec)
+        if rank.chain.wants_hint:
+            request.hint = self.router.hint(rank, request, now, rank.chain.kvcr.busy_workers)
+        reason = self.never_fits(rank, spec)
         if reason:
             request.status, request.reason, request.terminal_ns = "rejected", reason, now
             self._ended(request, now, completed=False)
             return
-        if first == "decode":  # destination-first: the decode rank reserves before the prefill starts
-            request.handoff, request.decode_rank = "reserve", rank
-        elif first == "prefill":
-            request.stop_after, request.prefill_rank = 1, rank
+        self.handoffs.placed(request, rank)
         rank.waiting.append(request)
 
-    def _hand_off(self, request: Request, now: int) -> None:
-        """A prefill finished: the KV goes to the decode rank that reserved it, or to the next one."""
-        if self.handoff.destination_first:
-            handoff.move_to(request, request.decode_rank, request.spec.output_len)
-            self._join(request.decode_rank, request)  # skipped while the KV travels
-            self._start_handoff_transfer(request, now)
-            return
-        rank = self.router.place("decode", now, request.spec.dp_rank, request.spec.worker_idx)
-        handoff.move_to(request, rank, request.spec.output_len)
-        request.decode_rank, request.handoff = rank, "pending"
-        self._join(rank, request)
-
-    def _join(self, rank: Rank, request: Request) -> None:
-        """A handed-off request joins a decode rank's queue; its place there orders landed handoffs."""
-        self.seq += 1
-        request.joined = self.seq
-        rank.waiting.append(request)
-
-    def _start_handoff_transfer(self, request: Request, now: int) -> None:
-        request.handoff, request.loading = "transferring", True
-        self.push(now + self.handoff.transfer_ns(request.transfer_tokens), HANDOFF_DONE, request)
-
-    def _never_fits(self, rank: Rank, spec: RequestSpec) -> str:
+    def never_fits(self, rank, spec) -> str:
         ranks = (rank,) if self.handoff is None else \
             tuple(self.router.members(role)[0].ranks[0] for role in ("prefill", "decode"))  # P/D: each role's first
         return never_fits(spec, ranks, self.context_limit)
@@ -202,8 +137,43 @@ class Replay(CopyEvents, Draining):
         for spec in self.traffic.after(request.spec, now, completed):
             self.push(spec.arrival_ns if spec.arrival_ns is not None else now, ARRIVAL, spec)
 
+    def wake(self, worker, now: int) -> None:
+        """Event handler: the worker is ready; the sweep after this instant's events starts it if it has work."""
+
+    # ------------------------------------------------------------------ jobs the ranks asked for
+    def _start_jobs(self, worker, now: int) -> None:
+        moved = {}
+        for rank in worker.ranks:
+            if not rank.jobs:
+                continue
+            for job in rank.jobs:
+                if self.starters[type(job)](rank, job, now, moved):
+                    self.handed_over = True
+            rank.jobs = []
+        self.copies.schedule(moved)
+
+    def _start_copy(self, rank, copy: Copy, now: int, moved: dict) -> bool:
+        rank.transfers_in_flight += 1
+        self.copies.start(rank, copy, now, moved)
+        return False
+
+    def _land(self, copy, now: int) -> None:
+        self.landing[type(copy)](copy, now)
+
+    @staticmethod
+    def _copy_landed(copy: Copy, now: int) -> None:
+        copy.landed(copy.rank, copy)
+
+    def _after_landing(self, rank, now: int) -> None:
+        worker = self.workers[rank.worker]
+        self._drain(rank, now)
+        if rank.jobs:  # a landed copy asked for the next one (a background write down the chain)
+            self._start_jobs(worker, now)
+        if worker.blocked and not any(blocked(rank) for rank in worker.ranks):
+            self._run_pass(worker, worker.batches, now)
+
     # ------------------------------------------------------------------ passes
-    def _start_pass(self, worker: Worker, now: int) -> None:
+    def _start_pass(self, worker, now: int) -> None:
         batches = []
         for rank in worker.ranks:
             batches.append(schedule(rank, now))
@@ -216,7 +186,7 @@ class Replay(CopyEvents, Draining):
             return
         self._run_pass(worker, batches, now)
 
-    def _run_pass(self, worker: Worker, batches: list, now: int) -> None:
+    def _run_pass(self, worker, batches: list, now: int) -> None:
         worker.blocked = False
         fused = None if self.single_step else macro.plan(
             worker, batches, now, self._horizon(worker, now), self.traffic.stop_ns, self.traffic.open_loop)
@@ -234,20 +204,30 @@ class Replay(CopyEvents, Draining):
         worker.passes += 1
         self.push(now + duration, PASS_END, worker)
 
-    def _end_pass(self, worker: Worker, now: int) -> None:
+    def end_pass(self, worker, now: int) -> None:
+        """Event handler: the worker's pass (or fused passes) ended."""
         batches, worker.batches = worker.batches, None
         for rank, batch in zip(worker.ranks, batches):
             if batch is None:
                 continue
             for request in finish_pass(rank, batch, now):
                 if request.status == "transferring":
-                    self._hand_off(request, now)
+                    self.handoffs.prefilled(request, now)
                 else:
                     self._ended(request, now, completed=True)
             self._drain(rank, now)
-        if self.kvcr is not None:
-            self._take_landed_pulls(worker, now)
+        for hook in self.after_pass:
+            hook(worker, now)
         self._start_jobs(worker, now)
+
+    def _start_idle_workers(self, now: int) -> None:
+        """Start a pass on every idle worker with work; again if a start handed requests to other workers."""
+        self.handed_over = True
+        while self.handed_over:
+            self.handed_over = False
+            for worker in self.workers:
+                if worker.batches is None and worker.busy and worker.up_by(now):
+                    self._start_pass(worker, now)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
@@ -261,18 +241,8 @@ class Replay(CopyEvents, Draining):
             if collecting:
                 gc.enable()
 
-    def _start_idle_workers(self, now: int) -> None:
-        """Start a pass on every idle worker with work; again if a start handed requests to other workers."""
-        self.handed_over = True
-        while self.handed_over:
-            self.handed_over = False
-            for worker in self.workers:
-                if worker.batches is None and any(rank.busy for rank in worker.ranks) \
-                        and any(up <= now for _, up, _ in worker.periods):  # started up (scaled workers)
-                    self._start_pass(worker, now)
-
     def _loop(self) -> None:
-        self._schedule_leaves()
+        self.draining.schedule_leaves(self.push)
         for worker in self.workers:
             for _, ready, _ in worker.periods:
                 if ready:
@@ -280,7 +250,8 @@ class Replay(CopyEvents, Draining):
         for spec in self.initial if self.initial is not None else self.traffic.start():
             self.push(spec.arrival_ns or 0, ARRIVAL, spec)
         stop = self.traffic.stop_ns
-        queue = self.queue
+        queue, handle, horizons = self.queue, handlers(self), self.horizons
+        after_instant, on_progress = self.after_instant, self.on_progress
         while queue:
             now = queue[0][0]
             if stop is not None and now > stop:
@@ -289,30 +260,14 @@ class Replay(CopyEvents, Draining):
             self.now = now
             while queue and queue[0][0] == now:
                 _, kind, seq, payload = heappop(queue)
-                if self.horizons is not None:
-                    self.horizons.handle(now, seq)
-                if kind == PASS_END:
-                    self._end_pass(payload, now)
-                elif kind == TRANSFER_DONE:
-                    self._transfer_done(*payload, now)
-                elif kind == TRANSFER_START:
-                    self._transfer_moves(*payload, now)
-                elif kind == HANDOFF_DONE:
-                    handoff.landed(payload.decode_rank, payload, now)
-                elif kind == WAKE:
-                    pass  # the worker is ready: the sweep below starts it if it has work
-                elif kind == LEAVE:
-                    self._leave(*payload)
-                else:
-                    self._arrive(payload, now)
+                if horizons is not None:
+                    horizons.handle(now, seq)
+                handle[kind](payload, now)
             self._start_idle_workers(now)
-            if self.kvcr is not None and self.kvcr.asked:
-                self._start_pulls(now)
-            if self.draining:
-                self._remove_drained(now)
-            if self.on_progress is not None:
-                self.on_progress(self)
+            for hook in after_instant:
+                hook(now)
+            if on_progress is not None:
+                on_progress(self)
         if self.stopped_at is None and any(rank.busy for rank in self.ranks()):
             # no event can change anything any more, yet requests wait: report it, never loop
             self.stalled = sum(len(rank.waiting) + len(rank.running) for rank in self.ranks())
-

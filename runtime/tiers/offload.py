@@ -1,7 +1,8 @@
 """How a rank's scheduler talks to its G2 pool: lookups and restores, stores, and their waits.
 
-Everything here depends on the connector profile (`host_tier.PROFILES`); the
-scheduler calls these functions only when the rank has a host pool.
+Everything here depends on the connector profile (`connectors.PROFILES`); the
+scheduler reaches these functions through the rank's chain (`chain.py`), only
+when it has tiers.
 
 - Admission: after the G1 prefix, the rest of the prompt is looked up in G2.
   A usable hit starts a restore into freshly allocated G1 blocks and the
@@ -18,17 +19,18 @@ from __future__ import annotations
 
 from itertools import filterfalse
 
-from . import g3_offload, peer_fetch
-from .jobs import Job
-from ..serving.requests import Request
+from . import peer_fetch
+from .copy_jobs import Copy
+from .promotion import write_down
 
 DEFER, LOAD, READ = -1, -2, -3  # `restore` outcomes besides 0 (nothing to restore); READ: into G2 first
 
 
 # ---------------------------------------------------------------------------------------------- restores
 
-def restore(rank, request: Request, hits: list[int], limit: int) -> int:
-    host, profile = rank.host, rank.host.profile
+def restore(rank, request, hits: list[int], limit: int) -> int:
+    chain = rank.chain
+    host, profile = chain.top, chain.profile
     if profile.own_store_defers and request.stores_in_flight:
         return DEFER
     if request.deferred_at == host.version:
@@ -44,7 +46,7 @@ def restore(rank, request: Request, hits: list[int], limit: int) -> int:
     if deferred:
         request.deferred_at = host.version
         return DEFER
-    for fill in rank.fills:  # G3 reads, KVCR pulls: copies into G2 of what follows its hits
+    for fill in chain.fills:  # reads from deeper tiers, KVCR pulls: copies into G2 of what follows its hits
         if fill(rank, request, len(hits) + found, limit):
             return READ
     if not found:
@@ -57,21 +59,21 @@ def restore(rank, request: Request, hits: list[int], limit: int) -> int:
         return 0
     rank.pool.touch(hits)
     fresh = rank.pool.allocate(found)
-    host.start_load(keys)
-    rank.fill_rounds = 0  # a load is progress (see jobs.BYPASS_ROUNDS)
-    if rank.kvcr is not None:
+    host.start_read(keys)
+    chain.fill_rounds = 0  # a load is progress (see copy_jobs.BYPASS_ROUNDS)
+    if chain.kvcr is not None:
         peer_fetch.loading(rank, keys)
     request.blocks = hits + fresh
     request.loading = True
     request.host_tokens = found * rank.block_size
-    rank.jobs.append(Job("load", rank, request, keys, fresh))
+    rank.jobs.append(Copy(host, "read", restored, rank, request, keys, fresh, into_g1=True))
     return LOAD
 
 
-def restored(rank, job: Job) -> None:
+def restored(rank, job: Copy) -> None:
     """A restore finished: its blocks are G1 blocks now, held by the request until it is admitted."""
     request = job.request
-    rank.host.loaded(job.keys)
+    job.tier.read_done(job.keys)
     first = len(request.blocks) - len(job.blocks)
     rank.pool.register_run(request.blocks, request.keys, first, len(request.blocks))
     request.loading = False
@@ -81,21 +83,21 @@ def restored(rank, job: Job) -> None:
 
 # ---------------------------------------------------------------------------------------------- stores
 
-def offer(rank, request: Request, upto: int, hold: bool = False) -> None:
+def offer(rank, request, upto: int, hold: bool = False) -> None:
     """Offer keys[stored_upto:upto] to G2 and start one store for those that get a slot."""
-    host = rank.host
+    host, profile = rank.chain.top, rank.chain.profile
     start = request.stored_upto
     if upto <= start:
         return
     keys = request.keys
     offered = keys[start:upto]
-    refresh = host.profile.refresh_on_lookup
+    refresh = profile.refresh_on_lookup
     prompt_blocks = request.spec.prompt_len // rank.block_size
     place = not refresh or upto > prompt_blocks
     accepted = host.reserve(offered, place, host.known_distinct(keys, upto), None if place else (keys, prompt_blocks))
     if refresh:  # a store makes the prompt's resident blocks the newest (and places what it reserved)
         host.refresh(keys, prompt_blocks)
-    waits_for_room = host.profile.store_delay_passes and host.last_reserve_short
+    waits_for_room = profile.store_delay_passes and host.last_reserve_short
     everything = len(accepted) == len(offered)  # then `accepted` is `offered`
     if accepted:
         if everything:
@@ -103,7 +105,7 @@ def offer(rank, request: Request, upto: int, hold: bool = False) -> None:
         else:
             position = dict(zip(offered, range(start, upto)))
             blocks = [request.blocks[position[key]] for key in accepted]
-        _start_store(rank, request, accepted, blocks, hold)
+        _start_store(rank, host, request, accepted, blocks, hold)
     if waits_for_room:  # simple_cpu: what did not fit is offered again next pass
         request.stored_upto = start + next(i for i, key in enumerate(offered) if not host.holds(key))
     else:
@@ -115,7 +117,7 @@ def offer(rank, request: Request, upto: int, hold: bool = False) -> None:
 def offer_after_pass(rank, batch) -> None:
     """Stores at the end of a pass (`batch` before its tokens are counted)."""
     size = rank.block_size
-    profile = rank.host.profile
+    profile = rank.chain.profile
     if profile.store_delay_passes:  # what was computed before this pass: one pass after it was computed
         for request, new in batch.items:
             upto = request.num_computed // size
@@ -137,9 +139,9 @@ def offer_after_pass(rank, batch) -> None:
                 offer(rank, request, min(upto, len(request.keys)))
 
 
-def offer_on_finish(rank, request: Request) -> None:
+def offer_on_finish(rank, request) -> None:
     """A finishing request offers what it could not store earlier (v0.32 connectors)."""
-    host, profile, size = rank.host, rank.host.profile, rank.block_size
+    host, profile, size = rank.chain.top, rank.chain.profile, rank.block_size
     if not profile.store_rest_on_finish:
         return
     if profile.store_decode_blocks:
@@ -151,22 +153,21 @@ def offer_on_finish(rank, request: Request) -> None:
     if accepted:
         position = {key: i for i, key in enumerate(request.keys)}
         blocks = [request.blocks[position[key]] for key in accepted]
-        _start_store(rank, request, accepted, blocks)
+        _start_store(rank, host, request, accepted, blocks)
     # re-rank every block it stored, offered or loaded, its first block newest
     host.refresh(request.keys, min(request.stored_upto, request.spec.prompt_len // size))
 
 
-def _start_store(rank, request: Request, keys: list, blocks: list[int], hold: bool = False) -> None:
+def _start_store(rank, host, request, keys: list, blocks: list[int], hold: bool = False) -> None:
     request.stores_in_flight += 1
-    job = Job("store", rank, request, keys, blocks, hold)
+    job = Copy(host, "write", stored, rank, request, keys, blocks, hold)
     request.store_jobs.append(job)
     rank.jobs.append(job)
 
 
-def stored(rank, job: Job) -> None:
-    rank.host.stored(job.keys)
-    if rank.storage is not None:
-        g3_offload.write_back(rank, job.keys)
+def stored(rank, job: Copy) -> None:
+    job.tier.landed(job.keys)
+    write_down(rank, job.tier, job.keys)
     rank.pool.end_copy(job.blocks)
     job.request.stores_in_flight -= 1
     job.request.store_jobs.remove(job)
@@ -174,18 +175,18 @@ def stored(rank, job: Job) -> None:
         rank.pool.release(list(reversed(job.blocks)))
 
 
-def release(rank, request: Request) -> None:
+def release(rank, request) -> None:
     """Free a finished or preempted request's G1 blocks."""
     release_blocks(rank, request, request.blocks)
     request.blocks = []
 
 
-def release_blocks(rank, request: Request, blocks: list[int]) -> None:
+def release_blocks(rank, request, blocks: list[int]) -> None:
     """Free `blocks` of `request` on `rank`: simple_cpu holds those its stores still copy out until they land,
     the other connectors free them and a new owner waits for the copy."""
     copying = [job for job in request.store_jobs if job.rank is rank] if request.store_jobs else None
     if copying:
-        if rank.host.profile.g1_copy == "hold_until_copied":
+        if rank.chain.profile.g1_copy == "hold_until_copied":
             held = set()
             for job in copying:
                 job.hold = True
@@ -197,11 +198,9 @@ def release_blocks(rank, request: Request, blocks: list[int]) -> None:
     rank.pool.release(blocks)
 
 
-def preemption_wait(rank, victim: Request) -> None:
+def preemption_wait(rank, victim) -> None:
     """The next pass waits for the victim's stores (or, for simple_cpu, every transfer of the rank)."""
-    if rank.host is None:
-        return
-    if rank.host.profile.preemption_waits_for == "all_transfers":
+    if rank.chain.profile.preemption_waits_for == "all_transfers":
         rank.waits.append(("rank", rank))
     elif victim.stores_in_flight:
         rank.waits.append(("stores", victim))

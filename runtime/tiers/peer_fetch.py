@@ -24,18 +24,18 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from .jobs import filled, out_of_rounds
-from ..serving.requests import Request
 from ..links.transfers import Link
+from .copy_jobs import filled, out_of_rounds
 
 
 class Pull:
     """One pull of `keys` from `source`'s G2 into `rank`'s, asked for by `request` (a copy job, see jobs.py)."""
 
-    __slots__ = ("kind", "rank", "request", "keys", "source", "partial", "submit_ns", "start_ns", "landed_ns")
+    __slots__ = ("rank", "request", "keys", "source", "partial", "submit_ns", "start_ns", "landed_ns")
+    way, blocks = "pull", ()  # (what copies.Copies asks of a landed copy)
 
-    def __init__(self, rank, request: Request, keys: list, source, partial: bool):
-        self.kind, self.rank, self.request, self.keys = "pull", rank, request, keys
+    def __init__(self, rank, request, keys: list, source, partial: bool):
+        self.rank, self.request, self.keys = rank, request, keys
         self.source, self.partial = source, partial
         self.submit_ns = self.start_ns = self.landed_ns = 0
 
@@ -60,12 +60,74 @@ class PeerFetch:
     source_wait_ns: int = 0
     loaded_blocks: int = 0
     bypassed: int = 0
+    workers: list = field(default_factory=list)  # the replay's (set by `attach`)
+    copies: object = None  # the replay's links.copies.Copies (set by `attach`)
 
     def link(self, source) -> Link:
         link = self.links.get(source.index)
         if link is None:
             link = self.links[source.index] = Link({source.index: self.bandwidth}, None, self.latency_ns)
         return link
+
+    # ---------------------------------------------------------------- pulls in time
+    def ask(self, pull: Pull, now: int) -> None:
+        """A pull asked for at this instant: it starts once this instant's passes are known (`start_asked`)."""
+        pull.submit_ns = now
+        self.asked.append(pull)
+        for worker in {pull.rank.worker, pull.source.worker}:
+            self.busy_workers[worker] = self.busy_workers.get(worker, 0) + 1
+
+    def start_asked(self, now: int, workers: list, copies) -> None:
+        """Pulls asked for at this instant start when their source's current pass ends (one that started at
+        this instant included, so this runs after every pass start of the instant)."""
+        if not self.asked:
+            return
+        for pull in self.asked:
+            pull.start_ns = start_time(workers[pull.source.worker], now)
+            link = self.link(pull.source)
+            copies.start_transfer(link, pull.source.index, len(pull.keys) * self.block_bytes, pull, pull.start_ns,
+                                  None)
+        self.asked = []
+
+    def arrived(self, pull: Pull, now: int, worker) -> None:
+        """A pull's bytes landed: taken at once if the receiving worker is idle, else when its pass ends."""
+        pull.landed_ns = now
+        if worker.batches is not None and not worker.blocked:
+            self.landed.setdefault(pull.rank.index, []).append(pull)
+        else:
+            take(pull, now)
+
+    def take_landed(self, worker, now: int) -> None:
+        """The worker's pass ended: its ranks take the pulls that landed meanwhile."""
+        landed = self.landed
+        for rank in worker.ranks:
+            for pull in landed.pop(rank.index, ()):
+                take(pull, now)
+
+    def attach(self, replay) -> None:
+        """Join the replay: start the pulls ranks ask for, take landed ones at pass ends, keep a worker with
+        pulls left from being removed."""
+        self.workers, self.copies = replay.workers, replay.copies
+        replay.starters[Pull] = self._start
+        replay.landing[Pull] = self._landed
+        replay.after_pass.append(self.take_landed)
+        replay.after_instant.insert(0, self._start_asked)  # (before draining: a pull keeps its source)
+        replay.draining.busy += (self.busy,)
+
+    def _start(self, rank, pull: Pull, now: int, moved: dict) -> bool:
+        rank.transfers_in_flight += 1
+        self.ask(pull, now)
+        return False
+
+    def _landed(self, pull: Pull, now: int) -> None:
+        self.arrived(pull, now, self.workers[pull.rank.worker])
+
+    def _start_asked(self, now: int) -> None:
+        self.start_asked(now, self.workers, self.copies)
+
+    def busy(self, worker) -> bool:
+        """Does a pull from or into `worker` wait to be taken (it cannot be removed yet)?"""
+        return self.busy_workers.get(worker.index, 0) > 0
 
     def section(self) -> dict:
         out = {"pulls": {"success": self.success, "partial": self.partial}, "blocks": self.blocks,
@@ -79,13 +141,13 @@ class PeerFetch:
 
 # ---------------------------------------------------------------------------------------------- lookups
 
-def pull(rank, request: Request, start: int, limit: int) -> bool:
+def pull(rank, request, start: int, limit: int) -> bool:
     """Ask for the blocks of keys[start:limit] the rank lacks from the hinted source; True: the request waits."""
     source = request.hint
     if source is None:
         return False
-    keys, cached, host = request.keys, rank.pool.cached, rank.host
-    ready = source.host.ready
+    keys, cached, host = request.keys, rank.pool.cached, rank.chain.top
+    ready = source.chain.top.ready
     wanted, lacked = [], False
     for key in keys[start:limit]:
         if key in cached or host.holds(key):
@@ -96,8 +158,8 @@ def pull(rank, request: Request, start: int, limit: int) -> bool:
         wanted.append(key)
     if not wanted:
         return False
-    if out_of_rounds(rank):
-        rank.kvcr.bypassed += 1
+    if out_of_rounds(rank.chain):
+        rank.chain.kvcr.bypassed += 1
         return False
     guard = [key for key in keys[:limit] if key not in cached and host.holds(key)]
     if guard:  # the prompt's blocks G1 lacks stay: the reservation stops where it would need them
@@ -107,7 +169,7 @@ def pull(rank, request: Request, start: int, limit: int) -> bool:
         host.unpin(guard, newest=False)
     if not slots:
         return False
-    source.host.pin(slots)
+    source.chain.top.pin(slots)
     request.loading = True
     rank.jobs.append(Pull(rank, request, slots, source, lacked or len(slots) < len(wanted)))
     return True
@@ -115,13 +177,13 @@ def pull(rank, request: Request, start: int, limit: int) -> bool:
 
 def loading(rank, keys: list) -> None:
     """A G2 -> G1 load starts: pulled blocks among `keys` count as loaded (once per pulled copy)."""
-    unloaded = rank.kvcr.unloaded.get(rank.index)
+    unloaded = rank.chain.kvcr.unloaded.get(rank.index)
     if not unloaded:
         return
     for key in keys:
         copies = unloaded.get(key)
         if copies:
-            rank.kvcr.loaded_blocks += 1
+            rank.chain.kvcr.loaded_blocks += 1
             if copies == 1:
                 del unloaded[key]
             else:
@@ -129,14 +191,6 @@ def loading(rank, keys: list) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- timing
-
-def asked(pull: Pull, now: int) -> None:
-    fetch = pull.rank.kvcr
-    pull.submit_ns = now
-    fetch.asked.append(pull)
-    for worker in {pull.rank.worker, pull.source.worker}:
-        fetch.busy_workers[worker] = fetch.busy_workers.get(worker, 0) + 1
-
 
 def start_time(worker, now: int) -> int:
     """When `worker`'s current pass ends (now if it runs none)."""
@@ -149,9 +203,9 @@ def start_time(worker, now: int) -> int:
 
 def take(pull: Pull, now: int) -> None:
     """The rank takes a landed pull: the blocks become usable in its G2 and the source's are released."""
-    rank, fetch = pull.rank, pull.rank.kvcr
-    filled(rank, pull.request, pull.keys, "peer")
-    pull.source.host.unpin(pull.keys, newest=False)
+    rank, fetch = pull.rank, pull.rank.chain.kvcr
+    filled(rank.chain, pull.request, pull.keys, "peer")
+    pull.source.chain.top.unpin(pull.keys, newest=False)
     if pull.partial:
         fetch.partial += 1
     else:

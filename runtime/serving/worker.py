@@ -1,0 +1,33 @@
+"""A worker: the DP ranks that step together under one timing provider, its pass in flight and its periods."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..timing import Timing
+
+
+@dataclass
+class Worker:
+    index: int
+    ranks: list  # scheduler.Rank
+    timing: Timing
+    batches: list | None = None  # in-flight pass
+    pass_ends: list = field(default_factory=list)  # end times of the passes it runs now (several: macro step)
+    passes: int = 0
+    blocked: bool = False  # a scheduled pass waits for copies of blocks it reuses
+    # (joined, ready, left) of each period the worker is part of its role (scaled workers); left None = to the end
+    periods: list = field(default_factory=lambda: [(0, 0, None)])
+    removed: list = field(default_factory=list)  # per period: when it was removed after leaving (see scaling.py)
+    scaled: bool = False  # its role has a scaling schedule
+
+    def placeable(self, now: int, ready: bool) -> bool:
+        return any(start <= now and (end is None or now < end) and (not ready or up <= now)
+                   for start, up, end in self.periods)
+
+    def up_by(self, now: int) -> bool:
+        """Has it started up by `now` (scaled workers wait for their startup delay)?"""
+        return any(up <= now for _, up, _ in self.periods)
+
+    @property
+    def busy(self) -> bool:
+        return any(rank.busy for rank in self.ranks)

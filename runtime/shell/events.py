@@ -1,0 +1,44 @@
+"""The event table: every kind of event the replay queues, its rank among events of one instant, and its handler.
+
+The queue orders events by ``(time_ns, kind, seq)``, so a kind's number is its
+rank: at one instant pass ends come first, then copies starting to move bytes
+and copies landing, handoffs landing, workers waking, arrivals and last workers
+leaving, so that a request arriving exactly when a pass ends joins the next
+pass.  `handler` names the method (on the replay, or on the part of it that
+owns that state) called as ``handler(payload, now)``; `concerns` says which
+workers' fused decode passes an event may cut short (see horizons.py).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class EventKind(NamedTuple):
+    name: str
+    handler: str  # dotted attribute path from the replay: "passes.end", "copies.moving", ...
+    concerns: str  # "everyone" | "link" (the workers on the copy's link) | "pass_end" (see horizons.py)
+    payload: str  # what the event carries
+
+
+EVENTS = (
+    EventKind("pass_end", "end_pass", "pass_end", "the worker"),
+    EventKind("copy_moving", "copies.moving", "link", "(link, transfer): its latency is over"),
+    EventKind("copy_done", "copies.done", "link", "(link, version): the link's next completion"),
+    EventKind("handoff_done", "handoffs.landed", "everyone", "the request whose P/D transfer landed"),
+    EventKind("wake", "wake", "everyone", "a worker that became ready (scaled roles)"),
+    EventKind("arrival", "arrive", "everyone", "the RequestSpec arriving"),
+    EventKind("leave", "draining.leave", "everyone", "(worker, period): it leaves its role"),
+)
+PASS_END, COPY_MOVING, COPY_DONE, HANDOFF_DONE, WAKE, ARRIVAL, LEAVE = range(len(EVENTS))
+
+
+def handlers(replay) -> list:
+    """Each kind's bound handler, indexed by kind."""
+    out = []
+    for kind in EVENTS:
+        owner = replay
+        path = kind.handler.split(".")
+        for name in path[:-1]:
+            owner = getattr(owner, name)
+        out.append(getattr(owner, path[-1]))
+    return out

@@ -1,0 +1,142 @@
+"""What one rank has behind G1: its chain of tiers, fastest first, and everything the rest of the replay asks of it.
+
+The scheduler, the macro stepper, the router and the shell talk to a rank's
+tiers only through its chain: restore a prefix, offer what a pass computed,
+what a preemption waits for, whether fused decode passes are safe, how much of
+a prompt a peer could serve.  `NoTiers` answers for a rank with nothing
+behind G1, so no caller asks whether a tier exists.
+
+A chain's first tier is filled from G1 by its connector's store policy
+(`offload.py`, `connectors.py`); each deeper tier is written in the background
+from the one above and read back up into the first (`promotion.py`); `fills`
+are the sources that may copy into the first tier a prefix it lacks (reads
+from deeper tiers, then KVCR pulls from peers).
+"""
+from __future__ import annotations
+
+from . import offload
+
+
+class TierChain:
+    __slots__ = ("tiers", "top", "profile", "fills", "fill_rounds", "kvcr", "name")
+
+    def __init__(self, tiers: tuple, profile, fills: tuple = (), kvcr=None):
+        self.tiers = tiers
+        self.top = tiers[0]
+        self.name = self.top.name
+        self.profile = profile  # the connector that stores G1 blocks into the first tier
+        self.fills = fills  # promotion.ReadUp of each deeper tier, then a KVCR pull (peer_fetch.pull)
+        self.fill_rounds = 0  # copies into the first tier landed since the last load into G1 (copy_jobs.BYPASS_ROUNDS)
+        self.kvcr = kvcr  # peer_fetch.PeerFetch when the rank's role pulls from peers
+
+    def below(self, tier):
+        """The tier written in the background from `tier` (None: the last)."""
+        at = self.tiers.index(tier) + 1
+        return self.tiers[at] if at < len(self.tiers) else None
+
+    # ---------------------------------------------------------------- the scheduler's questions
+    def restore(self, rank, request, hits: list, limit: int) -> int:
+        return offload.restore(rank, request, hits, limit)
+
+    def first_offer(self, hits: int) -> int:
+        """The first block an admission offers to the first tier (G1 hits and restored blocks are not offered
+        again, unless the connector scans from block 0)."""
+        return 0 if self.profile.scan_from_block_zero else hits
+
+    def after_pass(self, rank, batch) -> None:
+        offload.offer_after_pass(rank, batch)
+
+    def on_finish(self, rank, request) -> None:
+        offload.offer_on_finish(rank, request)
+
+    def preemption_wait(self, rank, victim) -> None:
+        offload.preemption_wait(rank, victim)
+
+    # ---------------------------------------------------------------- the macro stepper's questions
+    @property
+    def stores_every_pass(self) -> bool:
+        """Does the connector store at every pass (so no two passes can be fused)?"""
+        return bool(self.profile.store_delay_passes)
+
+    @property
+    def fusable_during_copies(self) -> bool:
+        """Can pure decode passes be fused while copies into the first tier are in flight?  Yes unless the
+        connector stores decode blocks (a landing store changes nothing a pure decode pass reads)."""
+        return not self.profile.store_decode_blocks
+
+    def finish_may_store(self, request) -> bool:
+        """Does this request's completion copy into the first tier (blocks left to store, or any with a KVCR
+        peer that might pull from it)?"""
+        return self.profile.store_rest_on_finish and bool(request.unstored or self.kvcr is not None)
+
+    # ---------------------------------------------------------------- the router's and the shell's questions
+    @property
+    def peer_fetch(self) -> tuple:
+        """The KVCR this rank pulls with (for its summary section), if any."""
+        return () if self.kvcr is None else (self.kvcr,)
+
+    @property
+    def wants_hint(self) -> bool:
+        """Does the rank pull prefixes from peers (so the router should name one)?"""
+        return self.kvcr is not None
+
+    def peer_prefix(self, keys: list) -> int:
+        """How many of `keys`, from the first, a peer could pull from this rank's first tier."""
+        ready, held = self.top.ready, 0
+        for key in keys:
+            if not ready(key):
+                break
+            held += 1
+        return held
+
+    def capture_events(self) -> None:
+        for tier in self.tiers:
+            if tier.kv_event_tier is not None:
+                tier.events = []
+
+    def events(self) -> list:
+        """(KV-event tier, events) of each tier that emits them."""
+        return [(tier.kv_event_tier, tier.events) for tier in self.tiers if tier.events is not None]
+
+
+class NoTiers:
+    """The chain of a rank with nothing behind G1."""
+
+    __slots__ = ()
+    tiers = ()
+    fills = ()
+    kvcr = None
+    peer_fetch = ()
+    stores_every_pass = False
+    fusable_during_copies = False
+    wants_hint = False
+
+    def restore(self, rank, request, hits: list, limit: int) -> int:
+        return 0
+
+    def first_offer(self, hits: int) -> int:
+        return hits
+
+    def after_pass(self, rank, batch) -> None:
+        pass
+
+    def on_finish(self, rank, request) -> None:
+        pass
+
+    def preemption_wait(self, rank, victim) -> None:
+        pass
+
+    def finish_may_store(self, request) -> bool:
+        return False
+
+    def peer_prefix(self, keys: list) -> int:
+        return 0
+
+    def capture_events(self) -> None:
+        pass
+
+    def events(self) -> list:
+        return []
+
+
+NO_TIERS = NoTiers()

@@ -1,0 +1,91 @@
+"""Build every rank's chain of tiers from data: one `TierSpec` per tier, fastest first, no code per tier.
+
+A spec says what the tier is (capacity, block bytes, links, scope, eviction
+order, rules, store policy, summary section); `attach_chains` makes one pool
+per scope member (a rank, a worker) or one for all of them, and gives each
+rank a `TierChain` over its pools: the first tier stored into by the
+connector its spec names, each deeper one written back from the one above
+and read up into the first.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..links.transfers import Link
+from .chain import TierChain
+from .connectors import PROFILES
+from .lru_order import ORDERS
+from .promotion import ReadUp
+from .run_order import RunOrder
+from .tier import Tier, TierRules
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One direction of a tier's copies: per-member bandwidth (GB/s, 0 or None = unlimited), the pool's."""
+
+    bandwidth_gbps: float | None
+    shared_gbps: float | None = None  # a shared pool's limit over all members
+
+
+@dataclass(frozen=True)
+class TierSpec:
+    label: str  # "g2", "g3", ...: pool names and `filled_from_<label>`
+    scope: str  # the config's word for it ("dp_rank_local", "worker_local", "cluster_shared")
+    shared: bool  # one pool for every member
+    per: str  # "rank" | "worker": who gets a pool of its own (and a bandwidth limit of its own)
+    capacity: int  # blocks
+    block_bytes: int
+    rules: TierRules
+    order: str  # "runs" (vLLM's connector orders) | "lru" | "none"
+    store_policy: str  # the connector storing G1 blocks into it (first tier) | "write_back" (deeper tiers)
+    write: LinkSpec  # copies into the tier
+    read: LinkSpec  # copies out of it
+    latency_ns: int = 0
+    section: str = ""  # the summary section it reports in ("g2_domains", "g3_offload")
+    kv_event_tier: str | None = None
+
+
+def _new_order(kind: str):
+    return RunOrder() if kind == "runs" else ORDERS[kind]()
+
+
+def _pool(spec: TierSpec, name: str, members: list) -> Tier:
+    group_by = "index" if spec.per == "rank" else "worker"
+    groups = sorted({getattr(rank, group_by) for rank in members})
+    workers = frozenset(rank.worker for rank in members)
+
+    def link(way: LinkSpec) -> Link:
+        return Link({g: way.bandwidth_gbps for g in groups}, way.shared_gbps if spec.shared else None,
+                    spec.latency_ns, workers=workers)
+
+    return Tier(name, spec.scope, spec.capacity, spec.block_bytes, spec.rules, link(spec.write), link(spec.read),
+                _new_order(spec.order), group_by=group_by, label=spec.label, kv_event_tier=spec.kv_event_tier,
+                store_policy=spec.store_policy, section=spec.section)
+
+
+def pools(spec: TierSpec, ranks: list) -> dict:
+    """rank index -> its pool of this tier (one per member, or one shared)."""
+    if spec.shared:
+        shared = _pool(spec, f"{spec.label}.shared", ranks)
+        return {rank.index: shared for rank in ranks}
+    out, by_member = {}, {}
+    for rank in ranks:
+        member = rank.name if spec.per == "rank" else f"worker{rank.worker}"
+        by_member.setdefault(member, []).append(rank)
+    for member, members in by_member.items():
+        pool = _pool(spec, f"{spec.label}.{member}", members)
+        for rank in members:
+            out[rank.index] = pool
+    return out
+
+
+def attach_chains(ranks: list, specs: list[TierSpec]) -> None:
+    """Give each rank its chain of the tiers `specs` describes (fastest first)."""
+    if not specs:
+        return
+    by_tier = [pools(spec, ranks) for spec in specs]
+    profile = PROFILES[specs[0].store_policy]
+    for rank in ranks:
+        tiers = tuple(pool_of[rank.index] for pool_of in by_tier)
+        rank.chain = TierChain(tiers, profile, tuple(ReadUp(tier) for tier in tiers[1:]))

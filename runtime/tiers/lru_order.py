@@ -1,0 +1,87 @@
+"""Plain eviction orders of a tier: least recently used first (`LruOrder`), or nothing ever evicted (`KeepAll`).
+
+They answer the same questions as `run_order.RunOrder` (which keys are held,
+which go first, what moves to the end), over one ordered map: a storage tier
+sees few distinct lists and no refresh of whole prompts, so it needs none of
+RunOrder's runs.  Keys in flight, being read or pinned are passed over by an
+eviction and keep their place.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+class LruOrder:
+    __slots__ = ("_keys",)
+
+    def __init__(self):
+        self._keys: OrderedDict = OrderedDict()  # held keys, oldest first
+
+    def holds(self, key) -> bool:
+        return key in self._keys
+
+    def held_run(self, keys: list, start: int, limit: int) -> int:
+        """How many keys of keys[start:limit], from the first on, are held."""
+        held, found = self._keys, 0
+        for index in range(start, limit):
+            if keys[index] not in held:
+                break
+            found += 1
+        return found
+
+    def held(self) -> list:
+        return list(self._keys)
+
+    def refresh(self, keys: list, upto: int) -> None:
+        """The held keys of keys[:upto] become the newest, the first newest of all."""
+        held, to_end = self._keys, self._keys.move_to_end
+        for key in reversed(keys[:upto]):
+            if key in held:
+                to_end(key)
+
+    def known_distinct(self, keys: list, upto: int) -> bool:
+        return False
+
+    def unheld(self, keys: list, place: bool, refresh: tuple | None) -> tuple:
+        """(no token, the distinct `keys` not held, nothing they displace): what a reserve would add."""
+        held = self._keys
+        return None, [key for key in keys if key not in held], None
+
+    def hold(self, token, new: list, olds, place: bool) -> int:
+        """Hold `new` as the newest keys; returns where in-flight keys may sit (anywhere: 0)."""
+        self._keys.update(dict.fromkeys(new))
+        return 0
+
+    def adopt(self, keys: list) -> None:
+        self._keys.update(dict.fromkeys(keys))
+
+    def append(self, keys: list) -> None:
+        """Move held `keys` to the end, in this order."""
+        to_end = self._keys.move_to_end
+        for key in keys:
+            to_end(key)
+
+    def evict(self, wanted: int, in_flight, reading: dict, pinned: dict, since: int = 0) -> list:
+        """Drop up to `wanted` keys, oldest first, passing over those in flight, being read or pinned."""
+        victims = []
+        for key in self._keys:
+            if key in in_flight or key in reading or key in pinned:
+                continue
+            victims.append(key)
+            if len(victims) == wanted:
+                break
+        for key in victims:
+            del self._keys[key]
+        return victims
+
+
+class KeepAll(LruOrder):
+    """A tier that never evicts: a copy that finds it full is dropped (opal's tiers)."""
+
+    __slots__ = ()
+
+    def evict(self, wanted: int, in_flight, reading: dict, pinned: dict, since: int = 0) -> list:
+        return []
+
+
+ORDERS = {"lru": LruOrder, "none": KeepAll}
