@@ -7,7 +7,10 @@ Prints wall time, peak RSS and simulated requests per second of wall time;
 `--runs N` repeats and reports the best and the median.  `--host-blocks N` adds a
 G2 of N blocks (`--connector` picks its connector) and also runs the G1-only
 configuration, alternating the two so that both see the same machine load, and
-reports the ratio of their walls (issue 4's target: at most 1.5).
+reports the ratio of their walls (issue 4's target: at most 1.5).  `--against DIR`
+also runs every configuration with the checkout in DIR (e.g. a `git worktree` of
+an earlier commit), alternating with this one, and reports the median ratio of
+the paired walls (a refactoring's target: at most 1.03).
 """
 from __future__ import annotations
 
@@ -28,12 +31,16 @@ from kvreplay.examples.trace_config import mooncake_trace_config
 TRACE = TRACES / "conversation_trace.jsonl"
 
 
-def run_once(config: Path, output: Path) -> tuple[float, float, dict]:
-    """(wall s, peak RSS MB, summary) of one `kvreplay predict` process."""
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_once(config: Path, output: Path, checkout: Path = ROOT) -> tuple[float, float, dict]:
+    """(wall s, peak RSS MB, summary) of one `kvreplay predict` process of `checkout`."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         child = subprocess.Popen([sys.executable, "-m", "kvreplay", "predict", "-c", str(config), "--output-dir",
-                                  str(output), "--overwrite", "--format", "json"], stdout=out, stderr=err)
+                                  str(output), "--overwrite", "--format", "json"], stdout=out, stderr=err,
+                                 cwd=checkout)  # (`-m` imports the package of the working directory)
         _, status, usage = os.wait4(child.pid, 0)  # this child's own peak, not the largest of all so far
         wall = time.perf_counter() - start
         child.returncode = os.waitstatus_to_exitcode(status)
@@ -61,6 +68,7 @@ def main() -> int:
     parser.add_argument("--host-blocks", type=int, default=0, help="add host_offload with this many blocks")
     parser.add_argument("--connector", default=None, help="the G2 connector (default: the plan's default)")
     parser.add_argument("--replicas", type=int, default=1, help="workers taking the trace round robin")
+    parser.add_argument("--against", type=Path, metavar="DIR", help="another checkout to pair every run with")
     args = parser.parse_args()
     if not TRACE.exists():
         sys.exit(f"missing trace: {TRACE}")
@@ -73,10 +81,20 @@ def main() -> int:
             path.write_text(mooncake_trace_config(TRACE, block_size=64, g1_blocks=8000, host_blocks=host_blocks,
                                                   replicas=args.replicas, connector=args.connector))
         results = {label: [] for label in configs}
+        against = {label: [] for label in configs}
         for _ in range(args.runs):  # alternating, so that a slower spell of the machine hits both alike
             for label, config in configs.items():
                 results[label].append(run_once(config, Path(tmp) / "out"))
+                if args.against:
+                    against[label].append(run_once(config, Path(tmp) / "out", args.against.resolve()))
     best = {label: report(f"conversation trace, {label}", runs) for label, runs in results.items()}
+    for label, runs in against.items():
+        if runs:
+            report(f"conversation trace, {label}, {args.against}", runs)
+            ratios = sorted(ours[0] / theirs[0] for ours, theirs in zip(results[label], runs))
+            same = all(ours[2] == theirs[2] for ours, theirs in zip(results[label], runs))
+            print(f"  this checkout / {args.against}: {statistics.median(ratios):.3f}x median of paired runs "
+                  f"({ratios[0]:.3f}-{ratios[-1]:.3f}); summaries {'identical' if same else 'DIFFER'}")
     if len(best) == 2:
         ratios = sorted(g2[0] / g1[0] for g1, g2 in zip(results["G1 only"], results["with G2"]))
         print(f"with G2 / G1 only: {best['with G2'] / best['G1 only']:.2f}x best over best, "

@@ -59,7 +59,7 @@ def host_tier_spec(offload: dict, block_bytes: int) -> TierSpec:
     return TierSpec("g2", offload["scope"], offload["scope"] == "cluster_shared", "rank", offload["num_host_blocks"],
                     block_bytes, tier_rules(profile), "runs", profile.name, write=_link_spec(offload, "d2h"),
                     read=_link_spec(offload, "h2d"), latency_ns=_ms_to_ns(offload["latency_to_first_byte_ms"]),
-                    section="g2_domains", kv_event_tier="host_pinned")
+                    section="g2_domains", layout="host", kv_event_tier="host_pinned")
 
 
 def storage_tier_spec(offload: dict, block_bytes: int) -> TierSpec:
@@ -68,7 +68,7 @@ def storage_tier_spec(offload: dict, block_bytes: int) -> TierSpec:
     return TierSpec("g3", offload["scope"], offload["scope"] == "cluster_shared", "worker", offload["num_g3_blocks"],
                     block_bytes, STORAGE_RULES, "lru", "write_back", write=_link_spec(offload, "write"),
                     read=_link_spec(offload, "read"), latency_ns=_ms_to_ns(offload["latency_to_first_byte_ms"]),
-                    section="g3_offload")
+                    section="g3_offload", layout="storage")
 
 
 def _role_workers(plan: dict, role_name: str, first_worker: int, first_rank: int) -> list[Worker]:

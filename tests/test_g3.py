@@ -15,11 +15,14 @@ C [1, 2, 6] at 40 ms: block 1 is still in G1, block 2 is in neither G1 nor G2 bu
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from kvreplay.runtime.build import host_tier_spec, storage_tier_spec
 from kvreplay.runtime.links.bandwidth import fair_rates
+from kvreplay.runtime.tiers.chain_build import attach_chains
 from kvreplay.runtime.tiers.copy_jobs import BYPASS_ROUNDS
 from kvreplay.runtime.tiers.tier import IN_FLIGHT as WRITING, READY
 
@@ -205,3 +208,32 @@ def test_summary_section_lists_every_counter(tmp_path):
         "read_jobs": 1, "read_blocks": 1, "read_bytes": BLOCK, "write_jobs": 2, "write_blocks": 4,
         "write_bytes": 4 * BLOCK, "evictions": 0, "dropped_writes": 0, "cross_worker_read_blocks": 0,
         "read_bandwidth_wait_ms": 0.0, "write_bandwidth_wait_ms": 0.0}  # no bypassed_restores: it is zero
+
+
+# ---- a chain of three tiers, from data alone (issue 11) ------------------------------------------------
+
+def three_tiers(plan: dict):
+    """G2 and G3 as the plan has them, then a third tier written back from G3: 8 blocks that are never evicted,
+    its own links (1 GB/s, no latency) and summary section.  Data only: no class is added for it."""
+    kv = plan["engine"]["workers"]["aggregated"]["kv_cache"]
+    g3 = storage_tier_spec(kv["g3_offload"], BLOCK)
+    g4 = replace(g3, label="g4", capacity=8, order="none", section="g4_offload")
+    specs = [host_tier_spec(kv["host_offload"], BLOCK), g3, g4]
+    return lambda replay: attach_chains(replay.ranks(), specs)
+
+
+def test_a_third_tier_from_data_serves_what_g2_and_g3_evicted(tmp_path):
+    """Scenario "back" with a 2-block G3 and a third tier below it: A's blocks 1, 2 go G2 (12 ms), G3 (14 ms),
+    tier three (16 ms); B's 3, 4 evict them from G2 and G3 (the third keeps all).  C at 40 ms finds block 1 in
+    G1 and block 2 only in the third tier: it is read up into G2 (1 ms), loaded into G1 (1 ms), and C is admitted
+    at 42 ms reusing both blocks, exactly as a read from G3 would be."""
+    plan = compile_scenario(tmp_path, BACK, config(g3_blocks=2), "g4.yaml")
+    _, single, records = replay_both_ways(plan, tmp_path, prepare=three_tiers(plan))
+    run = Run(single, records)
+    assert [tier.label for tier in single.ranks()[0].chain.tiers] == ["g2", "g3", "g4"]
+    assert run.admissions(2) == [(42.0, "g2.worker0.dp0", 4, 4)]
+    assert run.g3["evictions"] == 2 and run.g3["read_jobs"] == 0
+    g4 = run.sections["g4_offload"]
+    assert {k: g4[k] for k in ("write_blocks", "resident_blocks", "evictions", "read_blocks", "read_bytes")} == \
+        {"write_blocks": 4, "resident_blocks": 4, "evictions": 0, "read_blocks": 1, "read_bytes": BLOCK}
+    assert run.g2[0]["filled_from_g4"] == 1 and "filled_from_g3" not in run.g2[0]

@@ -3,18 +3,18 @@ cross-worker accounting."""
 from __future__ import annotations
 
 from kvreplay.runtime.links.transfers import Link
-from kvreplay.runtime.outputs.sections import SECTIONS, _summed
+from kvreplay.runtime.outputs.sections import LAYOUTS, _summed
 from kvreplay.runtime.tiers.lru_order import LruOrder
 from kvreplay.runtime.tiers.tier import IN_FLIGHT, READY, STORAGE_RULES, Tier
 
 
 def pool(capacity: int = 4, scope: str = "cluster_shared") -> Tier:
     return Tier("g3", scope, capacity, 1_000_000, STORAGE_RULES, Link({0: 10.0, 1: 10.0}), Link({0: 10.0, 1: 10.0}),
-                LruOrder(), group_by="worker", label="g3", store_policy="write_back", section="g3_offload")
+                LruOrder(), group_by="worker", label="g3", store_policy="write_back", section="g3_offload", layout="storage")
 
 
 def section(tiers: list) -> dict:
-    return _summed(tiers, SECTIONS["g3_offload"][1])
+    return _summed(tiers, LAYOUTS["storage"][1])
 
 
 def test_writes_are_in_flight_until_they_land_and_only_then_hit():

@@ -37,13 +37,14 @@ class KvEventLog:
         for key, value in zip(request.keys, blocks.chain_keys(tokens, self.block_size)):
             self.hash_of.setdefault(key, value)
 
-    def add(self, now_ns: int, dp_rank: int, events: list, tier: str | None = None) -> None:
+    def add(self, now_ns: int, dp_rank: int, events: list, label: str = "") -> None:
+        """Record `events` (a pool's, drained) of `dp_rank` at `now_ns`; `label`: the events' `tier` (G1: none)."""
         for kind, keys in events:
             if not keys:
                 continue
             record = {"event_id": len(self.records), "time_ms": now_ns / 1e6, "dp_rank": dp_rank, "type": kind,
                       "block_hashes": [self.hash_of.get(k, k) for k in keys]}
-            if tier is not None:
-                record["tier"] = tier
+            if label:
+                record["tier"] = label
             self.records.append(record)
         events.clear()

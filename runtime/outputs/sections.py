@@ -1,17 +1,18 @@
 """The summary's sections beside the AISimulate fields: one per kind of tier, KVCR, and scaled workers.
 
-Every tier reports through the same table: its spec names the section
-(`g2_domains`: one entry per pool; `g3_offload`: counters added up over the
-pools), and the section's fields are read off the tier shape.
+Every tier reports through the same table: its spec names its section and
+the section's layout (`host`: one entry per pool, as `g2_domains`; `storage`:
+counters added up over the pools, as `g3_offload`), and the layout's fields
+are read off the tier shape.
 """
 from __future__ import annotations
 
 from ..serving.scaling import workers_section
 
 MS = 1e6
-# section -> (one entry per pool?, (output field, what of the tier), ...)
-SECTIONS = {
-    "g2_domains": (True, (
+# layout -> (one entry per pool?, (output field, what of the tier), ...)
+LAYOUTS = {
+    "host": (True, (
         ("name", lambda t: t.name), ("scope", lambda t: t.scope), ("capacity_blocks", lambda t: t.capacity),
         ("block_bytes", lambda t: t.block_bytes), ("resident_blocks", lambda t: t.resident),
         ("stores", lambda t: t.landed_blocks), ("restores", lambda t: t.read_done_blocks),
@@ -19,7 +20,7 @@ SECTIONS = {
         ("d2h_bytes", lambda t: t.write.bytes_moved), ("h2d_bytes", lambda t: t.read.bytes_moved),
         ("d2h_bandwidth_wait_ms", lambda t: t.write.waited_ns / MS),
         ("h2d_bandwidth_wait_ms", lambda t: t.read.waited_ns / MS), ("connector", lambda t: t.store_policy))),
-    "g3_offload": (False, (
+    "storage": (False, (
         ("capacity_blocks", lambda t: t.capacity), ("resident_blocks", lambda t: t.resident),
         ("lookup_hits", lambda t: t.lookup_hits), ("read_jobs", lambda t: t.read_jobs),
         ("read_blocks", lambda t: t.read_blocks), ("read_bytes", lambda t: t.read.bytes_moved),
@@ -37,10 +38,10 @@ def tier_sections(ranks: list) -> dict:
     by_section: dict = {}
     for rank in ranks:
         for tier in rank.chain.tiers:
-            by_section.setdefault(tier.section, {})[id(tier)] = tier
+            by_section.setdefault((tier.section, tier.layout), {})[id(tier)] = tier
     out = {}
-    for section, found in by_section.items():
-        each, fields = SECTIONS[section]
+    for (section, layout), found in by_section.items():
+        each, fields = LAYOUTS[layout]
         tiers = list(found.values())
         if each:
             out[section] = [_entry(tier, fields) for tier in tiers]

@@ -81,8 +81,8 @@ class Replay:
     def _drain(self, rank, now: int) -> None:
         if self.kv_log is not None:
             self.kv_log.add(now, rank.index, rank.pool.events)
-            for tier, events in rank.chain.events():
-                self.kv_log.add(now, rank.index, events, tier=tier)
+            for label, events in rank.chain.events():
+                self.kv_log.add(now, rank.index, events, label)
 
     # ------------------------------------------------------------------ queue
     def push(self, time_ns: int, kind: int, payload) -> None:

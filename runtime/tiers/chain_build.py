@@ -42,7 +42,8 @@ class TierSpec:
     write: LinkSpec  # copies into the tier
     read: LinkSpec  # copies out of it
     latency_ns: int = 0
-    section: str = ""  # the summary section it reports in ("g2_domains", "g3_offload")
+    section: str = ""  # the summary section it reports in ("g2_domains", "g3_offload") ...
+    layout: str = ""  # ... laid out as "host" (an entry per pool) or "storage" (added up over the pools)
     kv_event_tier: str | None = None
 
 
@@ -61,7 +62,7 @@ def _pool(spec: TierSpec, name: str, members: list) -> Tier:
 
     return Tier(name, spec.scope, spec.capacity, spec.block_bytes, spec.rules, link(spec.write), link(spec.read),
                 _new_order(spec.order), group_by=group_by, label=spec.label, kv_event_tier=spec.kv_event_tier,
-                store_policy=spec.store_policy, section=spec.section)
+                store_policy=spec.store_policy, section=spec.section, layout=spec.layout)
 
 
 def pools(spec: TierSpec, ranks: list) -> dict:

@@ -54,7 +54,8 @@ class Tier:
     label: str = ""  # what outputs call it ("g2", "g3"): `filled_from_<label>` of the tier a read fills
     kv_event_tier: str | None = None  # the `tier` of its KV events ("host_pinned"); None: it emits none
     store_policy: str = ""  # what copies into it: a connector's name (the first tier) or "write_back"
-    section: str = ""  # the summary section it reports in (see outputs/sections.py)
+    section: str = ""  # the summary section it reports in ...
+    layout: str = ""  # ... and that section's layout (see outputs/sections.py)
     resident: int = 0  # keys held (ready or in flight)
     reading: dict = field(default_factory=dict)  # key -> reads out in flight
     pinned: dict = field(default_factory=dict)  # key -> pins
