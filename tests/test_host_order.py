@@ -1,4 +1,4 @@
-"""Property: a G2 `HostPool` (its lazy `host_order.RunOrder`) evicts exactly what a plain ordered map would.
+"""Property: a G2 `Tier` (its lazy `run_order.RunOrder`) evicts exactly what a plain ordered map would.
 
 `ReferencePool` keeps the held keys in one ordered dict (first = evicted next) and does every operation key by
 key, the obvious way; random programs of refreshes, stores, landings, loads and pins over a few request key
@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kvreplay.runtime.tiers import run_order as host_order
+from kvreplay.runtime.tiers import run_order
 from kvreplay.runtime.tiers.connectors import PROFILES, tier_rules
 from kvreplay.runtime.tiers.run_order import RunOrder
 from kvreplay.runtime.tiers.tier import Tier
@@ -101,19 +101,19 @@ operations = st.lists(st.tuples(st.sampled_from(kinds), st.integers(0, 9), st.in
          program=[("offer", 4, 7, 9, True), ("stored", 6, 8, 0, False), ("offer", 0, 4, 6, False),
                   ("offer", 2, 6, 8, True), ("offer", 0, 3, 9, True), ("offer", 2, 9, 7, False),
                   ("refresh", 4, 7, 5, True)])
-# (a key held lazily, then an eviction scan that stops short of it: the scan must not take an owner's ghost for it)
+# (a key held lazily, then an eviction scan that stops short of it: the scan must not take an owner's unheld claim for it)
 @example(profile="offloading_v0_32", capacity=1, lists=[[1, 3, 0], [5, 3, 4]], compact=False,
          program=[("refresh", 9, 7, 0, True), ("offer", 7, 9, 0, False), ("offer", 0, 4, 9, True)])
 @settings(max_examples=1500, deadline=None)
 @given(profile=st.sampled_from(sorted(PROFILES)), capacity=st.integers(1, 6), lists=key_lists, program=operations,
        compact=st.booleans())
 def test_host_pool_evicts_like_an_ordered_map(profile, capacity, lists, program, compact):
-    floor = host_order._COMPACT_FLOOR
-    host_order._COMPACT_FLOOR = 2 if compact else floor  # 2: superseded runs are dropped all the time
+    floor = run_order._COMPACT_FLOOR
+    run_order._COMPACT_FLOOR = 2 if compact else floor  # 2: superseded runs are dropped all the time
     try:
         _run_program(PROFILES[profile], capacity, lists, program)
     finally:
-        host_order._COMPACT_FLOOR = floor
+        run_order._COMPACT_FLOOR = floor
 
 
 def g2_tier(connector, capacity: int) -> Tier:

@@ -107,9 +107,9 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     if request.preloaded:  # the restore's hold passes to the admission's own reference
         rank.pool.release(request.preloaded)
         request.preloaded = []
-    fresh = rank.pool.allocate(need)
+    new_blocks = rank.pool.allocate(need)
     token_blocks = rank.blocks_for(cached + new) - len(hits)
-    request.blocks = hits + fresh[:token_blocks] + fresh[token_blocks:]
+    request.blocks = hits + new_blocks[:token_blocks] + new_blocks[token_blocks:]
     request.max_blocks = len(hits)
     request.num_computed = cached
     request.stored_upto = rank.chain.first_offer(len(hits))
@@ -244,8 +244,8 @@ def _fits(rank: Rank, request: Request, tokens: int) -> bool:
         return True
     if rank.pool.free_count < needed:
         return False
-    fresh = rank.pool.allocate(needed)
-    request.blocks[token_blocks:token_blocks] = fresh  # state blocks stay at the end
+    new_blocks = rank.pool.allocate(needed)
+    request.blocks[token_blocks:token_blocks] = new_blocks  # state blocks stay at the end
     return True
 
 

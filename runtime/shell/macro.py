@@ -30,6 +30,16 @@ class Macro:
     last_pass: dict  # id(request) -> last fused pass that gives it a token
 
 
+class _RankRun:
+    """One active rank while fused passes are planned: its allocation and finish events in pass order, how far
+    the plan has read them, the requests still decoding, the sum of their (computed + 1), its free blocks."""
+
+    __slots__ = ("events", "cursor", "decoding", "context", "free")
+
+    def __init__(self, events: list, decoding: int, context: int, free: int):
+        self.events, self.cursor, self.decoding, self.context, self.free = events, 0, decoding, context, free
+
+
 def eligible(ranks: list[Rank], batches: list[Batch | None]) -> bool:
     for rank, batch in zip(ranks, batches):
         if rank.waiting or (batch is None and rank.running):
@@ -59,7 +69,6 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
         limit = min([limit] + [finish_at[id(r)] for rank, b in active for r, _ in b.items
                                if rank.chain.finish_may_store(r)])
 
-    # per rank: [events in pass order, cursor, decoding requests, sum of (computed + 1), free blocks]
     states = []
     for rank, batch in active:
         events, size = [], rank.block_size
@@ -70,48 +79,49 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
             if can_finish and done < limit:
                 events.append((done, 1, position, request))
         events.sort(key=lambda e: (e[0], e[1], e[2]))
-        states.append([events, 0, len(batch.items), batch.work.decode_context, rank.pool.free_count])
+        states.append(_RankRun(events, len(batch.items), batch.work.decode_context, rank.pool.free_count))
     ends, start, passes = [], now, 0
     while passes < limit:
         if passes and horizon is not None and start >= horizon:
             break
         short = False
         for state in states:  # allocations at this pass's start
-            events, cursor, free = state[0], state[1], state[4]
+            events, cursor, free = state.events, state.cursor, state.free
             while cursor < len(events) and events[cursor][0] == passes and events[cursor][1] == 0:
                 free -= 1
                 cursor += 1
             short = short or free < 0
-            state[1], state[4] = cursor, free
+            state.cursor, state.free = cursor, free
         if short:
             break
         if constant is not None:
             duration = constant
         else:
-            duration = max((worker.timing(PassWork((), n, base + n * passes)) for _, _, n, base, _ in states
-                            if n), default=0)
+            duration = max((worker.timing(PassWork((), state.decoding, state.context + state.decoding * passes))
+                            for state in states if state.decoding), default=0)
         if stop is not None and start + duration > stop:
             break
         start += duration
         ends.append(start)
         for state in states:  # requests finishing in this pass release their blocks at its end
-            events, cursor = state[0], state[1]
+            events, cursor = state.events, state.cursor
             while cursor < len(events) and events[cursor][0] == passes:
                 request = events[cursor][3]
                 # a finishing request's blocks are not counted as freed: they may be shared, and a run
                 # that stops early only costs speed, never changes the result
-                state[2] -= 1
-                state[3] -= request.num_computed + 1
+                state.decoding -= 1
+                state.context -= request.num_computed + 1
                 cursor += 1
-            state[1] = cursor
+            state.cursor = cursor
         passes += 1
     if passes <= 1:
         return None
     last = passes - 1
     for (rank, _), state in zip(active, states):
-        if rank.pool.copying and not _allocations_clear(rank, sum(1 for e in state[0] if e[0] <= last and not e[1])):
+        allocations = sum(1 for e in state.events if e[0] <= last and not e[1])
+        if rank.pool.copying and not _allocations_clear(rank, allocations):
             return None
-    return Macro(ends, [[e for e in s[0] if e[0] <= last] for s in states], active,
+    return Macro(ends, [[e for e in s.events if e[0] <= last] for s in states], active,
                  {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items})
 
 

@@ -26,7 +26,8 @@ class TierChain:
         self.name = self.top.name
         self.profile = profile  # the connector that stores G1 blocks into the first tier
         self.fills = fills  # promotion.ReadUp of each deeper tier, then a KVCR pull (peer_fetch.pull)
-        self.fill_rounds = 0  # copies into the first tier landed since the last load into G1 (copy_jobs.BYPASS_ROUNDS)
+        # copies into the first tier landed since the last load into G1 (see copy_jobs.BYPASS_ROUNDS)
+        self.fill_rounds = 0
         self.kvcr = kvcr  # peer_fetch.PeerFetch when the rank's role pulls from peers
 
     def below(self, tier):

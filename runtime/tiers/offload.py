@@ -58,15 +58,15 @@ def restore(rank, request, hits: list[int], limit: int) -> int:
             request.pins = keys
         return 0
     rank.pool.touch(hits)
-    fresh = rank.pool.allocate(found)
+    new_blocks = rank.pool.allocate(found)
     host.start_read(keys)
     chain.fill_rounds = 0  # a load is progress (see copy_jobs.BYPASS_ROUNDS)
     if chain.kvcr is not None:
         peer_fetch.loading(rank, keys)
-    request.blocks = hits + fresh
+    request.blocks = hits + new_blocks
     request.loading = True
     request.host_tokens = found * rank.block_size
-    rank.jobs.append(Copy(host, "read", restored, rank, request, keys, fresh, into_g1=True))
+    rank.jobs.append(Copy(host, "read", restored, rank, request, keys, new_blocks, into_g1=True))
     return LOAD
 
 

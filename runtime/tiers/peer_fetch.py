@@ -17,7 +17,7 @@
 - Other requests that need the same blocks hit them in G2 while they are
   `storing` and wait, as for any store in flight: one pull serves them all.
 - Pulls that keep evicting each other fall back to recompute after
-  `jobs.BYPASS_ROUNDS` rounds (`bypassed`).
+  `copy_jobs.BYPASS_ROUNDS` rounds (`bypassed`).
 """
 from __future__ import annotations
 

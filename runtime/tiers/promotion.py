@@ -56,9 +56,9 @@ def write_down(rank, tier, keys: list) -> None:
     below = rank.chain.below(tier)
     if below is None:
         return
-    fresh = below.reserve(keys, writer=rank.worker)
-    if fresh:
-        rank.jobs.append(Copy(below, "write", written, rank, None, fresh))
+    admitted = below.reserve(keys, writer=rank.worker)
+    if admitted:
+        rank.jobs.append(Copy(below, "write", written, rank, None, admitted))
 
 
 def written(rank, copy: Copy) -> None:

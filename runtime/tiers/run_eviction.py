@@ -1,6 +1,6 @@
 """The eviction scan of a G2 pool's order: the oldest held keys go, the busy ones stay in front.
 
-A mixin of `host_order.RunOrder` (it reads and updates the order's `_slot`,
+A mixin of `run_order.RunOrder` (it reads and updates the order's `_slot`,
 `_front`, `_runs` and `_owners`): the scan walks `_front`, then the runs oldest first in
 chunks, drops the claims each chunk's run holds, puts back those other runs
 placed since, and keeps in front the keys a store, a load or a pin still uses.
@@ -11,7 +11,7 @@ from collections import deque
 from itertools import compress, repeat
 from operator import is_
 
-from .run_claims import Token
+from .run_claims import Placer
 
 
 class EvictionScan:
@@ -48,7 +48,7 @@ class EvictionScan:
             keys, pos = run.keys, run.pos
             # take the chunk's claims out: the keys this run holds go (or stay, in front, if they cannot), its
             # claims on keys not held are dropped, and keys another run placed since are put back
-            token.partial, token.fresh = True, -1
+            token.partial, token.unheld_from = True, -1
             if run.down:
                 taken = token.taken
                 low = pos - need + 1 if pos - need >= taken else taken
@@ -56,23 +56,23 @@ class EvictionScan:
                 chunk.reverse()
                 run.pos = low - 1
                 done = low == taken
-                lazy, lazy_end = token.lazy, token.lazy_end
+                lazy, lazy_stop = token.lazy, token.lazy_stop
                 if not chunk:  # (what is left was claimed elsewhere)
                     held = chunk
-                elif lazy <= low and pos < lazy_end:  # all held lazily (claims are its ghost): the usual
-                    token.lazy_end = low
+                elif lazy <= low and pos < lazy_stop:  # all held lazily (claims are its unheld claim): the usual
+                    token.lazy_stop = low
                     deque(map(pop, chunk), 0)
                     held = chunk
                 else:
                     claims = list(map(pop, chunk, repeat(None)))
-                    if lazy < lazy_end:  # (some held lazily)
-                        token.lazy_end = min(lazy_end, max(low, lazy))  # (what is left below the chunk)
+                    if lazy < lazy_stop:  # (some held lazily)
+                        token.lazy_stop = min(lazy_stop, max(low, lazy))  # (what is left below the chunk)
                         if lazy < low:
                             lazy = low
-                        if lazy_end > pos:
-                            lazy_end = pos + 1
-                        if lazy < lazy_end:
-                            claims[pos + 1 - lazy_end:pos + 1 - lazy] = [token] * (lazy_end - lazy)
+                        if lazy_stop > pos:
+                            lazy_stop = pos + 1
+                        if lazy < lazy_stop:
+                            claims[pos + 1 - lazy_stop:pos + 1 - lazy] = [token] * (lazy_stop - lazy)
                     held = self._held(chunk, claims, token)
             else:
                 high = pos + need
@@ -93,13 +93,13 @@ class EvictionScan:
             need = wanted - len(victims)
             if done:  # its current run is over, and its claims with it: the token is dead
                 runs.popleft()
-                token.stolen = None
+                token.claimed_elsewhere = None
                 if token.keys is not None and owners.get(id(keys)) is token:
                     del owners[id(keys)]
         self._front = kept
         return victims
 
-    def _held(self, chunk: list, claims: list, token: Token) -> list:
+    def _held(self, chunk: list, claims: list, token: Placer) -> list:
         """The keys of an eviction chunk `token` holds, given the `claims` taken out (others' go back)."""
         mine = claims.count(token)
         if mine == len(chunk):
@@ -107,12 +107,12 @@ class EvictionScan:
         rest = claims[mine:]
         other = rest[0]
         slot = self._slot
-        if other is not token and type(other) is Token and rest.count(other) == len(rest):
+        if other is not token and type(other) is Placer and rest.count(other) == len(rest):
             # usually a shared prefix, last in the chunk, that one later run claimed since: it goes back
             for key, claim in zip(chunk[mine:], rest):
                 slot[key] = claim
             return chunk[:mine]
-        ghost = token.ghost
+        unheld = token.unheld
         slot.update([(key, claim) for key, claim in zip(chunk, claims)
-                     if claim is not token and claim is not ghost and claim is not None])
+                     if claim is not token and claim is not unheld and claim is not None])
         return list(compress(chunk, map(is_, claims, repeat(token))))

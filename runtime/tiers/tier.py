@@ -70,7 +70,7 @@ class Tier:
     evictions: int = 0
     dropped: int = 0  # blocks offered that found no room
     cross_worker_read_blocks: int = 0  # with track_writers
-    bypassed: int = 0  # fills from this tier given up by the no-progress rule (see jobs.BYPASS_ROUNDS)
+    bypassed: int = 0  # fills from this tier given up by the no-progress rule (see copy_jobs.BYPASS_ROUNDS)
     events: list | None = None  # (kind, keys) for KV events, when captured
     last_reserve_short: bool = False  # the last `reserve` ran out of room
     version: int = 0  # bumped by every change of contents, states or order (lets a repeated lookup be skipped)
