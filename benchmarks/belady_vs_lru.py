@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kvreplay.compiler.pipeline import compile_bytes
 from kvreplay.runtime.outputs.metrics import summary
+from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.runtime.build import build
 
 from _traces import TRACES
@@ -27,7 +28,7 @@ def run(trace: Path, blocks: int, policy: str) -> float:
     result = compile_bytes(mooncake_trace_config(trace, block_size=64, g1_blocks=blocks).encode(), "trace.yaml")
     plan = result.plan.to_dict()
     plan["engine"]["kv_eviction_policy"] = policy
-    replay = build(plan)
+    replay = build(finish_plan(plan))
     replay.run()
     return summary(replay.requests, replay.now, policy)["first_admission_prefix_cache_reused_ratio"]
 

@@ -3,7 +3,9 @@
 A `Diagnostic` carries a stable code (a rule id such as ``G2-BACKEND`` or a
 loader code such as ``YAML-SYNTAX``), the JSON pointer it blames, a message
 without any position, and a hint saying what to do.  Positions are attached by
-`locate` from the span table built at load time; reporters format them.
+`locate` from the span table built at load time; reporters format them.  A
+diagnostic about a file the config names (a trace) is positioned in that file
+and also carries `named_by`: where the config names it.
 """
 from __future__ import annotations
 
@@ -11,6 +13,19 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 from .spans import Span, SpanTable
+
+
+@dataclass(frozen=True)
+class NamedBy:
+    """The config value that names the file a diagnostic is about (e.g. ``/traffic/source/paths/0``)."""
+
+    pointer: str
+    span: Span | None = None
+    source: str = ""
+
+    @property
+    def dotted(self) -> str:
+        return pointer_to_dotted(self.pointer)
 
 
 @dataclass(frozen=True, order=False)
@@ -22,6 +37,7 @@ class Diagnostic:
     span: Span | None = None
     source: str = ""
     severity: str = "error"
+    named_by: NamedBy | None = None
 
     @property
     def dotted(self) -> str:
@@ -70,5 +86,10 @@ def locate(diagnostics: Iterable[Diagnostic], spans: SpanTable | None, source: s
         span = d.span
         if span is None and spans is not None:
             span = spans.find(d.pointer, key=d.code.startswith("SCHEMA-UNKNOWN"))
-        located.append(replace(d, span=span, source=d.source or (span.source if span else "") or source))
+        named_by = d.named_by
+        if named_by is not None and named_by.span is None and spans is not None:
+            named_span = spans.find(named_by.pointer)
+            named_by = replace(named_by, span=named_span, source=source)
+        located.append(replace(d, span=span, source=d.source or (span.source if span else "") or source,
+                               named_by=named_by))
     return tuple(sorted(set(located), key=Diagnostic.sort_key))

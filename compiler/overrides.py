@@ -19,7 +19,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from ..grammar import OVERRIDES, parser
 from ..schema import PREDICT, load_schema
 from .diagnostics import CompileError, Diagnostic, join_pointer, pointer_to_dotted
-from .passes.validate import describe, suggest
+from .schema_check import describe, suggest
 from .schema_walk import applicable, schema_step
 from .spans import Span, SpanTable
 from .units import Quantity, UnitError, convert, number

@@ -1,10 +1,11 @@
 """The compiler as an ordered tuple of passes, and the one result object it returns.
 
     load -> overrides -> frontend -> validate -> defaults -> resolve -> rules(spec)
-         -> geometry -> rules(geometry) -> plan
+         -> geometry -> rules(geometry) -> traces -> plan (canonical data + finished records)
 
 Every pass after the front-end is `Spec -> Spec`; `PASSES` is a plain tuple so
-a test can run any prefix of it.  Diagnostics of the first failing stage are
+a test can run any prefix of it.  The traces stage reads the files the config
+names (relative to the config's folder) and hands their rows to the plan.  Diagnostics of the first failing stage are
 returned together, located and sorted; no exception escapes for bad input.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Callable, Sequence
 
 from .diagnostics import CompileError, Diagnostic, locate
 from .load import load_bytes
-from .passes import defaults, frontend, geometry, plan, resolve, rules, validate
+from .passes import defaults, frontend, geometry, plan, resolve, rules, traces, validate
 from .passes.plan import Plan
 from .spec import Spec
 
@@ -49,7 +50,9 @@ def run_passes(spec: Spec, passes=PASSES) -> Spec:
     return spec
 
 
-def compile_bytes(data: bytes, source: str = "<input>", overrides: Sequence[str] = ()) -> CompileResult:
+def compile_bytes(data: bytes, source: str = "<input>", overrides: Sequence[str] = (),
+                  base_dir: Path | None = None) -> CompileResult:
+    """Compile one config; files it names are read relative to `base_dir` (default: the folder of `source`)."""
     stage, spans, spec = "load", None, None
     try:
         loaded = load_bytes(data, source)
@@ -64,8 +67,10 @@ def compile_bytes(data: bytes, source: str = "<input>", overrides: Sequence[str]
         spec = frontend.run(loaded, source)
         for stage, step in PASSES:
             spec = step(spec)
+        stage = "traces"
+        rows = traces.run(spec, Path(source).resolve().parent if base_dir is None else base_dir)
         stage = "plan"
-        return CompileResult(source, plan=plan.run(spec), spec=spec, document=loaded.document)
+        return CompileResult(source, plan=plan.run(spec, rows), spec=spec, document=loaded.document)
     except CompileError as error:
         return CompileResult(source, spec=spec, diagnostics=locate(error.diagnostics, spans, source), stage=stage)
     except RecursionError:

@@ -60,7 +60,7 @@ def cmd_compile(args) -> int:
         if result.spec.frontend != "predict":
             sys.stderr.write(f"kvreplay: {args.file} is already a {result.spec.frontend}\n")
             return EXIT_USAGE
-        data = canonical_json(lower(result, Path(args.file).resolve().parent))
+        data = canonical_json(lower(result))
     else:
         data = result.plan.canonical_json()
     if args.output:

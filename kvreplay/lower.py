@@ -48,10 +48,10 @@ def _topology(plan_engine: dict) -> dict:
     return {"kind": "aggregated", "workers": {"initial_workers": roles["aggregated"]["parallelism"]["replicas"]}}
 
 
-def lower(result, base_dir) -> dict:
+def lower(result) -> dict:
     """The ReplaySpec (as a dict) of a compiled predict config."""
     plan = result.plan.to_dict()
-    replay = build(plan, base_dir)
+    replay = build(result.plan.records)
     replay.run()
     engine = copy.deepcopy(result.document.get("engine", {}))
     for role in engine.get("workers", {}).values():  # replicas travel as the topology's initial_workers

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 from . import report
-from .compiler.diagnostics import CompileError
 from .compiler.pipeline import compile_file
 from .runtime.outputs import files as outputs
 from .runtime.outputs import metrics, sections
@@ -59,19 +58,19 @@ def run(args, config: str | None = None) -> int:
     if result.diagnostics:
         sys.stderr.write(report.text_report([result]))
         return EXIT_CONFIG
-    plan = result.plan.to_dict()
+    plan = result.plan.records
+    if plan is None:
+        sys.stderr.write(f"kvreplay: {args.config}: this plan cannot be replayed: {result.plan.not_replayable}\n")
+        return EXIT_RUN
     if not args.overwrite and outputs.existing(Path(args.output_dir)):
         sys.stderr.write(f"kvreplay: {outputs.existing(Path(args.output_dir))[0]} exists; pass --overwrite or "
                          "choose another --output-dir\n")
         return EXIT_CONFIG
     try:
-        replay = build(plan, Path(args.config).resolve().parent, single_step=args.single_step)
+        replay = build(plan, single_step=args.single_step)
     except ReplayUnsupported as error:
         sys.stderr.write(f"kvreplay: {args.config}: {error}\n")
         return EXIT_RUN
-    except CompileError as error:
-        sys.stderr.write(report.text_report([type(result)(args.config, diagnostics=error.diagnostics)]))
-        return EXIT_CONFIG
     kv_log = replay.capture_kv_events() if args.capture_kv_events else None
     progress = None
     if sys.stderr.isatty() and not args.no_progress:
@@ -86,11 +85,11 @@ def run(args, config: str | None = None) -> int:
             request.status, request.terminal_ns = "incomplete", end_ns
             if replay.stalled:
                 request.reason = "stalled: no event could let it progress"
-    summary = metrics.summary(replay.requests, end_ns, plan["engine"].get("kv_eviction_policy", "lru"))
+    summary = metrics.summary(replay.requests, end_ns, plan.eviction_policy)
     summary.update(sections.summary_sections(replay))
-    prediction = {"summary": summary, "kvreplay_plan_version": plan["kvreplay_plan"]}
+    prediction = {"summary": summary, "kvreplay_plan_version": plan.plan_version}
     ordered = sorted(replay.requests, key=lambda r: r.spec.index)
-    capture = args.capture_per_request or plan["traffic"].get("replay", {}).get("record_per_request", False)
+    capture = args.capture_per_request or plan.record_per_request
     records = [metrics.request_record(r) for r in ordered] if capture else None
     try:
         outputs.write(Path(args.output_dir), prediction,

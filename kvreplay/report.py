@@ -1,8 +1,10 @@
 """Reporters: turn compile results into text for people or JSON for tools.
 
 The text form is ``file:line:col: error[CODE] dotted.path: message`` followed
-by the offending source line with a caret and a ``hint:`` line.  Positions come
-from the diagnostics (the compiler located them); reporters only format.
+by the offending source line with a caret, a ``note:`` line saying where the
+config names the file when the diagnostic is in another file (a trace), and a
+``hint:`` line.  Positions come from the diagnostics (the compiler located
+them); reporters only format.
 """
 from __future__ import annotations
 
@@ -38,6 +40,8 @@ def format_diagnostic(d: Diagnostic, context: bool = True) -> str:
             text = source[d.span.line - 1]
             lines.append(f"    {text}")
             lines.append("    " + " " * (d.span.col - 1) + "^")
+    if d.named_by is not None:
+        lines.append(f"  note: named by {_position(d.named_by)}: {d.named_by.dotted}")
     if d.hint:
         lines.append(f"  hint: {d.hint}")
     return "\n".join(lines)
@@ -58,10 +62,16 @@ def text_report(results: Iterable[CompileResult], context: bool = True) -> str:
 
 def diagnostic_dict(d: Diagnostic) -> dict:
     span = d.span
-    return {"code": d.code, "severity": d.severity, "file": d.source,
-            "line": span.line if span else 0, "column": span.col if span else 0,
-            "origin": span.source if span and span.source else None,
-            "path": d.dotted if d.pointer else "", "pointer": d.pointer, "message": d.message, "hint": d.hint}
+    out = {"code": d.code, "severity": d.severity, "file": d.source,
+           "line": span.line if span else 0, "column": span.col if span else 0,
+           "origin": span.source if span and span.source else None,
+           "path": d.dotted if d.pointer else "", "pointer": d.pointer, "message": d.message, "hint": d.hint}
+    if d.named_by is not None:  # only for a file the config names, so other reports keep their shape
+        named = d.named_by.span
+        out["named_by"] = {"file": d.named_by.source, "line": named.line if named else 0,
+                           "column": named.col if named else 0, "path": d.named_by.dotted,
+                           "pointer": d.named_by.pointer}
+    return out
 
 
 def json_report(results: Iterable[CompileResult]) -> bytes:

@@ -1,16 +1,16 @@
-"""Build a replay from a compiled plan and run it: the runtime's one entry point.
+"""Build a replay from a finished plan and run it: the runtime's one entry point.
 
+The plan is the compiler's typed, frozen `ReplayPlan` (every default applied, durations in
+integer nanoseconds, trace rows parsed); this module reads its attributes only.
 Aggregated mode: `replicas` workers of `attention_data` ranks each, every rank
 with its own G1 pool sized by the plan's geometry; a worker's ranks step in
 lockstep with the worker's timing provider.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
-from .serving.handoff import DESTINATION_FIRST_BACKENDS, Handoff
+from .serving.handoff import Handoff
 from .serving.placement import Router
-from .serving.scaling import periods, replica_steps
+from .serving.scaling import periods
 from .serving.scheduler import Rank
 from .serving.worker import Worker
 from .shell.replay import Replay
@@ -23,7 +23,6 @@ from .tiers.peer_fetch import PeerFetch
 from .tiers.tier import STORAGE_RULES
 from .timing.factory import make_timing
 from .traffic.generator import Traffic
-from .traffic.mooncake import read_trace
 
 
 
@@ -31,132 +30,96 @@ class ReplayUnsupported(ValueError):
     """The plan asks for something this runtime does not replay yet."""
 
 
-def _trace_rows(traffic: dict, base_dir: Path) -> list:
-    source = traffic["source"]
-    if source["type"] != "trace":
-        return []
-    rows = []
-    for path in source["paths"]:
-        full = Path(path) if Path(path).is_absolute() else base_dir / path
-        rows.extend(read_trace(full, source.get("block_size", 512)))
-    return rows
+def _link_spec(link) -> LinkSpec:
+    return LinkSpec(link.bandwidth_gbps, link.shared_bandwidth_gbps)
 
 
-def _ms_to_ns(ms: float) -> int:
-    return int(round(ms * 1e6))
+def host_tier_spec(host) -> TierSpec:
+    """G2 (the plan's `TierPlan`): one pool per DP rank (`dp_rank_local`) or one for all of them
+    (`cluster_shared`), stored into by a vLLM connector, in the order it keeps."""
+    profile = PROFILES[host.connector]
+    return TierSpec("g2", host.scope, host.shared, "rank", host.blocks, host.block_bytes, tier_rules(profile), "runs",
+                    profile.name, write=_link_spec(host.write), read=_link_spec(host.read),
+                    latency_ns=host.write.latency_ns, section="g2_domains", layout="host", kv_event_tier="host_pinned")
 
 
-def _link_spec(offload: dict, way: str) -> LinkSpec:
-    """One direction of a tier's copies: each member (a rank, or a worker) is capped by `<way>_bandwidth_gbps`,
-    and a shared pool by `shared_<way>_bandwidth_gbps` too."""
-    return LinkSpec(offload[f"{way}_bandwidth_gbps"], offload.get(f"shared_{way}_bandwidth_gbps"))
-
-
-def host_tier_spec(offload: dict, block_bytes: int) -> TierSpec:
-    """G2: one pool per DP rank (`dp_rank_local`) or one for all of them (`cluster_shared`), stored into by a
-    vLLM connector, in the order it keeps."""
-    profile = PROFILES[offload["connector"]]
-    return TierSpec("g2", offload["scope"], offload["scope"] == "cluster_shared", "rank", offload["num_host_blocks"],
-                    block_bytes, tier_rules(profile), "runs", profile.name, write=_link_spec(offload, "d2h"),
-                    read=_link_spec(offload, "h2d"), latency_ns=_ms_to_ns(offload["latency_to_first_byte_ms"]),
-                    section="g2_domains", layout="host", kv_event_tier="host_pinned")
-
-
-def storage_tier_spec(offload: dict, block_bytes: int) -> TierSpec:
+def storage_tier_spec(storage) -> TierSpec:
     """G3: one store per worker (`worker_local`) or one for all of them (`cluster_shared`), written back from G2,
     least recently used first; G3 runs one rank per worker, so a worker's limits are its rank's."""
-    return TierSpec("g3", offload["scope"], offload["scope"] == "cluster_shared", "worker", offload["num_g3_blocks"],
-                    block_bytes, STORAGE_RULES, "lru", "write_back", write=_link_spec(offload, "write"),
-                    read=_link_spec(offload, "read"), latency_ns=_ms_to_ns(offload["latency_to_first_byte_ms"]),
-                    section="g3_offload", layout="storage")
+    return TierSpec("g3", storage.scope, storage.shared, "worker", storage.blocks, storage.block_bytes,
+                    STORAGE_RULES, "lru", "write_back", write=_link_spec(storage.write), read=_link_spec(storage.read),
+                    latency_ns=storage.write.latency_ns, section="g3_offload", layout="storage")
 
 
-def _role_workers(plan: dict, role_name: str, first_worker: int, first_rank: int) -> list[Worker]:
+TIER_SPECS = (("host", host_tier_spec), ("storage", storage_tier_spec))  # a role's tiers, fastest first
+
+
+def _role_workers(plan, role, first_worker: int, first_rank: int) -> list[Worker]:
     """`replicas` workers of `attention_data` ranks for one role, each rank with its own G1 (and G2)."""
-    engine, role = plan["engine"], plan["engine"]["workers"][role_name]
-    kv, parallel, scheduler = role["kv_cache"], role["parallelism"], role["scheduler"]
-    most = max(replicas for _, replicas in replica_steps(role))
-    geometry = plan["geometry"][role_name]
-    model, hardware = plan["catalog"]["model"], plan["catalog"]["hardware"][role_name]
-    prefix = "" if role_name == "aggregated" else f"{role_name}."
+    most = max(replicas for _, replicas in role.replica_steps)
+    prefix = "" if role.name == "aggregated" else f"{role.name}."
     workers, rank_index = [], first_rank
     for w in range(most):
         ranks = []
-        for d in range(parallel["attention_data"]):
-            pool = BlockPool(kv["capacity"]["blocks"], kv["prefix_caching"])
-            rank = Rank(rank_index, first_worker + w, pool, kv["block_size"], scheduler["max_batched_tokens"],
-                        scheduler["max_sequences"], engine.get("enable_chunked_prefill", True),
-                        geometry.get("state_blocks_per_request", 0), name=f"{prefix}worker{w}.dp{d}")
-            rank.role = role_name
+        for d in range(role.attention_data):
+            pool = BlockPool(role.g1_blocks, role.prefix_caching)
+            rank = Rank(rank_index, first_worker + w, pool, role.block_size, role.max_batched_tokens,
+                        role.max_sequences, plan.enable_chunked_prefill,
+                        role.state_blocks_per_request, name=f"{prefix}worker{w}.dp{d}")
+            rank.role = role.name
             ranks.append(rank)
             rank_index += 1
-        timing = make_timing(role, model, hardware, engine["backend"], geometry["kv_dtype"])
+        timing = make_timing(role.timing)
         workers.append(Worker(first_worker + w, ranks, timing))
-    specs = []
-    if "host_offload" in kv:
-        specs.append(host_tier_spec(kv["host_offload"], geometry["g2_block_bytes"]))
-    if "g3_offload" in kv:
-        specs.append(storage_tier_spec(kv["g3_offload"], geometry["g3_block_bytes"]))
+    specs = [spec(getattr(role, name)) for name, spec in TIER_SPECS if getattr(role, name)]
     attach_chains([rank for worker in workers for rank in worker.ranks], specs)
     return workers
 
 
-def _handoff(plan: dict) -> Handoff:
-    engine = plan["engine"]
-    transfer = engine.get("kv_transfer", {})
-    prefill_kv = engine["workers"]["prefill"]["kv_cache"]
-    latency = plan["traffic"].get("replay", {}).get("handoff_latency_ms", 0.0)
-    return Handoff(transfer["bytes_per_token"], transfer.get("bandwidth_gb_per_second"),
-                   transfer.get("timing_mode", "destination_missing"),
-                   prefill_kv.get("state_cache", {}).get("bytes_per_request", 0),
-                   engine["backend"] in DESTINATION_FIRST_BACKENDS, _ms_to_ns(latency))
+def _handoff(plan) -> Handoff:
+    handoff = plan.handoff
+    return Handoff(handoff.bytes_per_token, handoff.bandwidth_gbps, handoff.timing_mode, handoff.state_bytes,
+                   handoff.destination_first, handoff.latency_ns)
 
 
-def build(plan: dict, base_dir: Path = Path("."), single_step: bool = False) -> Replay:
-    engine = plan["engine"]
-    roles = engine["workers"]
-    source = plan["traffic"]["source"]["type"]
-    if source == "agentx":
+def build(plan, single_step: bool = False) -> Replay:
+    """The replay of a finished plan (`ReplayPlan`)."""
+    if plan.traffic.kind == "agentx":
         raise ReplayUnsupported("agentx traffic replay is not available yet")
     workers: list[Worker] = []
-    for name in [r for r in ("aggregated", "prefill", "decode") if r in roles]:
+    for role in plan.roles:
         first_rank = sum(len(w.ranks) for w in workers)
-        workers += _role_workers(plan, name, len(workers), first_rank)
-    delays = plan["traffic"].get("replay", {}).get("startup_delay_ms", {})
-    for name, role in roles.items():
-        members = [w for w in workers if w.ranks[0].role == name]
-        delay = _ms_to_ns(delays.get(name, 0.0))
+        workers += _role_workers(plan, role, len(workers), first_rank)
+    for role in plan.roles:
+        members = [w for w in workers if w.ranks[0].role == role.name]
         for position, worker in enumerate(members):
-            worker.periods = periods(role, position, delay)
-            worker.scaled = bool(role.get("scaling"))
-    handoff = _handoff(plan) if "prefill" in roles else None
+            worker.periods = periods(role.replica_steps, position, role.startup_delay_ns)
+            worker.scaled = role.scaled
+    handoff = _handoff(plan) if plan.handoff is not None else None
     if handoff is not None:
         for worker in workers:
             for rank in worker.ranks:
                 rank.handoff = handoff
-    traffic = Traffic(plan["traffic"], _trace_rows(plan["traffic"], base_dir))
-    context = engine.get("context_length")
+    traffic = Traffic(plan.traffic)
     block_size = workers[0].ranks[0].block_size
-    router = Router(workers, engine.get("placement", "round_robin"))
-    replay = Replay(workers, traffic, block_size, context if isinstance(context, int) else None,
+    router = Router(workers, plan.placement)
+    replay = Replay(workers, traffic, block_size, plan.context_length,
                     single_step=single_step, handoff=handoff, router=router)
-    for name, role in roles.items():
-        if "kvcr" in role["kv_cache"]:
-            attach_peer_fetch(replay, plan, name)
-    if engine.get("kv_eviction_policy") == "belady":
+    for role in plan.roles:
+        if role.peer_fetch:  # (a PeerFetchPlan, or None)
+            attach_peer_fetch(replay, role)
+    if plan.eviction_policy == "belady":
         use_belady(replay)
     return replay
 
 
-def attach_peer_fetch(replay: Replay, plan: dict, role_name: str) -> None:
+def attach_peer_fetch(replay: Replay, role) -> None:
     """KVCR for one role (aggregated, or prefill in P/D): a pulled block moves the G2 block of every TP GPU."""
-    role = plan["engine"]["workers"][role_name]
-    kvcr = role["kv_cache"]["kvcr"]
-    block_bytes = plan["geometry"][role_name]["g2_block_bytes"] * role["parallelism"]["tensor"]
-    fetch = PeerFetch(_ms_to_ns(kvcr["latency_to_first_byte_ms"]), kvcr["bandwidth_gbps"], block_bytes)
+    kvcr = role.peer_fetch
+    fetch = PeerFetch(kvcr.latency_ns, kvcr.bandwidth_gbps, kvcr.block_bytes)
     fetch.attach(replay)
     for rank in replay.ranks():
-        if rank.role == role_name:
+        if rank.role == role.name:
             rank.chain.kvcr = fetch
             rank.chain.fills += (peer_fetch.pull,)
 

@@ -13,6 +13,7 @@ from kvreplay.compiler.pipeline import compile_bytes
 from kvreplay.runtime.shell.replay import Replay
 from kvreplay.runtime.outputs.metrics import request_record
 from kvreplay.runtime.outputs.sections import summary_sections
+from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.runtime.build import build
 from kvreplay.runtime.serving.requests import Request
 
@@ -80,8 +81,8 @@ def replay_both_ways(plan: dict, directory: Path, *, kv_events: bool = False,
                      prepare=None) -> tuple[Replay, Replay, list[dict]]:
     """Replay with macro steps, then single-stepped (capturing KV events if `kv_events`); both must give the same
     per-request records, tier counters and end time.  Returns (macro-stepped, single-stepped, records)."""
-    fused = build(plan, directory)
-    single = build(plan, directory, single_step=True)
+    fused = build(finish_plan(plan, directory))
+    single = build(finish_plan(plan, directory), single_step=True)
     if kv_events:
         single.capture_kv_events()
     for replay in (fused, single):

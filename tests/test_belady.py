@@ -24,7 +24,7 @@ def spec(requests: list[dict], policy: str, blocks: int, block_size: int = 4) ->
 def replay(document: dict):
     result = compile_bytes(orjson.dumps(document), "belady.json")
     assert result.ok, result.diagnostics
-    run = build(result.plan.to_dict())
+    run = build(result.plan.records)
     run.run()
     return run
 

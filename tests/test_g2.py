@@ -36,6 +36,8 @@ from kvreplay.runtime.tiers.g1 import BlockPool
 from kvreplay.runtime.tiers.connectors import PROFILES
 from kvreplay.runtime.tiers.chain_build import attach_chains
 from kvreplay.runtime.outputs.metrics import request_record
+from kvreplay.compiler.passes.finish import finish_plan
+from kvreplay.compiler.plan_records import LinkPlan, TierPlan
 from kvreplay.runtime.build import build, host_tier_spec
 from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
 from kvreplay.runtime.serving.scheduler import Rank, finish_pass, preempt, schedule
@@ -123,14 +125,13 @@ def replay_trace(tmp_path: Path, rows: list[dict], **knobs) -> Run:
 
 # ---- rank level: one rank driven through runtime.scheduler, copies completed by hand ----------------
 
-TIMING = fixed_timing(10, 1)
+TIMING = fixed_timing(10_000_000, 1_000_000)
 
 
 def host_rank(connector: str, g1_blocks: int, host_blocks: int) -> Rank:
     rank = Rank(0, 0, BlockPool(g1_blocks), BS, 64, 8, True, name="worker0.dp0")
-    attach_chains([rank], [host_tier_spec({"connector": connector, "scope": "dp_rank_local",
-                                           "num_host_blocks": host_blocks, "latency_to_first_byte_ms": 0.0,
-                                           "d2h_bandwidth_gbps": 1.0, "h2d_bandwidth_gbps": 1.0}, BLOCK)])
+    attach_chains([rank], [host_tier_spec(TierPlan("dp_rank_local", False, host_blocks, BLOCK, LinkPlan(1.0, None, 0),
+                                                   LinkPlan(1.0, None, 0), connector))])
     return rank
 
 
@@ -204,14 +205,12 @@ def test_block_bytes_are_block_size_times_bytes_per_token_without_tp_multiplier(
     assert run[2]["ttft_ms"] == 12.0
 
 
-def test_auto_bytes_per_token_is_per_shard_so_tp2_halves_the_g2_block():
+def test_auto_bytes_per_token_is_per_shard_so_tp2_halves_the_g2_block(tmp_path):
     """How G2 behaves: with `bytes_per_token: auto` the G2 block is the per-shard G1 block: Qwen3-8B at TP2
     stores half the bytes per block that TP1 does (8 KV heads split over 2 GPUs), with no multiplier back."""
-    def geometry(tensor):
-        text = config_text(bytes_per_token="auto", parallelism=f"tensor: {tensor}")
-        result = compile_bytes(text.encode(), "auto.yaml", ())
-        assert result.plan is not None, [str(d) for d in result.diagnostics]
-        return result.plan.to_dict()["geometry"]["aggregated"]
+    def geometry(tensor):  # the config's trace must exist now that the compiler reads it
+        plan = compile_plan(tmp_path, [row(0, 8, 1, [1, 2])], bytes_per_token="auto", parallelism=f"tensor: {tensor}")
+        return plan["geometry"]["aggregated"]
     tp1, tp2 = geometry(1), geometry(2)
     assert tp1["g2_block_bytes"] == tp1["block_bytes"] == BS * 147_456  # 36 layers x 8 heads x 128 x 2 x 2 bytes
     assert tp2["g2_block_bytes"] == tp2["block_bytes"] == tp1["g2_block_bytes"] // 2
@@ -331,7 +330,7 @@ engine:
 
 
 def replay_pd(tmp_path: Path, rows: list[dict], decode_blocks: int) -> tuple[Replay, list[dict]]:
-    replay = build(compile_scenario(tmp_path, rows, pd_config_text(decode_blocks), "pd.yaml"), tmp_path)
+    replay = build(finish_plan(compile_scenario(tmp_path, rows, pd_config_text(decode_blocks), "pd.yaml"), tmp_path))
     replay.run()
     return replay, [request_record(r) for r in replay.requests]
 
@@ -787,7 +786,7 @@ def test_pools_per_scope(tmp_path, scope, pools):
     rank with dp_rank_local, the total pool size with cluster_shared."""
     plan = compile_plan(tmp_path, [row(0, 8, 1, [1, 2])], parallelism="replicas: 2, attention_data: 2",
                         scope=scope, host_blocks=4096)
-    domains = domain_summaries(build(plan, tmp_path))
+    domains = domain_summaries(build(finish_plan(plan, tmp_path)))
     expected = ["g2.worker0.dp0", "g2.worker0.dp1", "g2.worker1.dp0", "g2.worker1.dp1"] \
         if pools == 4 else ["g2.shared"]
     assert [d["name"] for d in domains] == expected

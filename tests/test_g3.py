@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.runtime.build import host_tier_spec, storage_tier_spec
 from kvreplay.runtime.links.bandwidth import fair_rates
 from kvreplay.runtime.tiers.chain_build import attach_chains
@@ -212,13 +213,13 @@ def test_summary_section_lists_every_counter(tmp_path):
 
 # ---- a chain of three tiers, from data alone (issue 11) ------------------------------------------------
 
-def three_tiers(plan: dict):
+def three_tiers(plan: dict, directory: Path):
     """G2 and G3 as the plan has them, then a third tier written back from G3: 8 blocks that are never evicted,
-    its own links (1 GB/s, no latency) and summary section.  Data only: no class is added for it."""
-    kv = plan["engine"]["workers"]["aggregated"]["kv_cache"]
-    g3 = storage_tier_spec(kv["g3_offload"], BLOCK)
+    links like G3's (1 GB/s, no latency) and a summary section of its own.  Data only: no class is added for it."""
+    (role,) = finish_plan(plan, directory).roles
+    g3 = storage_tier_spec(role.storage)
     g4 = replace(g3, label="g4", capacity=8, order="none", section="g4_offload")
-    specs = [host_tier_spec(kv["host_offload"], BLOCK), g3, g4]
+    specs = [host_tier_spec(role.host), g3, g4]
     return lambda replay: attach_chains(replay.ranks(), specs)
 
 
@@ -228,7 +229,7 @@ def test_a_third_tier_from_data_serves_what_g2_and_g3_evicted(tmp_path):
     G1 and block 2 only in the third tier: it is read up into G2 (1 ms), loaded into G1 (1 ms), and C is admitted
     at 42 ms reusing both blocks, exactly as a read from G3 would be."""
     plan = compile_scenario(tmp_path, BACK, config(g3_blocks=2), "g4.yaml")
-    _, single, records = replay_both_ways(plan, tmp_path, prepare=three_tiers(plan))
+    _, single, records = replay_both_ways(plan, tmp_path, prepare=three_tiers(plan, tmp_path))
     run = Run(single, records)
     assert [tier.label for tier in single.ranks()[0].chain.tiers] == ["g2", "g3", "g4"]
     assert run.admissions(2) == [(42.0, "g2.worker0.dp0", 4, 4)]

@@ -3,6 +3,7 @@ of decode passes unless they could change its batch; results stay those of singl
 from __future__ import annotations
 
 from kvreplay.runtime.shell.horizons import EVERYONE, Horizons
+from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.runtime.build import build
 
 from .scenarios import aggregated_config, compile_scenario, replay_both_ways, row
@@ -47,8 +48,8 @@ def test_two_workers_decode_in_one_macro_step_each(tmp_path):
     fused, single, records = replay_both_ways(plan, tmp_path)
     assert [r["dp_rank"] for r in records] == [0, 1]
     assert [r["last_token_ms"] for r in records] == [209.0, 209.5]
-    assert plans_and_passes(build(plan, tmp_path)) == (4, 400)
-    without = build(plan, tmp_path)
+    assert plans_and_passes(build(finish_plan(plan, tmp_path))) == (4, 400)
+    without = build(finish_plan(plan, tmp_path))
     without.horizons = None  # the whole queue's next event as every worker's horizon
     plans, passes = plans_and_passes(without)
     assert passes == 400 and plans > 300

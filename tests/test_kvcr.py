@@ -27,6 +27,7 @@ from kvreplay.runtime.outputs.files import canonical
 from kvreplay.runtime.tiers.g1 import BlockPool
 from kvreplay.runtime.tiers.copy_jobs import BYPASS_ROUNDS
 from kvreplay.runtime.tiers.peer_fetch import PeerFetch
+from kvreplay.compiler.plan_records import LinkPlan, TierPlan
 from kvreplay.runtime.build import host_tier_spec
 from kvreplay.runtime.tiers.chain_build import attach_chains
 from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
@@ -250,9 +251,8 @@ def test_g2_copies_of_blocks_already_in_g1_stay_evictable(first_in_g1, pulled):
 
 def host_rank(index: int, host_blocks: int) -> Rank:
     rank = Rank(index, index, BlockPool(8), BS, 64, 8, True, name=f"worker{index}.dp0")
-    attach_chains([rank], [host_tier_spec({"connector": "offloading_v0_24", "scope": "dp_rank_local",
-                                           "num_host_blocks": host_blocks, "latency_to_first_byte_ms": 0.0,
-                                           "d2h_bandwidth_gbps": 1.0, "h2d_bandwidth_gbps": 1.0}, BLOCK)])
+    attach_chains([rank], [host_tier_spec(TierPlan("dp_rank_local", False, host_blocks, BLOCK, LinkPlan(1.0, None, 0),
+                                                   LinkPlan(1.0, None, 0), "offloading_v0_24"))])
     rank.chain.kvcr = PeerFetch(0, 1.0, BLOCK)
     return rank
 

@@ -6,6 +6,7 @@ import ast
 import re
 from pathlib import Path
 
+from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.compiler.pipeline import compile_file
 from kvreplay.runtime.build import build
 from kvreplay.runtime.shell import events
@@ -78,8 +79,8 @@ def test_one_event_table_every_kind_handled():
     """Every kind in events.EVENTS has a handler on a built replay (P/D, G2 and KVCR included), and kind numbers
     are the table's positions, so the queue order is the table's order."""
     for example in ("disaggregated-pd.yaml", "kvcr-peer-fetch.yaml", "scaled-workers.yaml"):
-        plan = compile_file(ROOT / "examples" / example).plan.to_dict()
-        handlers = events.handlers(build(plan, ROOT / "examples"))
+        plan = finish_plan(compile_file(ROOT / "examples" / example).plan.to_dict(), ROOT / "examples")
+        handlers = events.handlers(build(plan))
         assert len(handlers) == len(events.EVENTS) and all(callable(h) for h in handlers)
     assert [events.PASS_END, events.ARRIVAL, events.LEAVE] == [0, 5, 6]
     assert [kind.name for kind in events.EVENTS][:3] == ["pass_end", "copy_moving", "copy_done"]

@@ -75,6 +75,8 @@ def test_negative_file_json_report(path: Path, snapshot_json):
         entry["file"] = relative(entry["file"])
         for diagnostic in entry["diagnostics"]:
             diagnostic["file"] = relative(diagnostic["file"])
+            if "named_by" in diagnostic:  # a trace's diagnostic also says where the config names the trace
+                diagnostic["named_by"]["file"] = relative(diagnostic["named_by"]["file"])
     assert report == snapshot_json
 
 

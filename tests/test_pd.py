@@ -37,6 +37,7 @@ from kvreplay.cli import main
 from kvreplay.runtime.serving import handoff as handoff_module
 from kvreplay.runtime.shell import macro as macro_module
 from kvreplay.runtime.outputs.metrics import request_record
+from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.runtime.build import build
 
 from .scenarios import (BS, MS, SCENARIO_TRAFFIC, ScenarioRun, compile_scenario, domain_summaries, predict_scenario,
@@ -290,7 +291,7 @@ def test_decode_reservation_comes_after_the_prefill_or_before_it(tmp_path, monke
     when the prefill has ended (A at 10 ms, B when A's end frees blocks at 27 ms, after B's prefill ended at 20);
     destination-first reserves at or before the prefill admission (A at 0, B at 27 = its prefill admission)."""
     plan = compile_plan(tmp_path, FULL_DECODE_ROWS, backend=backend, decode_blocks=5)
-    replay = build(plan, tmp_path)
+    replay = build(finish_plan(plan, tmp_path))
     reserved: dict[int, float] = {}
     original = handoff_module.reserve
 
@@ -468,7 +469,7 @@ def test_auto_bytes_per_token_from_kvreplay_compile(tmp_path, capsys, tensor, sh
     assert plan["engine"]["workers"]["prefill"]["kv_cache"]["bytes_per_token"] == shard_bytes
     assert plan["provenance"]["/engine/kv_transfer/bytes_per_token"].startswith("inferred(")
     assert f"over {tensor} TP shard(s)" in plan["provenance"]["/engine/kv_transfer/bytes_per_token"]
-    replay = build(plan, tmp_path)
+    replay = build(finish_plan(plan, tmp_path))
     assert replay.handoff.bytes_per_token == transfer["bytes_per_token"]
     replay.run()
     (record,) = [request_record(r) for r in replay.requests]

@@ -10,10 +10,8 @@ from .support import EXAMPLES
 
 
 def test_periods_of_each_worker_follow_the_schedule():
-    role = {"parallelism": {"replicas": 1}, "scaling": [{"at_seconds": 20, "replicas": 3},
-                                                         {"at_seconds": 60, "replicas": 1},
-                                                         {"at_seconds": 90, "replicas": 2}]}
     s = 1_000_000_000
+    role = ((0, 1), (20 * s, 3), (60 * s, 1), (90 * s, 2))  # replicas: 1, then 3 at 20 s, 1 at 60 s, 2 at 90 s
     assert periods(role, 0, 0) == [(0, 0, None)]
     assert periods(role, 1, 5) == [(20 * s, 20 * s + 5, 60 * s), (90 * s, 90 * s + 5, None)]
     assert periods(role, 2, 0) == [(20 * s, 20 * s, 60 * s)]

@@ -19,6 +19,7 @@ import pytest
 from kvreplay.compiler.pipeline import compile_bytes
 from kvreplay.runtime.tiers.g1 import BlockPool
 from kvreplay.runtime.outputs.metrics import request_record
+from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.runtime.build import build
 from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
 from kvreplay.runtime.serving.scheduler import Rank, finish_pass, schedule
@@ -27,7 +28,7 @@ from kvreplay.runtime.timing.fixed import fixed_timing
 
 BS = 4
 MS = 1_000_000
-TIMING = fixed_timing(10, 1)  # a pass with prefill costs 10 ms, with decodes 1 ms, with both 11 ms
+TIMING = fixed_timing(10_000_000, 1_000_000)  # a pass with prefill costs 10 ms, with decodes 1 ms, with both 11 ms
 
 
 def make_request(index: int, prompt: int, output: int, source: int | None = None, rank: int = 0) -> Request:
@@ -338,7 +339,7 @@ traffic:
 
 
 def _replay(plan: dict, tmp_path: Path, single_step: bool = False):
-    replay = build(plan, tmp_path, single_step=single_step)
+    replay = build(finish_plan(plan, tmp_path), single_step=single_step)
     replay.run()
     return replay, [request_record(r) for r in replay.requests]
 

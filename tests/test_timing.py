@@ -4,11 +4,12 @@ from __future__ import annotations
 import pytest
 
 from kvreplay.compiler.catalog import resolve_hardware, resolve_model
+from kvreplay.compiler.durations import ms_to_ns_exact as ms_to_ns
+from kvreplay.compiler.timing_inputs import active_params, roofline_record, timing_record
 from kvreplay.runtime.timing import PassWork
-from kvreplay.runtime.timing.default import active_params, default_timing
+from kvreplay.runtime.timing.default import default_timing as roofline_of
 from kvreplay.runtime.timing.factory import make_timing
-from kvreplay.runtime.timing.fixed import fixed_timing, ms_to_ns
-from kvreplay.runtime.timing.polynomial import polynomial_timing
+from kvreplay.runtime.timing.polynomial import polynomial_timing as polynomial_of
 
 from .support import EXAMPLES, compile_yaml
 
@@ -37,6 +38,27 @@ def chunk(new: int, cached: int = 0) -> PassWork:
 
 def decode(requests: int, context_each: int) -> PassWork:
     return PassWork(decode_requests=requests, decode_context=requests * context_each)
+
+
+def fixed_timing(prefill_ms: float, decode_ms: float):
+    """The fixed provider of a role's `timing: {type: fixed}` in ms, as the compiler resolves it."""
+    return make_timing(timing_record({"timing": {"type": "fixed", "prefill_ms": prefill_ms, "decode_ms": decode_ms}},
+                                     {}, {}, "vllm", "bfloat16"))
+
+
+def polynomial_timing(prefill, decode, prefill_variable="tokens", decode_variable="batch_size"):
+    """The polynomial provider of ms coefficients, as the compiler resolves them."""
+    timing = {"type": "polynomial", "prefill": prefill, "decode": decode, "prefill_variable": prefill_variable,
+              "decode_variable": decode_variable}
+    return polynomial_of(timing_record({"timing": timing}, {}, {}, "vllm", "bfloat16"))
+
+
+def default_timing(model: dict, hardware: dict, backend: str, tensor: int, kv_dtype_bytes: int):
+    return roofline_of(roofline_record(model, hardware, backend, tensor, kv_dtype_bytes))
+
+
+def make_role_timing(role: dict, model: dict, hardware: dict, backend: str, kv_dtype: str):
+    return make_timing(timing_record(role, model, hardware, backend, kv_dtype))
 
 
 def roofline(model: str, tensor: int = 1, kv_bytes: int | None = None):
@@ -160,13 +182,13 @@ def test_fp8_weights_without_fp8_units_fall_back_to_bf16_rate():
 
 def test_factory_dispatches_on_timing_type():
     args = (record(QWEN), H200, "vllm", "fp8")
-    assert make_timing({"timing": {"type": "fixed", "prefill_ms": 5.0, "decode_ms": 1.0}}, *args)(MIXED) == 6_000_000
+    assert make_role_timing({"timing": {"type": "fixed", "prefill_ms": 5.0, "decode_ms": 1.0}}, *args)(MIXED) == 6_000_000
     poly = {"type": "polynomial", "prefill": [1.0], "decode": [0.0, 1.0], "decode_variable": "batch_size"}
-    assert make_timing({"timing": poly}, *args)(MIXED) == 4_000_000
+    assert make_role_timing({"timing": poly}, *args)(MIXED) == 4_000_000
     role = {"timing": {"type": "default"}, "parallelism": {"tensor": 1}}
-    assert make_timing(role, *args)(DECODE) == roofline(QWEN)(DECODE)
+    assert make_role_timing(role, *args)(DECODE) == roofline(QWEN)(DECODE)
     with pytest.raises(ValueError):
-        make_timing({"timing": {"type": "magic"}}, *args)
+        make_role_timing({"timing": {"type": "magic"}}, *args)
 
 
 def test_factory_reads_compiled_plan():
@@ -175,6 +197,6 @@ def test_factory_reads_compiled_plan():
     assert result.ok, result.diagnostics
     plan = result.plan.to_dict()
     engine, geometry = plan["engine"], plan["geometry"]["aggregated"]
-    timing = make_timing(engine["workers"]["aggregated"], record(engine["model"]),
+    timing = make_role_timing(engine["workers"]["aggregated"], record(engine["model"]),
                          record(engine["hardware"], resolve_hardware), engine["backend"], geometry["kv_dtype"])
     assert timing(chunk(1024)) == roofline(QWEN)(chunk(1024))

@@ -49,7 +49,7 @@ from pyrsistent import PMap, freeze, pmap, thaw
 from ...schema import PREDICT, REPLAYSPEC, load_schema
 from ..diagnostics import CompileError, Diagnostic
 from ..load import Loaded
-from ..passes.validate import errors_of, strict_validator, validator
+from ..schema_check import errors_of, strict_validator, validator
 from ..rules.replayspec import FRONTEND_RULES, VERSION
 from ..spans import Span, SpanTable
 from ..spec import Spec

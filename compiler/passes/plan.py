@@ -4,15 +4,19 @@ The plan is what later stages (the replay runtime, other tools) consume: the
 resolved engine and traffic settings, per-role geometry, and the provenance of
 every value kvreplay filled in.  Canonical JSON = sorted keys, two-space
 indent, shortest float repr, trailing newline; byte-identical across runs.
+Beside the JSON form the pass emits `records`, the finished plan the replay
+runtime reads (`finish`), which carries the parsed trace rows the JSON does not.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 from pyrsistent import PMap, freeze, thaw
 
+from ..plan_records import ReplayPlan, TraceRow
 from ..spec import Spec
+from . import finish
 
 PLAN_VERSION = 1
 
@@ -20,6 +24,8 @@ PLAN_VERSION = 1
 @dataclass(frozen=True)
 class Plan:
     data: PMap
+    records: ReplayPlan | None = field(default=None, compare=False, repr=False)
+    not_replayable: str = field(default="", compare=False)  # why `records` is None
 
     def to_dict(self) -> dict:
         return thaw(self.data)
@@ -32,7 +38,7 @@ def canonical_json(value) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
 
 
-def run(spec: Spec) -> Plan:
+def run(spec: Spec, trace_rows: tuple[TraceRow, ...] = ()) -> Plan:
     data = {
         "kvreplay_plan": PLAN_VERSION,
         "frontend": spec.frontend,
@@ -44,4 +50,7 @@ def run(spec: Spec) -> Plan:
     }
     if "recommend" in spec.doc:
         data["recommend"] = thaw(spec.doc["recommend"])
-    return Plan(freeze(data))
+    try:
+        return Plan(freeze(data), finish.run(data, trace_rows))
+    except finish.NotReplayable as error:
+        return Plan(freeze(data), None, str(error))

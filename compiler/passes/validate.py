@@ -1,161 +1,16 @@
 """Validate pass: check the document against its JSON Schema, all errors at once.
 
-jsonschema's errors are turned into our own diagnostics: one per unknown key
-(with a "did you mean"), strict integers (``16.0`` and ``"16"`` are not
-integers), enum values with the closest allowed one, and for `anyOf` choices
-(a catalog name or an inline object) only the branch that fits the value's type.
+Predict YAML is checked against the predict schema; a Spec a front-end lowered is checked by that
+front-end, which knows the shape it lowers to.  The checking itself is `schema_check`.
 """
 from __future__ import annotations
 
-import difflib
-from functools import lru_cache
-from typing import Any, Iterable
-
-from jsonschema import Draft202012Validator
-from jsonschema.validators import extend
-from referencing import Registry, Resource
-
-from ...schema import PREDICT, REPLAYSPEC, load_schema
-from ..diagnostics import CompileError, Diagnostic, join_pointer
+from ..diagnostics import CompileError
+from ..frontends import lowered_schema_errors
+from ..schema_check import describe, errors_of, schema_errors, strict_validator, suggest, validator
 from ..spec import Spec
 
-OTHER_STACKS = {"router": "the router stack", "planner": "the planner stack"}
-_TYPE_NAMES = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
-               "object": "a mapping", "array": "a list", "null": "null"}
-
-
-def _strict_integer(checker, instance) -> bool:
-    return isinstance(instance, int) and not isinstance(instance, bool)
-
-
-_TYPES = Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer)
-StrictValidator = extend(Draft202012Validator, type_checker=_TYPES)
-
-
-@lru_cache(maxsize=None)
-def registry() -> Registry:
-    """Every schema of the package by its `$id`, so one may `$ref` another (ReplaySpec -> predict `engine`)."""
-    schemas = [load_schema(name) for name in (PREDICT, REPLAYSPEC)]
-    return Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas)
-
-
-def strict_validator(schema: dict):
-    return StrictValidator(schema, registry=registry())
-
-
-@lru_cache(maxsize=None)
-def validator(name: str = PREDICT):
-    return strict_validator(load_schema(name))
-
-
-def describe(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return f'the string "{value}"' if len(value) < 40 else "a string"
-    return repr(value)
-
-
-def suggest(word: str, choices: Iterable[str]) -> str:
-    choices = sorted(str(c) for c in choices)
-    close = difflib.get_close_matches(str(word), choices, n=1, cutoff=0.6)
-    if close:
-        return f"did you mean `{close[0]}`?"
-    return "allowed: " + ", ".join(f"`{c}`" for c in choices)
-
-
-def schema_errors(document: dict, schema_name: str = PREDICT) -> list[Diagnostic]:
-    return errors_of(validator(schema_name), document)
-
-
-def errors_of(schema_validator, document: dict) -> list[Diagnostic]:
-    out: dict[Diagnostic, None] = {}
-    for error in schema_validator.iter_errors(document):
-        out.update(dict.fromkeys(_convert(error)))
-    return list(out)
-
-
-def _pointer(error) -> str:
-    return join_pointer(*error.absolute_path)
-
-
-def _convert(error) -> list[Diagnostic]:
-    kind = error.validator
-    pointer = _pointer(error)
-    value = error.instance
-    schema = error.schema
-    if kind == "additionalProperties":
-        allowed = list(schema.get("properties", {}))
-        extras = sorted(k for k in value if k not in allowed)
-        diags = []
-        for key in extras:
-            child = pointer + join_pointer(key)
-            if not pointer and key in OTHER_STACKS:
-                diags.append(Diagnostic("SCHEMA-OTHER-STACK", child,
-                                        f"`{key}` configures {OTHER_STACKS[key]}, not the engine stack",
-                                        f"remove `{key}`, or run it with the {key} stack"))
-                continue
-            diags.append(Diagnostic("SCHEMA-UNKNOWN-KEY", child, f"unknown key `{key}`", suggest(key, allowed)))
-        return diags
-    if kind == "required":
-        missing = error.validator_value
-        present = value if isinstance(value, dict) else {}
-        return [Diagnostic("SCHEMA-REQUIRED", pointer + join_pointer(k), f"missing required key `{k}`",
-                           f"add `{k}` under `{'.'.join(map(str, error.absolute_path)) or 'the top level'}`")
-                for k in missing if k not in present]
-    if kind == "type":
-        wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
-        names = " or ".join(_TYPE_NAMES.get(t, t) for t in wanted)
-        hint = f"write {names}"
-        if "integer" in wanted and isinstance(value, float) and value.is_integer():
-            hint = f"write {int(value)} (integers are strict: no decimal point)"
-        elif "integer" in wanted and isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            hint = f"write {value.strip()} without quotes"
-        return [Diagnostic("SCHEMA-TYPE", pointer, f"expected {names}, got {describe(value)}", hint)]
-    if kind in ("enum", "const"):
-        allowed = error.validator_value if kind == "enum" else [error.validator_value]
-        return [Diagnostic("SCHEMA-ENUM", pointer, f"{describe(value)} is not one of the allowed values",
-                           suggest(value, [str(a) for a in allowed]))]
-    if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
-        words = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "greater than",
-                 "exclusiveMaximum": "less than"}[kind]
-        return [Diagnostic("SCHEMA-RANGE", pointer, f"{describe(value)} is out of range: must be {words} "
-                           f"{error.validator_value}", f"use a value {words} {error.validator_value}")]
-    if kind in ("minItems", "maxItems", "minLength"):
-        return [Diagnostic("SCHEMA-SIZE", pointer, f"{describe(value)} has the wrong size ({kind} "
-                           f"{error.validator_value})", "see `kvreplay schema` for the allowed sizes")]
-    if kind in ("anyOf", "oneOf"):
-        return _convert_choice(error)
-    return [Diagnostic("SCHEMA-INVALID", pointer, error.message, "see `kvreplay schema`")]
-
-
-def _convert_choice(error) -> list[Diagnostic]:
-    """Report only the branch whose type matches the value, else list the choices."""
-    value = error.instance
-    by_branch: dict[int, list] = {}
-    for sub in error.context:
-        by_branch.setdefault(sub.schema_path[0], []).append(sub)
-    fitting = [errs for errs in by_branch.values() if not any(e.validator in ("type", "const") and
-                                                              len(e.relative_path) == 0 for e in errs)]
-    if len(fitting) == 1:
-        return [d for sub in fitting[0] for d in _convert(sub)]
-    options = []
-    for branch in error.validator_value:
-        if "const" in branch:
-            options.append(f"`{branch['const']}`")
-        elif "type" in branch:
-            types = branch["type"] if isinstance(branch["type"], list) else [branch["type"]]
-            options.extend(_TYPE_NAMES.get(t, t) for t in types)
-        elif "$ref" in branch:
-            options.append("a mapping")
-    text = " or ".join(dict.fromkeys(options))
-    return [Diagnostic("SCHEMA-TYPE", _pointer(error), f"expected {text}, got {describe(value)}", f"write {text}")]
+__all__ = ["describe", "errors_of", "run", "schema_errors", "strict_validator", "suggest", "validator"]
 
 
 def run(spec: Spec) -> Spec:
@@ -163,8 +18,6 @@ def run(spec: Spec) -> Spec:
     if spec.frontend == "predict":
         diagnostics = schema_errors(spec.plain())
     else:
-        from ..frontends import lowered_schema_errors  # the front-end knows the shape it lowers to
-
         diagnostics = lowered_schema_errors(spec)
     if diagnostics:
         raise CompileError(diagnostics)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..spec import Spec, role_pointer
-from . import Rule, backend, disaggregated, engine_check, native_mtp, role_check, speculation
+from .rule import Rule, backend, disaggregated, engine_check, native_mtp, role_check, speculation
 
 SECTION_ENGINE = "REFERENCE.md: YAML schema (predict)"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..catalog import backends
 from ..spec import Spec, role_pointer
-from . import Rule, backend, has_kv, kv, role_check
+from .rule import Rule, backend, has_kv, kv, role_check
 
 SECTION = "kv-cache-tiers.md: KV cache fields"
 

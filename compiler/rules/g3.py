@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..spec import role_pointer
-from . import Rule, disaggregated, has_kv, kv, native_mtp, par, role_check
+from .rule import Rule, disaggregated, has_kv, kv, native_mtp, par, role_check
 
 SECTION = "kv-cache-tiers.md: G3 offload"
 BLAME = ("kv_cache", "g3_offload")

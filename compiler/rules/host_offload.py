@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..spec import Spec, role_pointer
-from . import Rule, backend, disaggregated, has_kv, kv, native_mtp, par, recommend, role_check, speculation
+from .rule import Rule, backend, disaggregated, has_kv, kv, native_mtp, par, recommend, role_check, speculation
 
 SUPPORTED = "kv-cache-tiers.md: Host offload (G2) / Supported"
 CONNECTORS = "kv-cache-tiers.md: Host offload (G2) / Connector profiles"

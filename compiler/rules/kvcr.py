@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..spec import Spec
-from . import Rule, engine_check, has_kv, kv, par, role_check
+from .rule import Rule, engine_check, has_kv, kv, par, role_check
 
 SECTION = "kv-cache-tiers.md: KVCR peer fetch / Supported"
 BLAME = ("kv_cache", "kvcr")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..spec import Spec, role_pointer
-from . import Rule, backend, disaggregated, has_kv, kv, par, role_check
+from .rule import Rule, backend, disaggregated, has_kv, kv, par, role_check
 
 GROUPED = "kv-cache-tiers.md: Other cache modes / Grouped caches"
 BELADY = "kv-cache-tiers.md: Other cache modes / Belady eviction"

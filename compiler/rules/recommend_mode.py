@@ -7,7 +7,7 @@ A config is in recommend mode when it has a top-level `recommend` block.
 from __future__ import annotations
 
 from ..spec import Spec, role_pointer
-from . import Rule, recommend
+from .rule import Rule, recommend
 
 SECTION = "kv-cache-tiers.md: KV cache fields (Recommend column)"
 

@@ -19,7 +19,7 @@ import math
 from typing import Iterator
 
 from ..spec import Spec, role_pointer
-from . import Rule, par, role_check
+from .rule import Rule, par, role_check
 
 SECTION = "REFERENCE.md: Native ReplaySpec v1"
 BELADY = "kv-cache-tiers.md: Other cache modes / Belady eviction"

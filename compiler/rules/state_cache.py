@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..spec import Spec, role_pointer
-from . import Rule, architecture, backend, disaggregated, has_kv, kv, model_family, par, role_check, speculation, native_mtp
+from .rule import Rule, architecture, backend, disaggregated, has_kv, kv, model_family, par, role_check, speculation, native_mtp
 
 SECTION = "kv-cache-tiers.md: State cache"
 FIELDS = "kv-cache-tiers.md: KV cache fields"

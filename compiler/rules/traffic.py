@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..spec import Spec
-from . import Rule
+from .rule import Rule
 
 SECTION = "REFERENCE.md: traffic.stop / traffic.load"
 SESSION_SOURCES = ("synthetic-session", "agentx")

@@ -13,16 +13,13 @@ from __future__ import annotations
 from ..shell.events import LEAVE
 
 
-def replica_steps(role: dict) -> list[tuple[int, int]]:
-    """(from ns, replicas) of a role: parallelism.replicas, then its `scaling` steps."""
-    return [(0, role["parallelism"]["replicas"])] + \
-        [(int(round(step["at_seconds"] * 1e9)), step["replicas"]) for step in role.get("scaling", ())]
+def periods(replica_steps, position: int, delay_ns: int) -> list[tuple[int, int, int | None]]:
+    """(joined, ready, left) of each period in which worker `position` of the role is part of it.
 
-
-def periods(role: dict, position: int, delay_ns: int) -> list[tuple[int, int, int | None]]:
-    """(joined, ready, left) of each period in which worker `position` of the role is part of it."""
+    `replica_steps` is the role's (from ns, replicas) schedule from the plan: its replicas at 0, then its
+    `scaling` steps."""
     out, joined = [], None
-    for at, replicas in replica_steps(role):
+    for at, replicas in replica_steps:
         if replicas > position and joined is None:
             joined = at
         elif replicas <= position and joined is not None:

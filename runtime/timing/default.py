@@ -25,9 +25,11 @@ D = ``head_dim``.  Peak FLOPS follow the weight precision (bf16 -> bf16 TFLOPS,
 fp8 -> fp8, fp4 -> fp4, falling back to fp8 then bf16 when the GPU has no such
 units, e.g. fp8 weights on A100 run at bf16 rate).  HBM and NVLink are the
 catalog's decimal GB/s (NVLink per GPU, one direction; a ring all-reduce moves
-2(tp-1)/tp of the message per GPU).  KV bytes per token per rank come from the
-compiler's geometry (``native_bytes_per_token``: GQA heads split by TP, MLA
-latent replicated, only ``kv_layers``).
+2(tp-1)/tp of the message per GPU).  The compiler resolves these inputs into the
+plan's roofline record (compiler/timing_inputs.py): P_active, the peak FLOPS of the
+weight precision, W, and the KV bytes per token per rank (GQA heads split by TP,
+MLA latent replicated, only ``kv_layers``); this module holds the formula and
+its calibration.
 
 Constants, calibrated against AISimulate op-level estimates (h200_sxm, vLLM,
 one request, TP1): Qwen3-32B-FP8 TTFT 66 ms @1k and 1,309 ms @16k (2 chunks of
@@ -48,13 +50,9 @@ parallelism is not modelled: a pass is one rank's whole forward.
 """
 from __future__ import annotations
 
-from kvreplay.compiler.geometry.kv_bytes import native_bytes_per_token
-from kvreplay.compiler.geometry.memory import weights_per_gpu
-
+from ..virtual_time import seconds_to_ns
 from . import PassWork, Timing
 
-BACKENDS = ("vllm", "sglang", "trtllm")
-LOW_PRECISION = ("fp8", "fp4")
 # "high": bf16/fp16 weights; "low": block-scaled fp8/fp4 weights, whose kernels reach a smaller share of peak
 E_COMPUTE = {"high": 0.80, "low": 0.52}
 E_WEIGHTS = {"high": 0.75, "low": 0.50}
@@ -62,60 +60,28 @@ E_KV = 0.60
 PASS_OVERHEAD_S = 0.5e-3
 AR_LATENCY_S = 10e-6
 ACTIVATION_BYTES = 2  # all-reduced hidden states are bf16 whatever the weights are
-# tensor-core precision to try for each weight precision, best first
-TFLOPS_KEYS = {"bfloat16": ("bf16",), "float16": ("fp16", "bf16"), "fp8": ("fp8", "bf16"),
-               "fp4": ("fp4", "fp8", "bf16")}
-KV_DTYPE_BY_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}
 
 
-def active_params(model: dict) -> float:
-    """Parameters one token passes through (all of them for a dense model)."""
-    if model.get("active_params"):
-        return model["active_params"]
-    experts, per_token = model.get("num_experts"), model.get("experts_per_token")
-    inter, hidden = model.get("moe_intermediate_size"), model.get("hidden_size")
-    if experts and per_token and inter and hidden:
-        routed = min(model["params"], model["num_layers"] * experts * 3 * hidden * inter)
-        return model["params"] - routed * (1 - per_token / experts)
-    return model["params"]
-
-
-def peak_flops(hardware: dict, weight_dtype: str) -> float:
-    table = hardware["tflops"]
-    for key in TFLOPS_KEYS.get(weight_dtype, ("bf16",)):
-        if key in table:
-            return table[key] * 1e12
-    raise ValueError(f"hardware has no tensor-core rate for {weight_dtype} weights")
-
-
-def decode_weight_bytes(model: dict, tensor: int) -> float:
-    """Weights a full forward reads per GPU: the input embedding is a row lookup, so leave it out."""
-    untied_embedding = 0 if model.get("tie_word_embeddings") else model.get("vocab_size", 0) * model.get("hidden_size", 0)
-    return weights_per_gpu(model, tensor, 1) - untied_embedding * 2 / tensor
-
-
-def default_timing(model: dict, hardware: dict, backend: str, tensor: int, kv_dtype_bytes: int) -> Timing:
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}")
-    tp = tensor
-    dtype = model.get("weight_dtype", "bfloat16")
-    precision = "low" if dtype in LOW_PRECISION else "high"
-    layers = model["num_layers"]
-    heads = model["num_attention_heads"]
-    head_dim = model.get("head_dim") or model["hidden_size"] // heads
-    active = active_params(model)
+def default_timing(inputs) -> Timing:
+    """The roofline provider of a plan's roofline record."""
+    tp = inputs.tensor
+    precision = "low" if inputs.low_precision else "high"
+    layers = inputs.num_layers
+    heads = inputs.attention_heads
+    head_dim = inputs.head_dim
+    active = inputs.active_params
 
     flops_per_token = 2 * active / tp
-    flops_per_pair = 4 * model.get("kv_layers", layers) * heads * head_dim / tp
-    flops_per_s = peak_flops(hardware, dtype) * E_COMPUTE[precision]
-    hbm = hardware["memory_bandwidth_gbps"] * 1e9
-    weight_bytes = decode_weight_bytes(model, tp)
-    active_fraction = active / model["params"]
+    flops_per_pair = 4 * inputs.attention_layers * heads * head_dim / tp
+    flops_per_s = inputs.peak_flops * E_COMPUTE[precision]
+    hbm = inputs.memory_bandwidth_gbps * 1e9
+    weight_bytes = inputs.weight_bytes
+    active_fraction = active / inputs.params
     weight_s = weight_bytes / (hbm * E_WEIGHTS[precision])
-    kv_s_per_token = native_bytes_per_token(model, KV_DTYPE_BY_BYTES[kv_dtype_bytes], tp) / (hbm * E_KV)
+    kv_s_per_token = inputs.kv_bytes_per_token / (hbm * E_KV)
     if tp > 1:
-        ar_s_per_token = 2 * layers * model["hidden_size"] * ACTIVATION_BYTES * 2 * (tp - 1) / tp \
-            / (hardware["nvlink_bandwidth_gbps"] * 1e9)
+        ar_s_per_token = 2 * layers * inputs.hidden_size * ACTIVATION_BYTES * 2 * (tp - 1) / tp \
+            / (inputs.nvlink_bandwidth_gbps * 1e9)
         ar_s_fixed = 2 * layers * AR_LATENCY_S
     else:
         ar_s_per_token = ar_s_fixed = 0.0
@@ -129,7 +95,7 @@ def default_timing(model: dict, hardware: dict, backend: str, tensor: int, kv_dt
         compute = (flops_per_token * tokens + flops_per_pair * pairs) / flops_per_s
         memory = weight_s * min(1.0, tokens * active_fraction) + kv_s_per_token * kv_tokens
         seconds = max(compute, memory) + PASS_OVERHEAD_S + ar_s_fixed + ar_s_per_token * tokens
-        return round(seconds * 1e9)
+        return seconds_to_ns(seconds)
 
     return timing
 

@@ -10,30 +10,18 @@ decoding requests > 0); a mixed pass costs the sum of both phases, an empty
 pass 0.  Each phase is clamped at 0 on its own, so a fit that dips below zero
 never subtracts from the other phase.
 
-Exactness: each coefficient's shortest decimal form (``repr``) is scaled to
-nanoseconds and written as an integer over a common power of ten when the
-provider is built; a pass then evaluates the polynomial with Python integers
-(Horner) and rounds the quotient half to even.  No float rounding enters the
+Exactness: the compiler scales each coefficient's shortest decimal form
+(``repr``) to nanoseconds and writes it as an integer over a common power of
+ten; a pass evaluates the polynomial with Python integers (Horner) and rounds
+the quotient half to even.  No float rounding enters the
 result, so it is the same on every platform.
 """
 from __future__ import annotations
-
-from decimal import Decimal
-from typing import Sequence
 
 from . import PassWork, Timing
 
 PREFILL_VARIABLES = ("tokens", "batch_tokens")
 DECODE_VARIABLES = ("batch_size", "context_tokens")
-
-
-def _integer_coefficients(coeffs_ms: Sequence[float]) -> tuple[tuple[int, ...], int]:
-    """(numerators, denominator) with coefficient_i in ns == numerators[i] / denominator exactly."""
-    if not coeffs_ms:
-        raise ValueError("a polynomial needs at least one coefficient")
-    ns = [Decimal(repr(float(c))).scaleb(6) for c in coeffs_ms]
-    digits = max(0, *(-d.as_tuple().exponent for d in ns))
-    return tuple(int(d.scaleb(digits)) for d in ns), 10 ** digits
 
 
 def _evaluate(numerators: tuple[int, ...], denominator: int, x: int) -> int:
@@ -49,14 +37,15 @@ def _evaluate(numerators: tuple[int, ...], denominator: int, x: int) -> int:
     return quotient
 
 
-def polynomial_timing(prefill_coeffs: Sequence[float], decode_coeffs: Sequence[float],
-                      prefill_variable: str = "tokens", decode_variable: str = "batch_size") -> Timing:
+def polynomial_timing(record) -> Timing:
+    """The provider of a plan's polynomial record (integer numerators over a denominator, per phase)."""
+    prefill_variable, decode_variable = record.prefill_variable, record.decode_variable
     if prefill_variable not in PREFILL_VARIABLES:
         raise ValueError(f"prefill_variable must be one of {PREFILL_VARIABLES}, not {prefill_variable!r}")
     if decode_variable not in DECODE_VARIABLES:
         raise ValueError(f"decode_variable must be one of {DECODE_VARIABLES}, not {decode_variable!r}")
-    prefill, prefill_den = _integer_coefficients(prefill_coeffs)
-    decode, decode_den = _integer_coefficients(decode_coeffs)
+    prefill, prefill_den = record.prefill_numerators, record.prefill_denominator
+    decode, decode_den = record.decode_numerators, record.decode_denominator
     batch_tokens = prefill_variable == "batch_tokens"
     context = decode_variable == "context_tokens"
 

@@ -3,8 +3,9 @@
 `Traffic.start()` gives the first arrivals; `Traffic.after(spec, now)` is told
 when a request ends (completed or rejected) and gives the arrivals that
 follow: the next request of a closed-loop slot, or a session's next turn after
-its think time.  Sources: `synthetic`, `synthetic-session`, `trace`
-(Mooncake rows, read by `mooncake.py`).  Loads: `concurrency` (closed loop; a
+its think time.  It reads the finished plan's traffic record (limits, stop time
+and delays resolved, in ns).  Sources: `synthetic`, `synthetic-session`, `trace`
+(Mooncake rows the compiler parsed and checked), `requests` (a ReplaySpec list).  Loads: `concurrency` (closed loop; a
 session holds its slot through its think time), `poisson` (seeded,
 counter-based), `constant_rate`, `trace_timestamps` (with speedup).
 """
@@ -13,19 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..serving.requests import Content, RequestSpec
+from ..virtual_time import seconds_to_ns
 from .rng import exponential
 
-MS = 1_000_000
 SRC_SHARED = 0  # the synthetic source's `cached_prefix_tokens`
 SRC_GROUP = 1  # + prefix group index
 SRC_REQUEST = 1 << 20  # + 2 * request index (its new input), + 1 (its output)
-
-
-def count_limit(stop: dict, unit: str, load_units: float) -> int | None:
-    if unit in stop:
-        return stop[unit]
-    per = stop.get(f"{unit}_per_load_unit")
-    return None if per is None else max(1, round(per * load_units))
 
 
 @dataclass
@@ -37,24 +31,20 @@ class _Session:
 
 
 class Traffic:
-    def __init__(self, traffic: dict, rows: list | None = None):
-        self.source = traffic["source"]
-        self.load = traffic["load"]
-        self.stop = traffic.get("stop", {}) or {}
-        self.kind = self.source["type"]
-        self.rows = rows or []
+    def __init__(self, traffic):
+        self.plan = traffic
+        self.source = traffic.source
+        self.load = traffic.load
+        self.kind = traffic.kind
+        self.rows = traffic.source.rows if self.kind == "trace" else ()
         self.next_index = 0
         self.sessions_started = 0
         self.requests_made = 0
         self.arrival_counter = 0
-        load_units = self.load.get("concurrency") or self.load.get("requests_per_second") \
-            or self.load.get("sessions_per_second") or 1
-        self.request_limit = count_limit(self.stop, "requests", load_units)
-        self.session_limit = count_limit(self.stop, "sessions", load_units)
-        replay = traffic.get("replay", {}) or {}
-        self.max_in_flight = self.load.get("max_in_flight")
-        seconds = self.stop.get("max_virtual_time_seconds", replay.get("max_virtual_time_seconds"))
-        self.stop_ns = None if seconds is None else int(round(seconds * 1e9))
+        self.request_limit = traffic.request_limit
+        self.session_limit = traffic.session_limit
+        self.max_in_flight = traffic.max_in_flight
+        self.stop_ns = traffic.stop_ns
         self._session_of: dict[int, _Session] = {}
 
     @property
@@ -62,7 +52,7 @@ class Traffic:
         """True when a request's end never causes an arrival (no closed loop, no session turns)."""
         if self.kind == "requests":
             return self.max_in_flight is None
-        return self.load["type"] != "concurrency" and self.kind != "synthetic-session"
+        return self.load != "concurrency" and self.kind != "synthetic-session"
 
     # ------------------------------------------------------------------ content
     def _new_index(self) -> int:
@@ -72,8 +62,7 @@ class Traffic:
 
     def _synthetic(self, arrival_ns: int | None) -> RequestSpec:
         index = self._new_index()
-        total_in, out, cached = (self.source["input_tokens"], self.source["output_tokens"],
-                                 self.source.get("cached_prefix_tokens", 0))
+        total_in, out, cached = self.source.input_tokens, self.source.output_tokens, self.source.cached_prefix_tokens
         segments = ((SRC_SHARED, 0, cached),) if cached else ()
         segments += ((SRC_REQUEST + 2 * index, 0, total_in - cached), (SRC_REQUEST + 2 * index + 1, 0, out))
         self.requests_made += 1
@@ -81,13 +70,12 @@ class Traffic:
 
     def _turn(self, session: _Session, turn: int, arrival_ns: int | None, think_ns: int) -> RequestSpec:
         index = self._new_index()
-        new, out = self.source["new_input_tokens_per_turn"], self.source["output_tokens_per_turn"]
+        new, out = self.source.new_input_tokens_per_turn, self.source.output_tokens_per_turn
         own = SRC_REQUEST + 2 * index
         prompt = session.prompt
         if turn == 0:
-            info = self.source.get("session", {})
-            groups = info.get("prefix_groups", 0)
-            shared = round(new * info.get("shared_prefix_ratio", 0.0)) if groups else 0
+            groups = self.source.prefix_groups
+            shared = round(new * self.source.shared_prefix_ratio) if groups else 0
             prompt = ((SRC_GROUP + session.index % groups, 0, shared),) if shared else ()
             prompt += ((own, 0, new - shared),)
         else:
@@ -103,7 +91,7 @@ class Traffic:
     def _start_session(self, slot: int, arrival_ns: int | None) -> RequestSpec | None:
         if self.session_limit is not None and self.sessions_started >= self.session_limit:
             return None
-        session = _Session(self.sessions_started, slot, self.source.get("session", {}).get("turns", 4), ())
+        session = _Session(self.sessions_started, slot, self.source.turns, ())
         self.sessions_started += 1
         return self._turn(session, 0, arrival_ns, 0)
 
@@ -114,24 +102,23 @@ class Traffic:
 
     def _listed(self, position: int, arrival_ns: int | None) -> RequestSpec | None:
         """Request `position` of a ReplaySpec list (token ids hashed as real tokens, else unique tokens)."""
-        requests = self.source["requests"]
+        requests = self.source.requests
         if position >= len(requests):
             return None
         item = requests[position]
         index = self._new_index()
         self.requests_made += 1
         own = SRC_REQUEST + 2 * index
-        ids = tuple(item.get("input_token_ids") or ())
-        segments = () if ids else ((own, 0, item["input_tokens"]),)
-        content = Content(segments=segments + ((own + 1, 0, item["output_tokens"]),), token_ids=ids)
+        ids = item.input_token_ids
+        segments = () if ids else ((own, 0, item.input_tokens),)
+        content = Content(segments=segments + ((own + 1, 0, item.output_tokens),), token_ids=ids)
         if arrival_ns is None:
-            arrival_ns = int(round(item["arrival_time_ms"] * MS))
-        return RequestSpec(index, item["input_tokens"], item["output_tokens"], content, arrival_ns=arrival_ns,
-                           session_id=item.get("session_id"), turn_index=item.get("turn_index"),
-                           name=item["id"], dp_rank=item.get("dp_rank"), prefill_dp_rank=item.get("prefill_dp_rank"),
-                           worker_idx=item.get("worker_idx"), prefill_worker_idx=item.get("prefill_worker_idx"),
-                           kv_hints=tuple((h["rank"], h.get("worker_idx"), h.get("cached_tokens", 0))
-                                          for h in item.get("kv_hints", ())))
+            arrival_ns = item.arrival_ns
+        return RequestSpec(index, item.input_tokens, item.output_tokens, content, arrival_ns=arrival_ns,
+                           session_id=item.session_id, turn_index=item.turn_index,
+                           name=item.id, dp_rank=item.dp_rank, prefill_dp_rank=item.prefill_dp_rank,
+                           worker_idx=item.worker_idx, prefill_worker_idx=item.prefill_worker_idx,
+                           kv_hints=item.kv_hints)
 
     def _trace_row(self, position: int, arrival_ns: int | None) -> RequestSpec | None:
         if position >= len(self.rows):
@@ -139,26 +126,26 @@ class Traffic:
         row = self.rows[position]
         index = self._new_index()
         self.requests_made += 1
-        content = Content(hash_ids=tuple(row["hash_ids"]), trace_block=self.source.get("block_size", 512))
-        return RequestSpec(index, row["input_length"], row["output_length"], content, arrival_ns=arrival_ns,
-                           session_id=row.get("session_id"))
+        content = Content(hash_ids=row.hash_ids, trace_block=self.source.block_size)
+        return RequestSpec(index, row.input_length, row.output_length, content, arrival_ns=arrival_ns,
+                           session_id=row.session_id)
 
     # ------------------------------------------------------------------ arrivals
     def _rate_times(self, rate: float):
         """Arrival times (ns) of an open-loop load: Poisson (seeded) or evenly spaced."""
         t = 0.0
-        seed = self.load.get("seed", 42)
+        seed = self.plan.seed
         while True:
-            if self.load["type"] == "poisson":
+            if self.load == "poisson":
                 t += exponential(seed, 1, self.arrival_counter, rate)
             else:
                 t += 1.0 / rate
             self.arrival_counter += 1
-            yield int(round(t * 1e9))
+            yield seconds_to_ns(t)
 
     def start(self) -> list[RequestSpec]:
         """All arrivals known up front (open loop) or the first of each closed-loop slot."""
-        load = self.load["type"]
+        load = self.load
         sessions = self.kind == "synthetic-session"
         out: list[RequestSpec] = []
         if self.kind == "requests":
@@ -180,15 +167,14 @@ class Traffic:
             return out
         if self.kind == "trace":
             if load == "trace_timestamps":
-                speedup = self.load.get("speedup", 1.0)
                 for position, row in enumerate(self.rows):
-                    arrival = int(round(row["timestamp"] * MS / speedup))
+                    arrival = row.timestamp_ns
                     if self.stop_ns is not None and arrival > self.stop_ns:
                         break
                     out.append(self._trace_row(position, arrival))
             else:
                 self.trace_position = 0
-                for _ in range(self.load.get("concurrency", 10)):
+                for _ in range(self.plan.concurrency):
                     spec = self._trace_row(self.trace_position, 0)
                     if spec is None:
                         break
@@ -196,13 +182,13 @@ class Traffic:
                     out.append(spec)
             return out
         if load == "concurrency":
-            for slot in range(self.load.get("concurrency", 10)):
+            for slot in range(self.plan.concurrency):
                 spec = self._start_session(slot, 0) if sessions else self._next_synthetic(0)
                 if spec is None:
                     break
                 out.append(spec)
             return out
-        rate = self.load.get("sessions_per_second" if sessions else "requests_per_second")
+        rate = self.plan.rate
         limit = self.session_limit if sessions else self.request_limit
         times = self._rate_times(rate)
         while limit is None or len(out) < limit:
@@ -218,9 +204,9 @@ class Traffic:
         if session is not None:
             turn = spec.turn_index + 1
             if completed and turn < session.turns:
-                delay = int(round(self.source.get("session", {}).get("inter_turn_delay_ms", 0.0) * MS))
+                delay = self.source.inter_turn_delay_ns
                 return [self._turn(session, turn, now_ns + delay, delay)]
-            if self.load["type"] == "concurrency":
+            if self.load == "concurrency":
                 follow = self._start_session(session.slot, now_ns)
                 return [follow] if follow is not None else []
             return []
@@ -233,7 +219,7 @@ class Traffic:
             self.list_position += 1
             # a freed slot issues the next request, not before its own arrival time
             return [replace(follow, arrival_ns=max(now_ns, follow.arrival_ns))]
-        if self.load["type"] != "concurrency":
+        if self.load != "concurrency":
             return []
         if self.kind == "trace":
             follow = self._trace_row(self.trace_position, now_ns)

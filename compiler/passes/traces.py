@@ -1,0 +1,113 @@
+"""Traces pass: read and check the trace files a config names, so the runtime gets parsed rows.
+
+A Mooncake trace is one JSON object per line, `{timestamp (ms), input_length, output_length,
+hash_ids, session_id?}` with ``len(hash_ids) == ceil(input_length / block_size)`` and
+timestamps that never decrease.  A file that cannot be read, holds no row, or has bad rows gives
+diagnostics positioned in the trace itself (``file:line``), each also naming the config value
+that named the file (`traffic.source.paths[i]`); all problems of a file are reported together
+(up to a bound), never a traceback.  Each line is parsed once, with orjson.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+import orjson
+
+from ..diagnostics import CompileError, Diagnostic, NamedBy, join_pointer
+from ..durations import ms_to_ns
+from ..plan_records import TraceRow
+from ..spans import Span
+from ..spec import Spec
+
+MAX_REPORTED = 20
+DEFAULT_BLOCK_SIZE = 512  # the defaults pass's value, for plans written without it
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_row(row, block_size: int) -> tuple[str, str, str] | None:
+    """(field, message, hint) of the first problem of a row, or None."""
+    if not isinstance(row, dict):
+        return "", "a trace row must be a JSON object", "write one object per line"
+    for field in ("timestamp", "input_length", "output_length", "hash_ids"):
+        if field not in row:
+            return field, f"missing `{field}`", "Mooncake rows need timestamp, input_length, output_length, hash_ids"
+    timestamp = row["timestamp"]
+    if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)) or not timestamp >= 0:
+        return "timestamp", "`timestamp` must be a finite number of milliseconds >= 0", "fix the timestamp"
+    for field in ("input_length", "output_length"):
+        if not _is_int(row[field]) or row[field] < 1:
+            return field, f"`{field}` must be an integer >= 1", f"fix `{field}`"
+    ids = row["hash_ids"]
+    if not isinstance(ids, list) or not all(_is_int(h) and h >= 0 for h in ids):
+        return "hash_ids", "`hash_ids` must be a list of non-negative integers", "fix `hash_ids`"
+    expected = -(-row["input_length"] // block_size)
+    if len(ids) != expected:
+        return ("hash_ids", f"{len(ids)} hash_ids for {row['input_length']} tokens; blocks of {block_size} tokens "
+                f"need {expected}", "check `traffic.source.block_size` against the trace")
+    return None
+
+
+def read_trace(path: Path, block_size: int, speedup: float = 1.0, named_by: NamedBy | None = None) -> list[TraceRow]:
+    """The checked rows of one trace file, timestamps in ns after `speedup`; CompileError on any problem."""
+    def problem(code: str, line: int, field: str, message: str, hint: str) -> Diagnostic:
+        return Diagnostic(code, f"/{field}" if field else "", message, hint, span=Span(line, 1), source=str(path),
+                          named_by=named_by)
+
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise CompileError([problem("TRACE-FILE", 1, "", f"cannot read the trace: {error.strerror or error}",
+                                    "check `traffic.source.paths` (relative to the config file)")]) from None
+    rows, problems, last_timestamp = [], [], 0.0
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = orjson.loads(line)
+        except orjson.JSONDecodeError as error:
+            problems.append(problem("TRACE-ROW", number, "", f"not valid JSON: {error}", "fix the line"))
+            continue
+        found = check_row(row, block_size)
+        if found is None and row["timestamp"] < last_timestamp:
+            found = ("timestamp", "timestamps must not decrease", "sort the trace by timestamp")
+        if found:
+            problems.append(problem("TRACE-ROW", number, *found))
+            if len(problems) >= MAX_REPORTED:
+                break
+            continue
+        last_timestamp = row["timestamp"]
+        rows.append(TraceRow(ms_to_ns(last_timestamp, speedup), row["input_length"], row["output_length"],
+                             tuple(row["hash_ids"]), row.get("session_id")))
+    if problems:
+        raise CompileError(problems)
+    if not rows:
+        raise CompileError([problem("TRACE-EMPTY", 1, "", "the trace has no rows",
+                                    "a Mooncake trace holds one JSON object per line")])
+    return rows
+
+
+def read_traces(traffic: Mapping, base_dir: Path) -> tuple[TraceRow, ...]:
+    """The rows of every file of a `trace` source (paths relative to `base_dir`), in file order."""
+    source = traffic.get("source", {})
+    if source.get("type") != "trace":  # also a valid plan whose traffic has no source
+        return ()
+    block_size = source.get("block_size", DEFAULT_BLOCK_SIZE)
+    speedup = traffic.get("load", {}).get("speedup", 1.0)
+    rows, problems = [], []
+    for index, name in enumerate(source["paths"]):
+        path = Path(name) if Path(name).is_absolute() else base_dir / name
+        try:
+            rows.extend(read_trace(path, block_size, speedup, NamedBy(join_pointer("traffic", "source", "paths", index))))
+        except CompileError as error:
+            problems.extend(error.diagnostics)
+    if problems:
+        raise CompileError(problems)
+    return tuple(rows)
+
+
+def run(spec: Spec, base_dir: Path) -> tuple[TraceRow, ...]:
+    return read_traces(spec.doc.get("traffic", {}), base_dir)

@@ -1,0 +1,209 @@
+"""The finished plan: frozen, typed records the replay runtime reads, every default applied.
+
+What the plan pass hands the runtime, besides (not instead of) the canonical JSON plan.  Every
+duration is integer nanoseconds, every size bytes or blocks, every optional knob resolved to
+its value (``None`` only where "absent" means something, e.g. no transfer delay), and every file
+the config names already parsed.  The runtime reads attributes of these and never imports this
+module, so it never needs the compiler.
+
+Records are frozen dataclasses with slots; a trace row is a `NamedTuple`, which is as
+immutable and typed but cheaper to build for the ~10^4 rows of a trace.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple, Union
+
+
+# ------------------------------------------------------------------ timing
+@dataclass(frozen=True, slots=True)
+class FixedTiming:
+    prefill_ns: int  # a pass with prefill work
+    decode_ns: int  # a pass with decoding requests
+
+
+@dataclass(frozen=True, slots=True)
+class PolynomialTiming:
+    """ns = sum(numerator_i * x**i) / denominator per phase; the coefficients' exact decimals."""
+
+    prefill_numerators: tuple[int, ...]
+    prefill_denominator: int
+    decode_numerators: tuple[int, ...]
+    decode_denominator: int
+    prefill_variable: str  # "tokens" | "batch_tokens"
+    decode_variable: str  # "batch_size" | "context_tokens"
+
+
+@dataclass(frozen=True, slots=True)
+class RooflineTiming:
+    """The model and hardware numbers the roofline of one tensor-parallel rank needs."""
+
+    tensor: int
+    num_layers: int
+    attention_layers: int  # layers that attend over the whole context (`kv_layers`)
+    attention_heads: int
+    head_dim: int
+    hidden_size: int
+    params: float
+    active_params: float  # parameters one token passes through
+    low_precision: bool  # block-scaled fp8/fp4 weights
+    peak_flops: float  # tensor-core FLOP/s at the weight precision
+    memory_bandwidth_gbps: float
+    nvlink_bandwidth_gbps: float | None  # only read when tensor > 1
+    weight_bytes: float  # weights a forward reads per GPU (no input embedding table)
+    kv_bytes_per_token: int  # KV bytes per token on this rank
+
+
+Timing = Union[FixedTiming, PolynomialTiming, RooflineTiming]
+
+
+# ------------------------------------------------------------------ tiers behind G1
+@dataclass(frozen=True, slots=True)
+class LinkPlan:
+    """One direction of a tier's link: a cap per group (rank or worker) and one for a shared pool."""
+
+    bandwidth_gbps: float
+    shared_bandwidth_gbps: float | None  # only for a cluster-shared pool
+    latency_ns: int  # latency to first byte
+
+
+@dataclass(frozen=True, slots=True)
+class TierPlan:
+    """G2 (host) or G3 (storage) of one role."""
+
+    scope: str  # dp_rank_local | worker_local | cluster_shared
+    shared: bool  # one pool for the whole role
+    blocks: int  # per pool
+    block_bytes: int
+    write: LinkPlan  # into the tier (G2: d2h)
+    read: LinkPlan  # out of it (G2: h2d)
+    connector: str | None = None  # G2's vLLM connector profile
+
+
+@dataclass(frozen=True, slots=True)
+class PeerFetchPlan:
+    """KVCR: pulls of G2 blocks from peer ranks."""
+
+    latency_ns: int
+    bandwidth_gbps: float
+    block_bytes: int  # one block of every TP GPU of a rank
+
+
+# ------------------------------------------------------------------ workers
+@dataclass(frozen=True, slots=True)
+class RolePlan:
+    name: str  # aggregated | prefill | decode
+    replica_steps: tuple[tuple[int, int], ...]  # (from ns, replicas): replicas at 0, then scaling steps
+    scaled: bool  # the role has scaling steps
+    startup_delay_ns: int
+    attention_data: int  # DP ranks per worker
+    g1_blocks: int
+    block_size: int
+    prefix_caching: bool
+    max_batched_tokens: int
+    max_sequences: int
+    state_blocks_per_request: int
+    timing: Timing
+    host: TierPlan | None
+    storage: TierPlan | None
+    peer_fetch: PeerFetchPlan | None
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffPlan:
+    """Disaggregated P/D: how a prefilled request's KV reaches its decode rank."""
+
+    bytes_per_token: int
+    bandwidth_gbps: float | None  # None: no transfer delay
+    timing_mode: str  # destination_missing | full_prompt
+    state_bytes: int  # the prefill role's state cache per request
+    destination_first: bool  # the backend reserves decode blocks before prefill (SGLang)
+    latency_ns: int
+
+
+# ------------------------------------------------------------------ traffic
+class TraceRow(NamedTuple):
+    """One checked Mooncake row."""
+
+    timestamp_ns: int  # after the load's speedup
+    input_length: int
+    output_length: int
+    hash_ids: tuple[int, ...]
+    session_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ListedRequest:
+    """One request of a ReplaySpec's list."""
+
+    id: str
+    input_tokens: int
+    output_tokens: int
+    input_token_ids: tuple[int, ...]
+    arrival_ns: int
+    session_id: str | None
+    turn_index: int | None
+    dp_rank: int | None
+    prefill_dp_rank: int | None
+    worker_idx: int | None
+    prefill_worker_idx: int | None
+    kv_hints: tuple[tuple[int, int | None, int], ...]  # (rank, worker_idx, cached_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticSource:
+    input_tokens: int
+    output_tokens: int
+    cached_prefix_tokens: int  # one prefix every request shares
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSource:
+    new_input_tokens_per_turn: int
+    output_tokens_per_turn: int
+    turns: int
+    prefix_groups: int
+    shared_prefix_ratio: float
+    inter_turn_delay_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSource:
+    block_size: int  # tokens per hash id
+    rows: tuple[TraceRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestListSource:
+    requests: tuple[ListedRequest, ...]
+
+
+Source = Union[SyntheticSource, SessionSource, TraceSource, RequestListSource, None]  # None: agentx
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficPlan:
+    kind: str  # synthetic | synthetic-session | trace | requests | agentx
+    source: Source
+    load: str  # concurrency | poisson | constant_rate | trace_timestamps
+    concurrency: int  # closed-loop slots
+    rate: float | None  # requests (or sessions) per second of an open-loop load
+    seed: int
+    max_in_flight: int | None  # a ReplaySpec list's closed loop
+    request_limit: int | None
+    session_limit: int | None
+    stop_ns: int | None  # no arrival after this virtual time
+
+
+# ------------------------------------------------------------------ the whole plan
+@dataclass(frozen=True, slots=True)
+class ReplayPlan:
+    plan_version: int
+    roles: tuple[RolePlan, ...]  # in the order aggregated, prefill, decode
+    handoff: HandoffPlan | None  # disaggregated only
+    traffic: TrafficPlan
+    context_length: int | None  # None: the model's maximum
+    enable_chunked_prefill: bool
+    placement: str
+    eviction_policy: str  # lru | belady
+    record_per_request: bool
