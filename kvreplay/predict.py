@@ -79,12 +79,7 @@ def run(args, config: str | None = None) -> int:
     replay.run()
     if progress:
         progress.close()
-    end_ns = replay.stopped_at if replay.stopped_at is not None else replay.now
-    for request in replay.requests:
-        if request.terminal_ns is None:
-            request.status, request.terminal_ns = "incomplete", end_ns
-            if replay.stalled:
-                request.reason = "stalled: no event could let it progress"
+    end_ns = replay.close()
     summary = metrics.summary(replay.requests, end_ns, plan.eviction_policy)
     summary.update(sections.summary_sections(replay))
     prediction = {"summary": summary, "kvreplay_plan_version": plan.plan_version}

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from kvreplay.runtime.tiers.g1 import BlockPool
 from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
-from kvreplay.runtime.serving.scheduler import Rank, finish_pass, schedule
+from kvreplay.runtime.serving.pass_results import finish_pass
+from kvreplay.runtime.serving.scheduler import Rank, schedule
 
 BS = 4
 

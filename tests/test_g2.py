@@ -40,7 +40,8 @@ from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.compiler.plan_records import LinkPlan, TierPlan
 from kvreplay.runtime.build import build, host_tier_spec
 from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
-from kvreplay.runtime.serving.scheduler import Rank, finish_pass, preempt, schedule
+from kvreplay.runtime.serving.pass_results import finish_pass
+from kvreplay.runtime.serving.scheduler import Rank, preempt, schedule
 from kvreplay.runtime.timing.fixed import fixed_timing
 
 from .scenarios import (BS, MS, SCENARIO_TRAFFIC, ScenarioRun, aggregated_config, compile_scenario, domain_summaries,
@@ -663,7 +664,7 @@ def test_own_store_in_flight_defers_the_lookup(connector, defers):
     a = synthetic(0, 8, 5, source=7)
     rank.waiting.append(a)
     now = 0
-    while not a.stores_in_flight:
+    while not a.tier.stores_in_flight:
         _, now = run_pass(rank, now)
     rank.running.remove(a)
     preempt(rank, a)

@@ -240,7 +240,7 @@ def test_g2_copies_of_blocks_already_in_g1_stay_evictable(first_in_g1, pulled):
     if first_in_g1:
         receiver.pool.register_run(receiver.pool.allocate(1), [k1], 0, 1)
         start = 1
-    request.hint = source
+    request.tier.hint = source
     assert peer_fetch.pull(receiver, request, start, 3) == (pulled is not None)
     if pulled is not None:
         (job,) = receiver.jobs

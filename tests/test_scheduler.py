@@ -22,7 +22,8 @@ from kvreplay.runtime.outputs.metrics import request_record
 from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.runtime.build import build
 from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
-from kvreplay.runtime.serving.scheduler import Rank, finish_pass, schedule
+from kvreplay.runtime.serving.pass_results import finish_pass
+from kvreplay.runtime.serving.scheduler import Rank, schedule
 from kvreplay.runtime.timing import PassWork
 from kvreplay.runtime.timing.fixed import fixed_timing
 

@@ -87,20 +87,20 @@ def request_record(request: Request) -> dict:
         "readmission_count": max(0, len(request.admissions) - 1),
         "terminal_status": request.status, "terminal_reason": request.reason or None,
         "dp_rank": request.rank,
-    } | (_pd_fields(request) if request.prefill_rank is not None else {})
+    } | (_pd_fields(request, request.pd) if request.pd is not None and request.pd.prefill_rank is not None else {})
 
 
-def _pd_fields(request: Request) -> dict:
-    decode = request.decode_rank
+def _pd_fields(request: Request, pd) -> dict:
+    decode = pd.decode_rank
     return {
-        "prefill_worker_idx": request.prefill_rank.worker, "prefill_dp_rank": request.prefill_rank.index,
+        "prefill_worker_idx": pd.prefill_rank.worker, "prefill_dp_rank": pd.prefill_rank.index,
         "decode_worker_idx": decode.worker if decode else None, "decode_dp_rank": decode.index if decode else None,
-        "prefill_admit_ms": _ms(request.first_admit_ns), "prefill_done_ms": _ms(request.prefill_done_ns),
-        "decode_admit_ms": _ms(request.decode_admit_ns), "source_released_ms": _ms(request.source_released_ns),
-        "source_held_ms": _ms(request.source_released_ns - request.prefill_done_ns)
-        if request.source_released_ns is not None else None,
-        "decode_reused_input_tokens": request.decode_reused_tokens,
-        "kv_transfer_tokens": request.transfer_tokens if request.decode_reused_tokens is not None else None,
+        "prefill_admit_ms": _ms(request.first_admit_ns), "prefill_done_ms": _ms(pd.prefill_done_ns),
+        "decode_admit_ms": _ms(pd.decode_admit_ns), "source_released_ms": _ms(pd.source_released_ns),
+        "source_held_ms": _ms(pd.source_released_ns - pd.prefill_done_ns)
+        if pd.source_released_ns is not None else None,
+        "decode_reused_input_tokens": pd.decode_reused_tokens,
+        "kv_transfer_tokens": pd.transfer_tokens if pd.decode_reused_tokens is not None else None,
     }
 
 

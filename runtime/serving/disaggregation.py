@@ -25,48 +25,39 @@ class Disaggregation:
             return "aggregated"
         return "decode" if self.config.destination_first else "prefill"
 
+    def stop_after(self, spec) -> int:
+        """Tokens a request samples where it is placed first: 1 on a prefill rank."""
+        return 1 if self.first_role == "prefill" else spec.output_len
+
     def placed(self, request, rank) -> None:
         """An arriving request was placed on `rank` of the first role."""
-        if self.config is None:
-            return
-        if self.config.destination_first:  # the decode rank reserves before the prefill starts
-            request.handoff, request.decode_rank = "reserve", rank
-        else:
-            request.stop_after, request.prefill_rank = 1, rank
+        if self.config is not None:
+            handoff.placed(request, rank, self.config.destination_first)
 
-    def prefilled(self, request, now: int) -> None:
-        """A prefill finished: the KV goes to the decode rank that reserved it, or to the next one."""
+    def prefilled(self, source, request, now: int) -> None:
+        """A prefill finished on `source`, which holds its blocks until the KV has gone to the decode rank that
+        reserved it, or to the next one."""
+        handoff.hold_source(source, request, now)
         if self.config.destination_first:
-            handoff.move_to(request, request.decode_rank, request.spec.output_len)
-            self._join(request.decode_rank, request)  # skipped while the KV travels
+            handoff.to_decode(request, request.pd.decode_rank, self.next_seq())  # skipped while the KV travels
             self.start_transfer(None, handoff.HandoffTransfer(request), now)
             return
         rank = self.router.place("decode", now, request.spec.dp_rank, request.spec.worker_idx)
-        handoff.move_to(request, rank, request.spec.output_len)
-        request.decode_rank, request.handoff = rank, "pending"
-        self._join(rank, request)
-
-    def _join(self, rank, request) -> None:
-        """A handed-off request joins a decode rank's queue; its place there orders landed handoffs."""
-        request.joined = self.next_seq()
-        rank.waiting.append(request)
+        handoff.to_decode(request, rank, self.next_seq())
 
     def start_transfer(self, rank, job: handoff.HandoffTransfer, now: int, moved: dict | None = None) -> bool:
         request = job.request
-        request.handoff, request.loading = "transferring", True
-        self.push(now + self.config.transfer_ns(request.transfer_tokens), HANDOFF_DONE, request)
+        handoff.transferring(request)
+        self.push(now + self.config.transfer_ns(request.pd.transfer_tokens), HANDOFF_DONE, request)
         return False
 
     def to_prefill(self, rank, job: handoff.PrefillMove, now: int, moved: dict | None = None) -> bool:
         """Destination-first: reserved on the decode rank, the request now goes to a prefill rank; True: a
         request moved to another worker."""
-        request, spec = job.request, job.request.spec
-        prefill = self.router.place("prefill", now, spec.prefill_dp_rank, spec.prefill_worker_idx)
-        handoff.move_to(request, prefill, 1)
-        request.prefill_rank, request.handoff = prefill, None
-        prefill.waiting.append(request)
+        spec = job.request.spec
+        handoff.to_prefill(job.request, self.router.place("prefill", now, spec.prefill_dp_rank, spec.prefill_worker_idx))
         return True
 
     def landed(self, request, now: int) -> None:
         """Event handler: the KV arrived on the decode rank."""
-        handoff.landed(request.decode_rank, request, now)
+        handoff.landed(request.pd.decode_rank, request, now)

@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass
 
 from ..tiers import offload
+from . import pass_results
 from .requests import Request
 
 DESTINATION_FIRST_BACKENDS = ("sglang",)
@@ -61,21 +62,63 @@ class Handoff:
         return self.latency_ns + math.ceil((tokens * self.bytes_per_token + self.state_bytes) / self.bandwidth_gbps)
 
 
+class HandoffState:
+    """A request's P/D handoff: its phase, both ends, the blocks each holds for it and when things happened.
+    Written only by this module."""
+
+    __slots__ = ("phase", "prefill_rank", "decode_rank", "source_rank", "source_blocks", "decode_blocks",
+                 "decode_hits", "decode_reused_tokens", "transfer_tokens", "prefill_done_ns", "decode_admit_ns",
+                 "source_released_ns", "joined")
+
+    def __init__(self):
+        self.phase = None  # None | "reserve" | "pending" | "transferring" | "arrived"
+        self.prefill_rank = None
+        self.decode_rank = None
+        self.source_rank = None
+        self.source_blocks: list[int] = []
+        self.decode_blocks: list[int] = []
+        self.decode_hits = 0
+        self.decode_reused_tokens = None
+        self.transfer_tokens = 0
+        self.prefill_done_ns = None
+        self.decode_admit_ns = None
+        self.source_released_ns = None
+        self.joined = 0  # order in which it joined its decode rank's queue
+
+
+def placed(request: Request, rank, destination_first: bool) -> None:
+    """The request arrived on `rank`: a decode rank that reserves first (destination-first), or its prefill rank."""
+    request.pd = state = HandoffState()
+    if destination_first:
+        state.phase, state.decode_rank = "reserve", rank
+    else:
+        state.prefill_rank = rank
+
+
+def to_prefill(request: Request, rank) -> None:
+    """Destination-first: the decode rank reserved; the request is prefilled on `rank` now."""
+    pass_results.move_to(request, rank, 1)
+    request.pd.prefill_rank, request.pd.phase = rank, None
+    rank.waiting.append(request)
+
+
+def to_decode(request: Request, rank, joined: int) -> None:
+    """Prefill is done: the request joins the decode rank's queue (source-first: that rank reserves at its next
+    pass; destination-first: it reserved already and the KV travels now); `joined` orders landed handoffs."""
+    pass_results.move_to(request, rank, request.spec.output_len)
+    state = request.pd
+    if state.decode_rank is None:
+        state.decode_rank, state.phase = rank, "pending"
+    state.joined = joined
+    rank.waiting.append(request)
+
+
 def hold_source(rank, request: Request, now_ns: int) -> None:
     """Prefill is done: keep the source blocks until the transfer ends."""
-    request.source_rank = rank
-    request.source_blocks, request.blocks = request.blocks, []
-    request.prefill_done_ns = now_ns
-    request.status = "transferring"
-
-
-def move_to(request: Request, rank, stop_after: int) -> None:
-    """The request now lives on `rank` (its keys follow the rank's block size)."""
-    request.rank = rank.index
-    request.keys = request.spec.keys(rank.block_size)
-    request.max_blocks = 0
-    request.num_computed = 0
-    request.stop_after = stop_after
+    state = request.pd
+    state.source_rank = rank
+    state.source_blocks = pass_results.hand_over_blocks(request)
+    state.prefill_done_ns = now_ns
 
 
 def reserve(rank, request: Request, handoff: Handoff) -> bool:
@@ -90,45 +133,41 @@ def reserve(rank, request: Request, handoff: Handoff) -> bool:
     if not rank.pool.can_allocate(need, hits):
         return False
     rank.pool.touch(hits)
-    request.decode_blocks = hits + rank.pool.allocate(need)
-    request.decode_hits = len(hits)
-    request.decode_reused_tokens = len(hits) * size
-    request.transfer_tokens = prompt if handoff.timing_mode == "full_prompt" else prompt - len(hits) * size
+    state = request.pd
+    state.decode_blocks = hits + rank.pool.allocate(need)
+    state.decode_hits = len(hits)
+    state.decode_reused_tokens = len(hits) * size
+    state.transfer_tokens = prompt if handoff.timing_mode == "full_prompt" else prompt - len(hits) * size
     return True
 
 
 def start_transfer(rank, request: Request) -> None:
-    request.handoff = "transferring"
-    request.loading = True
+    transferring(request)
     rank.jobs.append(HandoffTransfer(request))
+
+
+def transferring(request: Request) -> None:
+    request.pd.phase = "transferring"
 
 
 def landed(rank, request: Request, now_ns: int) -> None:
     """The KV arrived: the source lets go of its blocks, the decode rank knows the prompt."""
-    source = request.source_rank
-    offload.release_blocks(source, request, request.source_blocks)
-    request.source_blocks = []
-    request.source_released_ns = now_ns
-    request.loading = False
-    request.blocks, request.decode_blocks = request.decode_blocks, []
-    request.max_blocks = request.decode_hits
-    request.num_computed = request.spec.prompt_len
-    upto = min(request.spec.prompt_len // rank.block_size, len(request.keys))
-    rank.pool.register_run(request.blocks, request.keys, request.max_blocks, upto)
-    request.max_blocks = max(request.max_blocks, upto)
-    request.handoff = "arrived"
-    request.status = "waiting"
+    state = request.pd
+    offload.release_blocks(state.source_rank, request, state.source_blocks)
+    state.source_blocks = []
+    state.source_released_ns = now_ns
+    blocks, state.decode_blocks = state.decode_blocks, []
+    pass_results.resume_decode(rank, request, blocks, state.decode_hits)
+    state.phase = "arrived"
     waiting = rank.waiting
     waiting.remove(request)
     # handed-off requests are admitted before other waiting ones, in the order they joined this queue
     ahead = 0
-    while ahead < len(waiting) and waiting[ahead].handoff == "arrived" and waiting[ahead].joined < request.joined:
+    while ahead < len(waiting) and waiting[ahead].pd.phase == "arrived" and waiting[ahead].pd.joined < state.joined:
         ahead += 1
     waiting.insert(ahead, request)
 
 
-def admit_arrived(rank, request: Request, now_ns: int) -> int:
-    request.handoff = None
-    request.decode_admit_ns = now_ns
-    request.status = "running"
-    return 1
+def admit_arrived(request: Request, now_ns: int) -> None:
+    request.pd.phase = None
+    request.pd.decode_admit_ns = now_ns

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .requests import Request
 
 
 @dataclass
@@ -38,19 +37,20 @@ class Router:
             chosen, turn = workers[count % len(workers)], count // len(workers)
         return chosen.ranks[(rank if rank is not None else turn) % len(chosen.ranks)]
 
-    def hint(self, rank, request: Request, now: int, pulls_in_flight: dict):
-        """The rank `request`, placed on `rank`, may pull its prefix from (None: no hint)."""
+    def hint(self, rank, spec, keys: list, now: int, pulls_in_flight: dict):
+        """The rank a request (`spec`, its block `keys` on `rank`), placed on `rank`, may pull its prefix from
+        (None: no hint)."""
         peers = [peer for worker in self.members(rank.role) if self._exists(worker, now, pulls_in_flight)
                  for peer in worker.ranks if peer is not rank]
-        if request.spec.kv_hints:
-            for rank_index, worker_index, _ in sorted(request.spec.kv_hints, key=lambda h: -h[2]):
+        if spec.kv_hints:
+            for rank_index, worker_index, _ in sorted(spec.kv_hints, key=lambda h: -h[2]):
                 source = self._named(rank.role, rank_index, worker_index)
                 if source in peers:
                     return source
             return None
         if self.policy != "kv_aware":
             return None
-        keys = request.keys[:(request.spec.prompt_len - 1) // rank.block_size]
+        keys = keys[:(spec.prompt_len - 1) // rank.block_size]
         best, most = None, 0
         for peer in peers:
             held = peer.chain.peer_prefix(keys)

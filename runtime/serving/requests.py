@@ -13,6 +13,7 @@ from array import array
 from dataclasses import dataclass, field
 
 from ..traffic import block_keys as blocks
+from ..tiers.request_state import TierState
 from ..traffic.rng import bits
 
 
@@ -72,18 +73,17 @@ class RequestSpec:
 
 
 class Request:
-    """Replay record of one request on its rank (mutable, owned by one rank at a time)."""
+    """The replay's scheduling record of one request: where it runs, its progress, its tokens' times and its
+    admissions.  Written only by serving/scheduler.py and serving/pass_results.py (and its own methods); the tiers
+    keep theirs in `tier` (tiers/request_state.py), a P/D handoff in `pd` (handoff.py)."""
 
     __slots__ = ("spec", "keys", "arrival_ns", "rank", "num_tokens", "num_computed", "generated", "blocks",
                  "status", "reason", "first_admit_ns", "first_token_ns", "second_token_ns", "last_token_ns",
                  "terminal_ns", "gaps", "admissions", "reused_tokens", "first_reused_tokens", "committed_prefill",
-                 "max_blocks", "loading", "preloaded", "host_tokens", "stored_upto", "stores_in_flight",
-                 "first_g1_tokens", "first_host_tokens", "pins", "unstored", "store_jobs", "deferred_at",
-                 "stop_after", "handoff", "source_rank", "source_blocks", "decode_blocks", "decode_hits",
-                 "decode_reused_tokens", "transfer_tokens", "prefill_rank", "prefill_done_ns", "decode_admit_ns",
-                 "source_released_ns", "decode_rank", "joined", "hint")
+                 "max_blocks", "first_g1_tokens", "first_host_tokens", "stop_after", "tier", "pd")
 
-    def __init__(self, spec: RequestSpec, arrival_ns: int, rank: int, block_size: int):
+    def __init__(self, spec: RequestSpec, arrival_ns: int, rank: int, block_size: int, hint=None,
+                 stop_after: int | None = None):
         self.spec = spec
         self.keys = spec.keys(block_size)
         self.arrival_ns = arrival_ns
@@ -105,33 +105,12 @@ class Request:
         self.first_reused_tokens = None
         self.committed_prefill = 0  # prompt/recompute tokens computed (not reused), over all admissions
         self.max_blocks = 0  # leading blocks already registered in G1
-        self.loading = False  # waiting for a host->GPU restore
-        self.preloaded: list[int] = []  # G1 blocks a finished restore filled, held until admission
-        self.host_tokens = 0  # tokens of the current admission restored from G2
-        self.stored_upto = 0  # blocks before this index were offered to G2
-        self.stores_in_flight = 0
         self.first_g1_tokens = None
         self.first_host_tokens = None
-        self.pins: list = []  # G2 keys pinned by a lookup that could not load yet (simple_cpu)
-        self.unstored: list = []  # prompt keys that found no G2 room (offered again on finish by v0.32)
-        self.store_jobs: list = []  # its stores in flight
-        self.deferred_at = -1  # G2 pool version of its last deferred lookup
-        self.stop_after = spec.output_len  # tokens to sample on this rank (1 on a prefill rank)
-        # disaggregated prefill/decode (see handoff.py)
-        self.handoff = None  # None | "reserve" | "pending" | "transferring" | "arrived"
-        self.source_rank = None
-        self.source_blocks: list[int] = []
-        self.decode_blocks: list[int] = []
-        self.decode_hits = 0
-        self.decode_reused_tokens = None
-        self.transfer_tokens = 0
-        self.prefill_rank = None
-        self.prefill_done_ns = None
-        self.decode_admit_ns = None
-        self.source_released_ns = None
-        self.decode_rank = None
-        self.joined = 0  # order in which it joined its decode rank's queue
-        self.hint = None  # the rank KVCR may pull its prefix from (see peer_fetch.py)
+        # tokens to sample on this rank (1 on a prefill rank)
+        self.stop_after = spec.output_len if stop_after is None else stop_after
+        self.tier = TierState(hint)
+        self.pd = None  # handoff.HandoffState with disaggregated prefill/decode
 
     def add_token(self, at_ns: int) -> None:
         if self.first_token_ns is None:

@@ -18,7 +18,7 @@ from ..tiers import offload
 from ..tiers.chain import NO_TIERS
 from ..tiers.g1 import BlockPool
 from ..timing import PassWork
-from . import handoff
+from . import handoff, pass_results
 from .requests import Request
 
 
@@ -66,17 +66,10 @@ class Batch:
         self.work = work
 
 
-def _register(rank: Rank, request: Request, tokens: int) -> None:
-    """Make the request's full blocks up to `tokens` discoverable by their keys."""
-    upto = min(tokens // rank.block_size, len(request.keys))
-    if upto > request.max_blocks:
-        rank.pool.register_run(request.blocks, request.keys, request.max_blocks, upto)
-        request.max_blocks = upto
-
-
 def preempt(rank: Rank, request: Request) -> None:
     rank.chain.preemption_wait(rank, request)
-    offload.release(rank, request)
+    offload.release_blocks(rank, request, request.blocks)
+    request.blocks = []
     request.max_blocks = 0
     request.num_computed = 0
     request.status = "waiting"
@@ -90,11 +83,10 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     rank.pool.advance(request.spec.index)
     limit = (request.num_tokens - 1) // block_size  # the last known token is always recomputed
     hits = rank.pool.match(request.keys, limit)
-    if not request.preloaded:
+    if not request.tier.preloaded:
         outcome = rank.chain.restore(rank, request, hits, limit)
         if outcome:
             return outcome
-        request.host_tokens = 0
     cached = len(hits) * block_size
     new = request.num_tokens - cached
     if not rank.chunked and new > budget:
@@ -104,23 +96,19 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     if not rank.pool.can_allocate(need, hits):
         return 0
     rank.pool.touch(hits)
-    if request.preloaded:  # the restore's hold passes to the admission's own reference
-        rank.pool.release(request.preloaded)
-        request.preloaded = []
+    restored = rank.chain.admitting(rank, request, len(hits))
     new_blocks = rank.pool.allocate(need)
     token_blocks = rank.blocks_for(cached + new) - len(hits)
     request.blocks = hits + new_blocks[:token_blocks] + new_blocks[token_blocks:]
     request.max_blocks = len(hits)
     request.num_computed = cached
-    request.stored_upto = rank.chain.first_offer(len(hits))
     readmission = bool(request.admissions)
     prompt_reused = min(cached, request.spec.prompt_len)
-    host_reused = min(request.host_tokens, prompt_reused)
+    host_reused = min(restored, prompt_reused)
     request.admissions.append({
         "admission_ordinal": len(request.admissions), "pool": rank.chain.name if host_reused else rank.name,
         "at_ns": now_ns, "reused_input_tokens": prompt_reused, "g1_reused_input_tokens": prompt_reused - host_reused,
         "host_reused_input_tokens": host_reused, "is_readmission": readmission})
-    request.host_tokens = 0
     if not readmission:
         request.first_admit_ns = now_ns
         request.first_reused_tokens = prompt_reused
@@ -135,11 +123,13 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
 
 def _take_handoff(rank: Rank, request: Request, now_ns: int) -> int:
     """A handed-off request on a decode rank: 1 admitted or reserved, 0 short of blocks, -1 transfer started."""
-    if request.handoff == "arrived":
-        return handoff.admit_arrived(rank, request, now_ns)
+    if request.pd.phase == "arrived":
+        handoff.admit_arrived(request, now_ns)
+        request.status = "running"
+        return 1
     if not handoff.reserve(rank, request, rank.handoff):
         return 0
-    if request.handoff == "reserve":  # destination-first: the prefill may start now
+    if request.pd.phase == "reserve":  # destination-first: the prefill may start now
         rank.jobs.append(handoff.PrefillMove(request))
         return 1
     handoff.start_transfer(rank, request)
@@ -152,10 +142,11 @@ def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
     position = 0
     while position < len(waiting) and budget > 0 and len(running) < rank.max_sequences:
         request = waiting[position]
-        if request.loading:
+        pd = request.pd
+        if request.tier.loading or (pd is not None and pd.phase == "transferring"):
             position += 1  # waits for its restore from G2 or its P/D transfer (vLLM skips these)
             continue
-        if request.handoff is not None:
+        if pd is not None and pd.phase is not None:
             outcome = _take_handoff(rank, request, now_ns)
             if outcome < 0:
                 position += 1
@@ -163,7 +154,7 @@ def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
             if outcome == 0:
                 break
             del waiting[position]
-            if request.handoff is None:  # arrived: decode from here
+            if pd.phase is None:  # arrived: decode from here
                 running.append(request)
                 items.append((request, 1))
                 budget -= 1
@@ -176,21 +167,10 @@ def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
             break
         del waiting[position]
         running.append(request)
-        _register(rank, request, request.num_computed + new)
+        pass_results.register(rank, request, request.num_computed + new)
         items.append((request, new))
         budget -= new
     return budget
-
-
-def _drop_restore_holds(rank: Rank) -> bool:
-    """Nothing runs and the head cannot start while requests behind it hold restored blocks: let those go
-    (they stay cached in G1 and will be found again), so the rank cannot stall on its own holds."""
-    holders = [r for r in rank.waiting if r.preloaded]
-    for request in holders:
-        rank.pool.release(request.preloaded)
-        request.preloaded = []
-        request.host_tokens = 0
-    return bool(holders)
 
 
 def schedule(rank: Rank, now_ns: int) -> Batch | None:
@@ -224,13 +204,13 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
                 break
         if request is None:
             break
-        _register(rank, request, request.num_computed + new)
+        pass_results.register(rank, request, request.num_computed + new)
         items.append((request, new))
         budget -= new
         i += 1
     if not preempted or not items:  # (a pass that preempted everything is empty: the next one admits)
         budget = _admit_waiting(rank, budget, items, now_ns)
-        if not running and not items and _drop_restore_holds(rank):
+        if not running and not items and rank.chain.drop_restore_holds(rank):
             budget = _admit_waiting(rank, budget, items, now_ns)
     if not items:
         return None
@@ -258,44 +238,3 @@ def work_of(items: list[tuple[Request, int]]) -> PassWork:
         else:
             chunks.append((new, request.num_computed))
     return PassWork(tuple(chunks), decodes, context)
-
-
-def finish_pass(rank: Rank, batch: Batch, end_ns: int) -> list[Request]:
-    """Apply a pass's results at its end; returns the requests that finished."""
-    finished = []
-    rank.chain.after_pass(rank, batch)
-    for request, new in batch.items:
-        computed = request.num_computed + new
-        request.num_computed = computed
-        if computed < request.num_tokens:
-            continue  # a prefill chunk that does not reach the end of the known tokens
-        last = request.last_token_ns
-        if last is not None and request.second_token_ns is not None:  # the common decode case, inlined
-            gaps, gap = request.gaps, end_ns - last
-            if gaps and gaps[-1][0] == gap:
-                gaps[-1][1] += 1
-            else:
-                gaps.append([gap, 1])
-            request.last_token_ns = end_ns
-            request.generated += 1
-            request.num_tokens += 1
-        else:
-            request.add_token(end_ns)
-        if request.generated >= request.stop_after:
-            finished.append(request)
-    if finished:
-        release_finished(rank, finished, end_ns)
-    return finished
-
-
-def release_finished(rank: Rank, finished: list[Request], end_ns: int) -> None:
-    done = set(map(id, finished))
-    rank.running = [r for r in rank.running if id(r) not in done]
-    for request in finished:
-        rank.chain.on_finish(rank, request)
-        if request.generated < request.spec.output_len:  # a prefill rank's part is done: hand the KV off
-            handoff.hold_source(rank, request, end_ns)
-            continue
-        offload.release(rank, request)
-        request.status = "completed"
-        request.terminal_ns = end_ns

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from itertools import islice
 
 from ..tiers.g1 import BlockPool
-from ..serving.scheduler import Batch, Rank, _register, release_finished
+from ..serving.pass_results import add_decode_block, advance_decodes, release_finished
+from ..serving.scheduler import Batch, Rank
 from ..timing import PassWork
 
 
@@ -147,18 +148,17 @@ def apply(macro: Macro) -> list[tuple[object, int]]:
     gaps = _runs([b - a for a, b in zip(ends, ends[1:])])
     finished = []
     for (rank, batch), events in zip(macro.active, macro.events):
-        state = rank.state_blocks
         for j, kind, _, request in events:
             if kind == 0:
                 (block,) = rank.pool.allocate(1)
-                request.blocks.insert(len(request.blocks) - state, block)
+                add_decode_block(rank, request, block)
             else:
-                _advance(rank, request, j + 1, ends, gaps)
+                advance_decodes(rank, request, j + 1, ends, gaps)
                 release_finished(rank, [request], ends[j])
                 finished.append((request, ends[j]))
         for request, _ in batch.items:
             if request.status != "completed":
-                _advance(rank, request, macro.last_pass[id(request)] + 1, ends, gaps)
+                advance_decodes(rank, request, macro.last_pass[id(request)] + 1, ends, gaps)
     return finished
 
 
@@ -170,19 +170,3 @@ def _runs(values: list[int]) -> list[list[int]]:
         else:
             runs.append([value, 1])
     return runs
-
-
-def _advance(rank: Rank, request, passes: int, ends: list[int], gaps: list[list[int]]) -> None:
-    """Give the request the tokens of passes 0..passes-1 (it already has its first token)."""
-    request.num_computed += passes
-    _register(rank, request, request.num_computed)
-    request.add_token(ends[0])
-    left = passes - 1
-    for gap, count in gaps:
-        if left <= 0:
-            break
-        request.add_gaps(gap, min(count, left))
-        left -= count
-    request.generated += passes - 1
-    request.num_tokens += passes - 1
-    request.last_token_ns = ends[passes - 1]

@@ -25,7 +25,8 @@ from ..serving.never_fits import never_fits
 from ..serving.placement import Router
 from ..serving.requests import Request
 from ..serving.scaling import Draining
-from ..serving.scheduler import finish_pass, schedule
+from ..serving.pass_results import close, finish_pass, reject
+from ..serving.scheduler import schedule
 from ..tiers.copy_jobs import Copy
 from ..tiers.offload import blocked
 from . import macro
@@ -114,15 +115,15 @@ class Replay:
         first = self.handoffs.first_role
         rank = self.router.place(first, now, *((spec.prefill_dp_rank, spec.prefill_worker_idx) if first == "prefill"
                                                else (spec.dp_rank, spec.worker_idx)))
-        request = Request(spec, now, rank.index, rank.block_size)
+        keys = spec.keys(rank.block_size)
+        hint = self.router.hint(rank, spec, keys, now, rank.chain.kvcr.busy_workers) if rank.chain.wants_hint else None
+        request = Request(spec, now, rank.index, rank.block_size, hint, self.handoffs.stop_after(spec))
         self.requests.append(request)
         if self.kv_log is not None:
             self.kv_log.learn(request)
-        if rank.chain.wants_hint:
-            request.hint = self.router.hint(rank, request, now, rank.chain.kvcr.busy_workers)
         reason = self.never_fits(rank, spec)
         if reason:
-            request.status, request.reason, request.terminal_ns = "rejected", reason, now
+            reject(request, reason, now)
             self._ended(request, now, completed=False)
             return
         self.handoffs.placed(request, rank)
@@ -212,7 +213,7 @@ class Replay:
                 continue
             for request in finish_pass(rank, batch, now):
                 if request.status == "transferring":
-                    self.handoffs.prefilled(request, now)
+                    self.handoffs.prefilled(rank, request, now)
                 else:
                     self._ended(request, now, completed=True)
             self._drain(rank, now)
@@ -240,6 +241,12 @@ class Replay:
             gc.freeze()  # the replay's objects live on: later collections need not scan them again
             if collecting:
                 gc.enable()
+
+    def close(self) -> int:
+        """After `run`: when the replay ended; requests still open are incomplete then."""
+        end_ns = self.stopped_at if self.stopped_at is not None else self.now
+        close(self.requests, end_ns, bool(self.stalled))
+        return end_ns
 
     def _loop(self) -> None:
         self.draining.schedule_leaves(self.push)

@@ -44,6 +44,12 @@ class TierChain:
         again, unless the connector scans from block 0)."""
         return 0 if self.profile.scan_from_block_zero else hits
 
+    def admitting(self, rank, request, hits: int) -> int:
+        return offload.admitting(rank, request, hits)
+
+    def drop_restore_holds(self, rank) -> bool:
+        return offload.drop_restore_holds(rank)
+
     def after_pass(self, rank, batch) -> None:
         offload.offer_after_pass(rank, batch)
 
@@ -68,7 +74,7 @@ class TierChain:
     def finish_may_store(self, request) -> bool:
         """Does this request's completion copy into the first tier (blocks left to store, or any with a KVCR
         peer that might pull from it)?"""
-        return self.profile.store_rest_on_finish and bool(request.unstored or self.kvcr is not None)
+        return self.profile.store_rest_on_finish and bool(request.tier.unstored or self.kvcr is not None)
 
     # ---------------------------------------------------------------- the router's and the shell's questions
     @property
@@ -117,6 +123,12 @@ class NoTiers:
 
     def first_offer(self, hits: int) -> int:
         return hits
+
+    def admitting(self, rank, request, hits: int) -> int:
+        return 0
+
+    def drop_restore_holds(self, rank) -> bool:
+        return False
 
     def after_pass(self, rank, batch) -> None:
         pass

@@ -47,5 +47,5 @@ def filled(chain, request, keys: list, source: str) -> None:
     """A copy into the first tier from `source` ("g3", "peer") landed: its blocks are ready there, and the
     request that waited for it is looked up again."""
     chain.top.landed(keys, source=source)
-    request.loading = False
+    request.tier.loading = False
     chain.fill_rounds += 1

@@ -29,33 +29,35 @@ DEFER, LOAD, READ = -1, -2, -3  # `restore` outcomes besides 0 (nothing to resto
 # ---------------------------------------------------------------------------------------------- restores
 
 def restore(rank, request, hits: list[int], limit: int) -> int:
-    chain = rank.chain
+    chain, state = rank.chain, request.tier
     host, profile = chain.top, chain.profile
-    if profile.own_store_defers and request.stores_in_flight:
+    if profile.own_store_defers and state.stores_in_flight:
         return DEFER
-    if request.deferred_at == host.version:
+    if state.deferred_at == host.version:
         return DEFER  # nothing in G2 changed since this request's last deferred lookup: same answer, no-op refresh
-    if request.pins:  # simple_cpu: a new lookup drops the old pin, which makes those blocks the newest
-        host.unpin(request.pins)
-        request.pins = []
+    if state.pins:  # simple_cpu: a new lookup drops the old pin, which makes those blocks the newest
+        host.unpin(state.pins)
+        state.pins = []
     if profile.name == "simple_cpu_v0_32" and request.admissions:
         limit = min(limit, request.spec.prompt_len // rank.block_size)  # after preemption: prompt blocks only
     found, deferred = host.lookup(request.keys, len(hits), limit)
     if profile.refresh_on_lookup:
         host.refresh(request.keys, request.spec.prompt_len // rank.block_size)
     if deferred:
-        request.deferred_at = host.version
+        state.deferred_at = host.version
         return DEFER
     for fill in chain.fills:  # reads from deeper tiers, KVCR pulls: copies into G2 of what follows its hits
         if fill(rank, request, len(hits) + found, limit):
             return READ
     if not found:
+        state.restored_tokens = 0
         return 0
     keys = request.keys[len(hits):len(hits) + found]
     if not rank.pool.can_allocate(found, hits):
         if profile.pin_before_load:
             host.pin(keys)
-            request.pins = keys
+            state.pins = keys
+        state.restored_tokens = 0
         return 0
     rank.pool.touch(hits)
     new_blocks = rank.pool.allocate(found)
@@ -63,9 +65,9 @@ def restore(rank, request, hits: list[int], limit: int) -> int:
     chain.fill_rounds = 0  # a load is progress (see copy_jobs.BYPASS_ROUNDS)
     if chain.kvcr is not None:
         peer_fetch.loading(rank, keys)
-    request.blocks = hits + new_blocks
-    request.loading = True
-    request.host_tokens = found * rank.block_size
+    state.restoring = hits + new_blocks
+    state.loading = True
+    state.restored_tokens = found * rank.block_size
     rank.jobs.append(Copy(host, "read", restored, rank, request, keys, new_blocks, into_g1=True))
     return LOAD
 
@@ -73,20 +75,20 @@ def restore(rank, request, hits: list[int], limit: int) -> int:
 def restored(rank, job: Copy) -> None:
     """A restore finished: its blocks are G1 blocks now, held by the request until it is admitted."""
     request = job.request
+    state = request.tier
     job.tier.read_done(job.keys)
-    first = len(request.blocks) - len(job.blocks)
-    rank.pool.register_run(request.blocks, request.keys, first, len(request.blocks))
-    request.loading = False
-    request.preloaded = request.blocks
-    request.blocks = []
+    blocks, state.restoring = state.restoring, []
+    rank.pool.register_run(blocks, request.keys, len(blocks) - len(job.blocks), len(blocks))
+    state.loading = False
+    state.preloaded = blocks
 
 
 # ---------------------------------------------------------------------------------------------- stores
 
 def offer(rank, request, upto: int, hold: bool = False) -> None:
     """Offer keys[stored_upto:upto] to G2 and start one store for those that get a slot."""
-    host, profile = rank.chain.top, rank.chain.profile
-    start = request.stored_upto
+    host, profile, state = rank.chain.top, rank.chain.profile, request.tier
+    start = state.stored_upto
     if upto <= start:
         return
     keys = request.keys
@@ -107,11 +109,11 @@ def offer(rank, request, upto: int, hold: bool = False) -> None:
             blocks = [request.blocks[position[key]] for key in accepted]
         _start_store(rank, host, request, accepted, blocks, hold)
     if waits_for_room:  # simple_cpu: what did not fit is offered again next pass
-        request.stored_upto = start + next(i for i, key in enumerate(offered) if not host.holds(key))
+        state.stored_upto = start + next(i for i, key in enumerate(offered) if not host.holds(key))
     else:
         if not everything:
-            request.unstored.extend(filterfalse(host.holds, offered))
-        request.stored_upto = upto
+            state.unstored.extend(filterfalse(host.holds, offered))
+        state.stored_upto = upto
 
 
 def offer_after_pass(rank, batch) -> None:
@@ -121,12 +123,12 @@ def offer_after_pass(rank, batch) -> None:
     if profile.store_delay_passes:  # what was computed before this pass: one pass after it was computed
         for request, new in batch.items:
             upto = request.num_computed // size
-            if upto > request.stored_upto:
+            if upto > request.tier.stored_upto:
                 offer(rank, request, min(upto, len(request.keys)))
     elif profile.store_decode_blocks:
         for request, new in batch.items:
             upto = (request.num_computed + new) // size
-            if upto > request.stored_upto:
+            if upto > request.tier.stored_upto:
                 offer(rank, request, min(upto, len(request.keys)))
     elif batch.work.prefill_chunks:  # prompt blocks only: a pass of decodes alone computes none
         for request, new in batch.items:
@@ -135,7 +137,7 @@ def offer_after_pass(rank, batch) -> None:
                 continue  # decoding: nothing new to store
             end = computed + new
             upto = (end if end < prompt else prompt) // size
-            if upto > request.stored_upto:
+            if upto > request.tier.stored_upto:
                 offer(rank, request, min(upto, len(request.keys)))
 
 
@@ -147,7 +149,8 @@ def offer_on_finish(rank, request) -> None:
     if profile.store_decode_blocks:
         offer(rank, request, min(request.num_computed // size, len(request.keys)), hold=True)
         return
-    unstored, request.unstored = request.unstored, []
+    state = request.tier
+    unstored, state.unstored = state.unstored, []
     retry = [k for k in unstored if not host.holds(k)]
     accepted = host.reserve(retry)
     if accepted:
@@ -155,13 +158,14 @@ def offer_on_finish(rank, request) -> None:
         blocks = [request.blocks[position[key]] for key in accepted]
         _start_store(rank, host, request, accepted, blocks)
     # re-rank every block it stored, offered or loaded, its first block newest
-    host.refresh(request.keys, min(request.stored_upto, request.spec.prompt_len // size))
+    host.refresh(request.keys, min(state.stored_upto, request.spec.prompt_len // size))
 
 
 def _start_store(rank, host, request, keys: list, blocks: list[int], hold: bool = False) -> None:
-    request.stores_in_flight += 1
+    state = request.tier
+    state.stores_in_flight += 1
     job = Copy(host, "write", stored, rank, request, keys, blocks, hold)
-    request.store_jobs.append(job)
+    state.store_jobs.append(job)
     rank.jobs.append(job)
 
 
@@ -169,22 +173,18 @@ def stored(rank, job: Copy) -> None:
     job.tier.landed(job.keys)
     write_down(rank, job.tier, job.keys)
     rank.pool.end_copy(job.blocks)
-    job.request.stores_in_flight -= 1
-    job.request.store_jobs.remove(job)
+    state = job.request.tier
+    state.stores_in_flight -= 1
+    state.store_jobs.remove(job)
     if job.hold:  # simple_cpu: blocks held for the copy are freed now, first block first
         rank.pool.release(list(reversed(job.blocks)))
-
-
-def release(rank, request) -> None:
-    """Free a finished or preempted request's G1 blocks."""
-    release_blocks(rank, request, request.blocks)
-    request.blocks = []
 
 
 def release_blocks(rank, request, blocks: list[int]) -> None:
     """Free `blocks` of `request` on `rank`: simple_cpu holds those its stores still copy out until they land,
     the other connectors free them and a new owner waits for the copy."""
-    copying = [job for job in request.store_jobs if job.rank is rank] if request.store_jobs else None
+    jobs = request.tier.store_jobs
+    copying = [job for job in jobs if job.rank is rank] if jobs else None
     if copying:
         if rank.chain.profile.g1_copy == "hold_until_copied":
             held = set()
@@ -198,11 +198,35 @@ def release_blocks(rank, request, blocks: list[int]) -> None:
     rank.pool.release(blocks)
 
 
+def admitting(rank, request, hits: int) -> int:
+    """An admission takes over the blocks its restore filled (their hold passes to its own reference): returns
+    the tokens restored from the first tier; blocks before `hits` are not offered to it again unless the connector
+    scans from block 0."""
+    state = request.tier
+    if state.preloaded:
+        rank.pool.release(state.preloaded)
+        state.preloaded = []
+    state.stored_upto = rank.chain.first_offer(hits)
+    restored, state.restored_tokens = state.restored_tokens, 0
+    return restored
+
+
+def drop_restore_holds(rank) -> bool:
+    """Nothing runs and the head cannot start while requests behind it hold restored blocks: let those go (they
+    stay cached in G1 and will be found again), so the rank cannot stall on its own holds."""
+    holders = [r for r in rank.waiting if r.tier.preloaded]
+    for request in holders:
+        rank.pool.release(request.tier.preloaded)
+        request.tier.preloaded = []
+        request.tier.restored_tokens = 0
+    return bool(holders)
+
+
 def preemption_wait(rank, victim) -> None:
     """The next pass waits for the victim's stores (or, for simple_cpu, every transfer of the rank)."""
     if rank.chain.profile.preemption_waits_for == "all_transfers":
         rank.waits.append(("rank", rank))
-    elif victim.stores_in_flight:
+    elif victim.tier.stores_in_flight:
         rank.waits.append(("stores", victim))
 
 
@@ -213,5 +237,5 @@ def blocked(rank) -> bool:
     if not rank.waits:
         return False
     rank.waits = [w for w in rank.waits if (w[1].transfers_in_flight if w[0] == "rank" else
-                                             w[1].stores_in_flight)]
+                                             w[1].tier.stores_in_flight)]
     return bool(rank.waits)

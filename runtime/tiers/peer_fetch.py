@@ -143,7 +143,7 @@ class PeerFetch:
 
 def pull(rank, request, start: int, limit: int) -> bool:
     """Ask for the blocks of keys[start:limit] the rank lacks from the hinted source; True: the request waits."""
-    source = request.hint
+    source = request.tier.hint
     if source is None:
         return False
     keys, cached, host = request.keys, rank.pool.cached, rank.chain.top
@@ -170,7 +170,7 @@ def pull(rank, request, start: int, limit: int) -> bool:
     if not slots:
         return False
     source.chain.top.pin(slots)
-    request.loading = True
+    request.tier.loading = True
     rank.jobs.append(Pull(rank, request, slots, source, lacked or len(slots) < len(wanted)))
     return True
 

@@ -40,7 +40,7 @@ class ReadUp:
         if not slots:
             return False  # the first tier has no block it could give up: nothing to read into
         tier.start_read(slots, rank.worker)
-        request.loading = True
+        request.tier.loading = True
         rank.jobs.append(Copy(tier, "read", read_landed, rank, request, slots))
         return True
 

@@ -1,0 +1,124 @@
+"""What a rank's pass changes when it ends, and every other change of a request's scheduling state.
+
+The scheduler (scheduler.py) and this module are the only writers of a
+`Request`'s own fields: a pass's tokens and completions, the decode passes a
+macro step applies at once, a request moving to another rank or handing its
+blocks over in P/D, a rejection, and what the replay says of requests still
+open when it ends.  Tiers and handoffs keep their own records
+(`request.tier`, `request.pd`).
+"""
+from __future__ import annotations
+
+from ..tiers import offload
+from .requests import Request
+
+
+def finish_pass(rank: Rank, batch: Batch, end_ns: int) -> list[Request]:
+    """Apply a pass's results at its end; returns the requests that finished."""
+    finished = []
+    rank.chain.after_pass(rank, batch)
+    for request, new in batch.items:
+        computed = request.num_computed + new
+        request.num_computed = computed
+        if computed < request.num_tokens:
+            continue  # a prefill chunk that does not reach the end of the known tokens
+        last = request.last_token_ns
+        if last is not None and request.second_token_ns is not None:  # the common decode case, inlined
+            gaps, gap = request.gaps, end_ns - last
+            if gaps and gaps[-1][0] == gap:
+                gaps[-1][1] += 1
+            else:
+                gaps.append([gap, 1])
+            request.last_token_ns = end_ns
+            request.generated += 1
+            request.num_tokens += 1
+        else:
+            request.add_token(end_ns)
+        if request.generated >= request.stop_after:
+            finished.append(request)
+    if finished:
+        release_finished(rank, finished, end_ns)
+    return finished
+
+
+def release_finished(rank: Rank, finished: list[Request], end_ns: int) -> None:
+    done = set(map(id, finished))
+    rank.running = [r for r in rank.running if id(r) not in done]
+    for request in finished:
+        rank.chain.on_finish(rank, request)
+        if request.generated < request.spec.output_len:  # a prefill rank's part is done: the KV is handed off
+            request.status = "transferring"
+            continue
+        offload.release_blocks(rank, request, request.blocks)
+        request.blocks = []
+        request.status = "completed"
+        request.terminal_ns = end_ns
+
+
+def register(rank, request: Request, tokens: int) -> None:
+    """Make the request's full blocks up to `tokens` discoverable by their keys."""
+    upto = min(tokens // rank.block_size, len(request.keys))
+    if upto > request.max_blocks:
+        rank.pool.register_run(request.blocks, request.keys, request.max_blocks, upto)
+        request.max_blocks = upto
+
+
+def add_decode_block(rank, request: Request, block: int) -> None:
+    """A fused decode pass crossed a block boundary: the new block goes before the state blocks."""
+    request.blocks.insert(len(request.blocks) - rank.state_blocks, block)
+
+
+def advance_decodes(rank, request: Request, passes: int, ends: list[int], gaps: list[list[int]]) -> None:
+    """Give the request the tokens of fused passes 0..passes-1 (it already has its first token)."""
+    request.num_computed += passes
+    register(rank, request, request.num_computed)
+    request.add_token(ends[0])
+    left = passes - 1
+    for gap, count in gaps:
+        if left <= 0:
+            break
+        request.add_gaps(gap, min(count, left))
+        left -= count
+    request.generated += passes - 1
+    request.num_tokens += passes - 1
+    request.last_token_ns = ends[passes - 1]
+
+
+def move_to(request: Request, rank, stop_after: int) -> None:
+    """The request now lives on `rank` (its keys follow the rank's block size), to sample `stop_after` tokens."""
+    request.rank = rank.index
+    request.keys = request.spec.keys(rank.block_size)
+    request.max_blocks = 0
+    request.num_computed = 0
+    request.stop_after = stop_after
+
+
+def hand_over_blocks(request: Request) -> list[int]:
+    """Prefill is done on the source: its blocks go to the handoff, which holds them until the KV has landed."""
+    blocks, request.blocks = request.blocks, []
+    return blocks
+
+
+def resume_decode(rank, request: Request, blocks: list[int], hits: int) -> None:
+    """The KV landed on the decode rank: the request holds `blocks` (the first `hits` were cached there) and
+    knows its whole prompt; it waits to be admitted."""
+    request.blocks = blocks
+    request.max_blocks = hits
+    request.num_computed = request.spec.prompt_len
+    upto = min(request.spec.prompt_len // rank.block_size, len(request.keys))
+    rank.pool.register_run(request.blocks, request.keys, request.max_blocks, upto)
+    request.max_blocks = max(request.max_blocks, upto)
+    request.status = "waiting"
+
+
+def reject(request: Request, reason: str, now_ns: int) -> None:
+    request.status, request.reason, request.terminal_ns = "rejected", reason, now_ns
+
+
+def close(requests: list[Request], end_ns: int, stalled: bool) -> None:
+    """The replay ended: requests still open are incomplete at `end_ns` (stalled: no event could move them)."""
+    for request in requests:
+        if request.terminal_ns is None:
+            request.status, request.terminal_ns = "incomplete", end_ns
+            if stalled:
+                request.reason = "stalled: no event could let it progress"

@@ -1,0 +1,24 @@
+"""What the tiers keep per request: its restores and stores in flight, what it pinned, where a peer may serve it.
+
+Written only by the modules of runtime/tiers/ (the scheduler reads it: a
+request whose restore is in flight waits).
+"""
+from __future__ import annotations
+
+
+class TierState:
+    __slots__ = ("loading", "restoring", "preloaded", "restored_tokens", "stored_upto", "stores_in_flight", "store_jobs", "pins",
+                 "unstored", "deferred_at", "hint")
+
+    def __init__(self, hint=None):
+        self.loading = False  # waiting for a copy into G1 (or into the first tier, which it then loads from)
+        self.restoring: list[int] = []  # G1 blocks (its G1 hits, then those a restore in flight fills)
+        self.preloaded: list[int] = []  # ... once the restore has landed: held until admission
+        self.restored_tokens = 0  # tokens of the current admission restored from the first tier
+        self.stored_upto = 0  # blocks before this index were offered to the first tier
+        self.stores_in_flight = 0
+        self.store_jobs: list = []  # its stores in flight
+        self.pins: list = []  # first-tier keys pinned by a lookup that could not load yet (simple_cpu)
+        self.unstored: list = []  # prompt keys that found no room (offered again on finish by v0.32)
+        self.deferred_at = -1  # the first tier's version at its last deferred lookup
+        self.hint = hint  # the peer rank KVCR may pull its prefix from (see peer_fetch.py)
