@@ -1,41 +1,38 @@
-"""The compiler's conversion of plan durations (milliseconds, seconds) to integer nanoseconds.
+"""The compiler's one conversion of plan durations (milliseconds, seconds) to integer nanoseconds.
 
-Every duration of the finished plan is converted here, by one of two rules that really differ
-for values below a nanosecond's resolution, and both are kept so that no output changes:
-
-- `ms_to_ns` (latencies, delays, arrival times, think times): the binary float product
-  ``ms * 1e6`` rounded half to even, as the replay always did for these.  0.0001255 ms is the
-  float product 125.49999999999999, so 125 ns.
-- `ms_to_ns_exact` (fixed step times): the value's shortest decimal form (what the config wrote)
-  times 10**6, rounded half to even with no float product, so 0.0001255 ms is 126 ns.  A step time
-  is added up once per scheduler pass, so its rounding must not depend on binary float error.
-
-Both agree whenever the value has at most six decimals (a whole number of nanoseconds), which
-every example and golden config has.  Polynomial step-time coefficients use the exact rule too,
-kept as an integer fraction (`ms_coefficients_to_ns`) so the polynomial is evaluated exactly.
+Every duration of the finished plan is converted here by one rule: the value as the config wrote
+it (its shortest decimal form, so no binary float error enters) times the unit, rounded half to
+even.  0.0001255 ms is 126 ns, whatever float product `0.0001255 * 1e6` happens to give.  A
+trace replayed `speedup` times faster divides its timestamps by the speedup under the same rule.
+Polynomial step-time coefficients are kept as an exact integer fraction
+(`ms_coefficients_to_ns`), so the polynomial is evaluated exactly too.
 """
 from __future__ import annotations
 
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Sequence
 
-NS_PER_MS = 1e6
-NS_PER_S = 1e9
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+
+
+def to_ns(value: float, unit_ns: int, divisor: float = 1) -> int:
+    """`value` units (a unit being `unit_ns` ns) divided by `divisor`, in ns, rounded half to even."""
+    if type(value) is int and divisor == 1:
+        return value * unit_ns  # (exact already: the common case of whole milliseconds)
+    exact = Decimal(repr(float(value))) * unit_ns
+    if divisor != 1:
+        exact /= Decimal(repr(float(divisor)))
+    return int(exact.to_integral_value(rounding=ROUND_HALF_EVEN))
 
 
 def ms_to_ns(ms: float, speedup: float = 1.0) -> int:
-    """Float rule: round(ms * 1e6 / speedup); a trace replayed `speedup` times faster divides its timestamps."""
-    return int(round(ms * NS_PER_MS / speedup))
+    """Milliseconds (divided by `speedup`, for a trace replayed faster) in nanoseconds."""
+    return to_ns(ms, NS_PER_MS, speedup)
 
 
 def seconds_to_ns(seconds: float) -> int:
-    """Float rule for a duration written in seconds: round(s * 1e9)."""
-    return int(round(seconds * NS_PER_S))
-
-
-def ms_to_ns_exact(ms: float) -> int:
-    """Exact decimal rule: the shortest decimal of `ms` (its `repr`) times 10**6, round half to even."""
-    return int((Decimal(repr(float(ms))) * 1_000_000).to_integral_value(rounding=ROUND_HALF_EVEN))
+    return to_ns(seconds, NS_PER_S)
 
 
 def ms_coefficients_to_ns(coefficients_ms: Sequence[float]) -> tuple[tuple[int, ...], int]:

@@ -9,7 +9,7 @@ provider (runtime/timing/default.py), which reads only this record.
 """
 from __future__ import annotations
 
-from .durations import ms_coefficients_to_ns, ms_to_ns_exact
+from .durations import ms_coefficients_to_ns, ms_to_ns
 from .geometry.kv_bytes import DTYPE_BYTES, native_bytes_per_token
 from .geometry.memory import weights_per_gpu
 from .plan_records import FixedTiming, PolynomialTiming, RooflineTiming, Timing
@@ -69,7 +69,7 @@ def timing_record(role_plan: dict, model: dict, hardware: dict, backend: str, kv
     timing = role_plan.get("timing", {"type": "default"})
     kind = timing.get("type", "default")
     if kind == "fixed":
-        return FixedTiming(ms_to_ns_exact(timing["prefill_ms"]), ms_to_ns_exact(timing["decode_ms"]))
+        return FixedTiming(ms_to_ns(timing["prefill_ms"]), ms_to_ns(timing["decode_ms"]))
     if kind == "polynomial":
         prefill, prefill_denominator = ms_coefficients_to_ns(timing["prefill"])
         decode, decode_denominator = ms_coefficients_to_ns(timing["decode"])

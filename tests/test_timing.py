@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from kvreplay.compiler.catalog import resolve_hardware, resolve_model
-from kvreplay.compiler.durations import ms_to_ns_exact as ms_to_ns
+from kvreplay.compiler.durations import ms_to_ns
 from kvreplay.compiler.timing_inputs import active_params, roofline_record, timing_record
 from kvreplay.runtime.timing import PassWork
 from kvreplay.runtime.timing.default import default_timing as roofline_of

@@ -4,7 +4,7 @@ A pass with prefill work (any new prompt tokens) costs `prefill_ns`, a pass
 with decoding requests costs `decode_ns`, a mixed pass the sum, an empty pass 0.
 
 The compiler converts the configured milliseconds to integer nanoseconds
-exactly (its `ms_to_ns_exact`: the shortest decimal times 10**6, half to even),
+exactly (its `durations.ms_to_ns`: the shortest decimal times 10**6, half to even),
 so a mixed pass adds two integers.
 """
 from __future__ import annotations
