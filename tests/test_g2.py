@@ -159,7 +159,7 @@ def land(rank: Rank, kind: str) -> list:
     jobs = [job for job in rank.jobs if job.landed is landed]
     rank.jobs = [job for job in rank.jobs if job.landed is not landed]
     for job in jobs:
-        landed(rank, job)
+        landed(rank, job, 0)
     return jobs
 
 

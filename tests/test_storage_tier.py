@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvreplay.runtime.links.transfers import Link
 from kvreplay.runtime.outputs.sections import LAYOUTS, _summed
-from kvreplay.runtime.tiers.lru_order import LruOrder
+from kvreplay.runtime.tiers.lru_order import FifoOrder, KeepAll, LruOrder
 from kvreplay.runtime.tiers.tier import IN_FLIGHT, READY, STORAGE_RULES, Tier
 
 
@@ -54,3 +54,17 @@ def test_shared_blocks_are_read_by_other_workers():
     assert g3.cross_worker_read_blocks == 2 and g3.read_jobs == 1
     assert section([g3])["cross_worker_read_blocks"] == 2 and "bypassed_restores" not in section([g3])
     assert g3.entries == {7: READY, 8: READY}
+
+
+def test_a_fifo_tier_evicts_by_arrival_whatever_hits_it():
+    """The same tier with a FIFO order: a hit (or a landing) does not move a key, so the first written goes first;
+    with KeepAll nothing is evicted and a full tier drops the copy."""
+    fifo = Tier("g3", "worker_local", 2, 1, STORAGE_RULES, Link({0: 1.0}), Link({0: 1.0}), FifoOrder())
+    fifo.reserve([1, 2], writer=0)
+    fifo.landed([2, 1])
+    assert fifo.lookup([1], 0, 1) == (1, False)  # a use, which LRU would count
+    assert fifo.reserve([3], writer=0) == [3] and list(fifo.entries) == [2, 3]
+    keep = Tier("g3", "worker_local", 2, 1, STORAGE_RULES, Link({0: 1.0}), Link({0: 1.0}), KeepAll())
+    keep.reserve([1, 2], writer=0)
+    keep.landed([1, 2])
+    assert keep.reserve([3], writer=0) == [] and keep.dropped == 1 and keep.evictions == 0

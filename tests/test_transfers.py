@@ -39,3 +39,31 @@ def test_unlimited_bandwidth_finishes_at_once():
     t = link.new(0, 10**9)
     link.start_moving(t, 7)
     assert link.next_done() == (7, t)
+
+
+def test_io_slots_make_transfers_wait_first_come_first_served():
+    """Two slots, three 1 MB transfers at 0, 0.1 and 0.2 ms under a 1 GB/s rank limit shared by the movers: a moves
+    0.1 ms alone, then a and b at 0.5 GB/s, so a ends at 1.9 ms; c waits for that slot (1.7 ms), moves beside b
+    until b's last 0.1 MB is done (2.1 ms), then alone: 3.0 ms."""
+    link = Link({0: 1.0}, slots=2)
+    a, b, c = (link.new(0, 1_000_000) for _ in range(3))
+    link.start_moving(a, 0)
+    link.start_moving(b, 100_000)
+    link.start_moving(c, 200_000)
+    assert link.moving == [a, b] and list(link.queued) == [c]
+    assert link.next_done() == (1_900_000, a)
+    link.finish(a, 1_900_000)
+    assert link.moving == [b, c] and not link.queued and link.slot_wait_ns == 1_700_000
+    assert link.next_done() == (2_100_000, b)
+    link.finish(b, 2_100_000)
+    assert link.next_done() == (3_000_000, c)
+    link.finish(c, 3_000_000)
+    assert link.bytes_moved == 3_000_000
+
+
+def test_without_slots_every_transfer_moves_at_once():
+    link = Link({0: 1.0})
+    transfers = [link.new(0, 1_000_000) for _ in range(3)]
+    for t in transfers:
+        link.start_moving(t, 0)
+    assert len(link.moving) == 3 and not link.queued and link.next_done() == (3_000_000, transfers[0])

@@ -12,9 +12,8 @@ from ..shell.events import COPY_DONE, COPY_MOVING
 
 
 class Copies:
-    def __init__(self, push, apply, then):
+    def __init__(self, push, then):
         self.push = push  # the replay's queue
-        self.apply = apply  # (copy, now): the owner of what landed applies it
         self.then = then  # (rank, now): the replay drains the rank's events, starts its new copies, unblocks it
         self.parked: list = []  # loads into G1 waiting for their G1 blocks' copies out to land
 
@@ -24,7 +23,9 @@ class Copies:
         if copy.into_g1 and rank.pool.copying.intersection(copy.blocks):
             self.parked.append(copy)
             return
-        self.start_transfer(copy.link, copy.tier.group(rank), copy.size, copy, now, moved)
+        tier = copy.tier
+        self.start_transfer(getattr(tier, copy.way), getattr(rank, tier.group_by), len(copy.keys) * tier.block_bytes,
+                            copy, now, moved)
 
     def start_transfer(self, link, group, size: int, payload, start_ns: int, moved: dict | None) -> None:
         transfer = link.new(group, size, payload)
@@ -65,7 +66,7 @@ class Copies:
         link.finish(transfer, now)
         copy = transfer.payload
         copy.rank.transfers_in_flight -= 1
-        self.apply(copy, now)
+        copy.landed(copy.rank, copy, now)  # the owner of what landed applies it
         if self.parked and copy.way == "write" and copy.blocks:  # a store out of G1 landed: loads may start
             self.unpark(now)
         self.then(copy.rank, now)

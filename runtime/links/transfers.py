@@ -10,6 +10,7 @@ rates are bytes per nanosecond (decimal GB/s).
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
 
 from .bandwidth import fair_rates
@@ -42,6 +43,9 @@ class Link:
     version: int = 0  # bumped whenever rates change, so stale completion events can be recognised
     _next: object = field(default=None, repr=False, compare=False)  # next_done(), or None: not known
     workers: frozenset | None = None  # the workers whose transfers it carries (None: any), for macro horizons
+    slots: int | None = None  # I/O concurrency: at most this many transfers move at once (None: no limit) ...
+    queued: deque = field(default_factory=deque)  # ... the others wait for a slot, first come first served
+    slot_wait_ns: int = 0  # total time transfers waited for a slot
 
     def new(self, group, size: int, payload=None) -> Transfer:
         self.seq += 1
@@ -50,6 +54,11 @@ class Link:
         return Transfer(self.seq, group, size, payload, float(size), solo_ns=solo)
 
     def start_moving(self, transfer: Transfer, now: int) -> None:
+        """The transfer's latency is over: it moves its bytes from now, or waits for a slot."""
+        if self.slots is not None and len(self.moving) >= self.slots:
+            transfer.moving_since = now  # (until it gets a slot: when it started waiting)
+            self.queued.append(transfer)
+            return
         self._next = None
         self._advance(now)
         transfer.moving_since = now
@@ -108,5 +117,10 @@ class Link:
         waited = (now - transfer.moving_since) - transfer.solo_ns
         if waited > 0:
             self.waited_ns += waited
+        if self.queued:  # the slot goes to the transfer that has waited longest
+            waiting = self.queued.popleft()
+            self.slot_wait_ns += now - waiting.moving_since
+            waiting.moving_since = now
+            moving.append(waiting)
         if moving:
             self._rebalance()

@@ -23,11 +23,3 @@ class Worker:
     def placeable(self, now: int, ready: bool) -> bool:
         return any(start <= now and (end is None or now < end) and (not ready or up <= now)
                    for start, up, end in self.periods)
-
-    def up_by(self, now: int) -> bool:
-        """Has it started up by `now` (scaled workers wait for their startup delay)?"""
-        return any(up <= now for _, up, _ in self.periods)
-
-    @property
-    def busy(self) -> bool:
-        return any(rank.busy for rank in self.ranks)

@@ -55,7 +55,7 @@ class Replay:
         self.handed_over = False  # a pass start moved requests to another worker (see _start_idle_workers)
         self.initial: list | None = None  # the traffic's first arrivals, when building needed them already
         self.horizons = Horizons(workers) if len(workers) > 1 else None  # per-worker macro horizons
-        self.copies = Copies(self.push, self._land, self._after_landing)
+        self.copies = Copies(self.push, self._after_landing)
         self.handoffs = Disaggregation(handoff, self.router, self.push, self._next_seq)
         self.draining = Draining(workers)
         # what else happens at the end of a pass and of an instant (KVCR pulls, see peer_fetch.attach; draining)
@@ -64,7 +64,6 @@ class Replay:
         # each kind of job a rank may ask for -> who starts it (True: it moved a request to another worker)
         self.starters = {Copy: self._start_copy, HandoffTransfer: self.handoffs.start_transfer,
                          PrefillMove: self.handoffs.to_prefill}
-        self.landing = {Copy: self._copy_landed}  # each kind of copy -> who applies it when it lands
         self.concerns = [kind.concerns for kind in EVENTS]
 
     def ranks(self) -> list:
@@ -158,13 +157,6 @@ class Replay:
         self.copies.start(rank, copy, now, moved)
         return False
 
-    def _land(self, copy, now: int) -> None:
-        self.landing[type(copy)](copy, now)
-
-    @staticmethod
-    def _copy_landed(copy: Copy, now: int) -> None:
-        copy.landed(copy.rank, copy)
-
     def _after_landing(self, rank, now: int) -> None:
         worker = self.workers[rank.worker]
         self._drain(rank, now)
@@ -227,7 +219,8 @@ class Replay:
         while self.handed_over:
             self.handed_over = False
             for worker in self.workers:
-                if worker.batches is None and worker.busy and worker.up_by(now):
+                if worker.batches is None and any(rank.busy for rank in worker.ranks) \
+                        and any(up <= now for _, up, _ in worker.periods):  # started up (scaled workers)
                     self._start_pass(worker, now)
 
     # ------------------------------------------------------------------ loop

@@ -18,10 +18,17 @@ from . import offload
 
 
 class TierChain:
-    __slots__ = ("tiers", "top", "profile", "fills", "fill_rounds", "kvcr", "name")
+    __slots__ = ("tiers", "top", "profile", "fills", "fill_rounds", "kvcr", "name", "_below", "restore", "admitting",
+                 "drop_restore_holds", "after_pass", "on_finish", "preemption_wait")
 
     def __init__(self, tiers: tuple, profile, fills: tuple = (), kvcr=None):
         self.tiers = tiers
+        self._below = {id(tier): below for tier, below in zip(tiers, tiers[1:])}
+        # what the scheduler asks of a chain, as the store policy's own functions (called once a pass or more:
+        # no wrapper call in between); each takes (rank, ...) as NoTiers' methods of the same names do
+        self.restore, self.admitting = offload.restore, offload.admitting
+        self.drop_restore_holds, self.preemption_wait = offload.drop_restore_holds, offload.preemption_wait
+        self.after_pass, self.on_finish = offload.offer_after_pass, offload.offer_on_finish
         self.top = tiers[0]
         self.name = self.top.name
         self.profile = profile  # the connector that stores G1 blocks into the first tier
@@ -32,32 +39,13 @@ class TierChain:
 
     def below(self, tier):
         """The tier written in the background from `tier` (None: the last)."""
-        at = self.tiers.index(tier) + 1
-        return self.tiers[at] if at < len(self.tiers) else None
+        return self._below.get(id(tier))
 
     # ---------------------------------------------------------------- the scheduler's questions
-    def restore(self, rank, request, hits: list, limit: int) -> int:
-        return offload.restore(rank, request, hits, limit)
-
     def first_offer(self, hits: int) -> int:
         """The first block an admission offers to the first tier (G1 hits and restored blocks are not offered
         again, unless the connector scans from block 0)."""
         return 0 if self.profile.scan_from_block_zero else hits
-
-    def admitting(self, rank, request, hits: int) -> int:
-        return offload.admitting(rank, request, hits)
-
-    def drop_restore_holds(self, rank) -> bool:
-        return offload.drop_restore_holds(rank)
-
-    def after_pass(self, rank, batch) -> None:
-        offload.offer_after_pass(rank, batch)
-
-    def on_finish(self, rank, request) -> None:
-        offload.offer_on_finish(rank, request)
-
-    def preemption_wait(self, rank, victim) -> None:
-        offload.preemption_wait(rank, victim)
 
     # ---------------------------------------------------------------- the macro stepper's questions
     @property

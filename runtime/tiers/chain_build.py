@@ -26,6 +26,7 @@ class LinkSpec:
 
     bandwidth_gbps: float | None
     shared_gbps: float | None = None  # a shared pool's limit over all members
+    slots: int | None = None  # I/O concurrency: copies moving at once (the others wait, first come first served)
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class TierSpec:
     capacity: int  # blocks
     block_bytes: int
     rules: TierRules
-    order: str  # "runs" (vLLM's connector orders) | "lru" | "none"
+    order: str  # "runs" (vLLM's connector orders) | "lru" | "fifo" | "none"
     store_policy: str  # the connector storing G1 blocks into it (first tier) | "write_back" (deeper tiers)
     write: LinkSpec  # copies into the tier
     read: LinkSpec  # copies out of it
@@ -58,7 +59,7 @@ def _pool(spec: TierSpec, name: str, members: list) -> Tier:
 
     def link(way: LinkSpec) -> Link:
         return Link({g: way.bandwidth_gbps for g in groups}, way.shared_gbps if spec.shared else None,
-                    spec.latency_ns, workers=workers)
+                    spec.latency_ns, workers=workers, slots=way.slots)
 
     return Tier(name, spec.scope, spec.capacity, spec.block_bytes, spec.rules, link(spec.write), link(spec.read),
                 _new_order(spec.order), group_by=group_by, label=spec.label, kv_event_tier=spec.kv_event_tier,

@@ -2,8 +2,8 @@
 
 A `Copy` moves keys into a tier (`way="write"`: G1 -> G2 stores, background
 writes to the next tier) or out of one (`way="read"`: loads into G1, reads
-into the tier above); `landed` is the function of the tier's owner that
-applies it when its bytes have moved.  Copies into the first tier that a
+into the tier above); `landed(rank, copy, now)` is the function of the
+tier's owner that applies it when its bytes have moved.  Copies into the first tier that a
 request waits for (reads from a deeper tier, KVCR pulls) share the landing
 (`filled`) and the no-progress rule below.
 """
@@ -24,14 +24,6 @@ class Copy:
         self.rank, self.request, self.keys, self.blocks = rank, request, keys, blocks
         self.hold = hold  # simple_cpu: the G1 blocks are freed when the copy lands
         self.into_g1 = into_g1  # a load into G1 blocks, which waits for their own copies out to land
-
-    @property
-    def link(self):
-        return getattr(self.tier, self.way)
-
-    @property
-    def size(self) -> int:
-        return len(self.keys) * self.tier.block_bytes
 
 
 def out_of_rounds(chain) -> bool:

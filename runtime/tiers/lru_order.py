@@ -1,4 +1,5 @@
-"""Plain eviction orders of a tier: least recently used first (`LruOrder`), or nothing ever evicted (`KeepAll`).
+"""Plain eviction orders of a tier: least recently used first (`LruOrder`), first in first out (`FifoOrder`), or
+nothing ever evicted (`KeepAll`).
 
 They answer the same questions as `run_order.RunOrder` (which keys are held,
 which go first, what moves to the end), over one ordered map: a storage tier
@@ -75,6 +76,18 @@ class LruOrder:
         return victims
 
 
+class FifoOrder(LruOrder):
+    """First in, first out: a key keeps the place its reserve gave it, whatever uses it later."""
+
+    __slots__ = ()
+
+    def refresh(self, keys: list, upto: int) -> None:
+        pass
+
+    def append(self, keys: list) -> None:
+        pass
+
+
 class KeepAll(LruOrder):
     """A tier that never evicts: a copy that finds it full is dropped (opal's tiers)."""
 
@@ -84,4 +97,4 @@ class KeepAll(LruOrder):
         return []
 
 
-ORDERS = {"lru": LruOrder, "none": KeepAll}
+ORDERS = {"lru": LruOrder, "fifo": FifoOrder, "none": KeepAll}

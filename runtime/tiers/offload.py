@@ -72,7 +72,7 @@ def restore(rank, request, hits: list[int], limit: int) -> int:
     return LOAD
 
 
-def restored(rank, job: Copy) -> None:
+def restored(rank, job: Copy, now: int) -> None:
     """A restore finished: its blocks are G1 blocks now, held by the request until it is admitted."""
     request = job.request
     state = request.tier
@@ -169,7 +169,7 @@ def _start_store(rank, host, request, keys: list, blocks: list[int], hold: bool 
     rank.jobs.append(job)
 
 
-def stored(rank, job: Copy) -> None:
+def stored(rank, job: Copy, now: int) -> None:
     job.tier.landed(job.keys)
     write_down(rank, job.tier, job.keys)
     rank.pool.end_copy(job.blocks)

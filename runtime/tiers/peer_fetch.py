@@ -31,11 +31,12 @@ from .copy_jobs import filled, out_of_rounds
 class Pull:
     """One pull of `keys` from `source`'s G2 into `rank`'s, asked for by `request` (a copy job, see jobs.py)."""
 
-    __slots__ = ("rank", "request", "keys", "source", "partial", "submit_ns", "start_ns", "landed_ns")
+    __slots__ = ("rank", "request", "keys", "source", "partial", "submit_ns", "start_ns", "landed_ns", "landed")
     way, blocks = "pull", ()  # (what copies.Copies asks of a landed copy)
 
     def __init__(self, rank, request, keys: list, source, partial: bool):
         self.rank, self.request, self.keys = rank, request, keys
+        self.landed = rank.chain.kvcr.pull_landed  # (rank, pull, now), as a tier copy's
         self.source, self.partial = source, partial
         self.submit_ns = self.start_ns = self.landed_ns = 0
 
@@ -109,7 +110,6 @@ class PeerFetch:
         pulls left from being removed."""
         self.workers, self.copies = replay.workers, replay.copies
         replay.starters[Pull] = self._start
-        replay.landing[Pull] = self._landed
         replay.after_pass.append(self.take_landed)
         replay.after_instant.insert(0, self._start_asked)  # (before draining: a pull keeps its source)
         replay.draining.busy += (self.busy,)
@@ -119,8 +119,8 @@ class PeerFetch:
         self.ask(pull, now)
         return False
 
-    def _landed(self, pull: Pull, now: int) -> None:
-        self.arrived(pull, now, self.workers[pull.rank.worker])
+    def pull_landed(self, rank, pull: Pull, now: int) -> None:
+        self.arrived(pull, now, self.workers[rank.worker])
 
     def _start_asked(self, now: int) -> None:
         self.start_asked(now, self.workers, self.copies)

@@ -45,7 +45,7 @@ class ReadUp:
         return True
 
 
-def read_landed(rank, copy: Copy) -> None:
+def read_landed(rank, copy: Copy, now: int) -> None:
     """A read landed: its blocks are ready in the first tier and the request is looked up again."""
     copy.tier.read_done(copy.keys)
     filled(rank.chain, copy.request, copy.keys, copy.tier.label)
@@ -61,6 +61,6 @@ def write_down(rank, tier, keys: list) -> None:
         rank.jobs.append(Copy(below, "write", written, rank, None, admitted))
 
 
-def written(rank, copy: Copy) -> None:
+def written(rank, copy: Copy, now: int) -> None:
     copy.tier.landed(copy.keys)
     write_down(rank, copy.tier, copy.keys)
