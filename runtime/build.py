@@ -13,6 +13,7 @@ from .serving.placement import Router
 from .serving.scaling import periods
 from .serving.scheduler import Rank
 from .serving.worker import Worker
+from .shell.clock import Clock
 from .shell.replay import Replay
 from .tiers import peer_fetch
 from .tiers.belady import BeladyPool, future_uses
@@ -54,7 +55,7 @@ def storage_tier_spec(storage) -> TierSpec:
 TIER_SPECS = (("host", host_tier_spec), ("storage", storage_tier_spec))  # a role's tiers, fastest first
 
 
-def _role_workers(plan, role, first_worker: int, first_rank: int) -> list[Worker]:
+def _role_workers(plan, role, first_worker: int, first_rank: int, clock: Clock) -> list[Worker]:
     """`replicas` workers of `attention_data` ranks for one role, each rank with its own G1 (and G2)."""
     most = max(replicas for _, replicas in role.replica_steps)
     prefix = "" if role.name == "aggregated" else f"{role.name}."
@@ -72,7 +73,7 @@ def _role_workers(plan, role, first_worker: int, first_rank: int) -> list[Worker
         timing = make_timing(role.timing)
         workers.append(Worker(first_worker + w, ranks, timing))
     specs = [spec(getattr(role, name)) for name, spec in TIER_SPECS if getattr(role, name)]
-    attach_chains([rank for worker in workers for rank in worker.ranks], specs)
+    attach_chains([rank for worker in workers for rank in worker.ranks], specs, clock)
     return workers
 
 
@@ -86,10 +87,11 @@ def build(plan, single_step: bool = False) -> Replay:
     """The replay of a finished plan (`ReplayPlan`)."""
     if plan.traffic.kind == "agentx":
         raise ReplayUnsupported("agentx traffic replay is not available yet")
+    clock = Clock()
     workers: list[Worker] = []
     for role in plan.roles:
         first_rank = sum(len(w.ranks) for w in workers)
-        workers += _role_workers(plan, role, len(workers), first_rank)
+        workers += _role_workers(plan, role, len(workers), first_rank, clock)
     for role in plan.roles:
         members = [w for w in workers if w.ranks[0].role == role.name]
         for position, worker in enumerate(members):
@@ -104,7 +106,7 @@ def build(plan, single_step: bool = False) -> Replay:
     block_size = workers[0].ranks[0].block_size
     router = Router(workers, plan.placement)
     replay = Replay(workers, traffic, block_size, plan.context_length,
-                    single_step=single_step, handoff=handoff, router=router)
+                    single_step=single_step, handoff=handoff, router=router, clock=clock)
     for role in plan.roles:
         if role.peer_fetch:  # (a PeerFetchPlan, or None)
             attach_peer_fetch(replay, role)

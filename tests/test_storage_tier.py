@@ -68,3 +68,28 @@ def test_a_fifo_tier_evicts_by_arrival_whatever_hits_it():
     keep.reserve([1, 2], writer=0)
     keep.landed([1, 2])
     assert keep.reserve([3], writer=0) == [] and keep.dropped == 1 and keep.evictions == 0
+
+
+class _Clock:
+    def __init__(self, now: int = 0):
+        self.now = now
+
+
+def test_a_ttl_keeps_a_key_immune_after_its_last_use_and_eviction_stops_at_the_first_protected():
+    """LRU with a 10 ms TTL in a 3-block tier: 1 (used at 0), 2 (used at 5 ms) and 3 (used at 20 ms).  At 14 ms
+    only 1 is outside its window: a reserve of two keys evicts 1, stops at 2 (the oldest still protected: every
+    later key is newer) and takes one key.  At 16 ms 2 is outside too; a hit at 16 ms renews 3."""
+    clock = _Clock()
+    tier = Tier("g3", "worker_local", 3, 1, STORAGE_RULES, Link({0: 1.0}), Link({0: 1.0}), LruOrder(10_000_000, clock))
+    for key, at in ((1, 0), (2, 5_000_000), (3, 20_000_000)):
+        clock.now = at
+        tier.reserve([key], writer=0)
+        tier.landed([key])
+    clock.now = 14_000_000
+    assert tier.reserve([4, 5], writer=0) == [4] and list(tier.entries) == [2, 3, 4] and tier.dropped == 1
+    tier.landed([4])
+    clock.now = 16_000_000
+    assert tier.lookup([3], 0, 1) == (1, False)  # 3 used again: newest, renewed
+    assert tier.reserve([6], writer=0) == [6] and list(tier.entries) == [4, 3, 6]
+    clock.now = 40_000_000
+    assert tier.order.evict(3, set(), {}, {}) == [4, 3, 6]  # all windows over: plain LRU

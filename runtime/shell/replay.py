@@ -30,13 +30,14 @@ from ..serving.scheduler import schedule
 from ..tiers.copy_jobs import Copy
 from ..tiers.offload import blocked
 from . import macro
+from .clock import Clock
 from .events import ARRIVAL, COPY_DONE, COPY_MOVING, EVENTS, PASS_END, WAKE, handlers
 from .horizons import EVERYONE, Horizons
 
 
 class Replay:
     def __init__(self, workers: list, traffic, block_size: int, context_limit: int | None = None,
-                 single_step: bool = False, handoff=None, router: Router | None = None):
+                 single_step: bool = False, handoff=None, router: Router | None = None, clock: Clock | None = None):
         self.workers = workers
         self.traffic = traffic
         self.block_size = block_size
@@ -47,7 +48,7 @@ class Replay:
         self.requests: list[Request] = []
         self.queue: list = []  # a heap of (time_ns, kind, seq, payload); seq makes keys unique
         self.seq = 0
-        self.now = 0
+        self.clock = clock or Clock()  # the instant being handled (tiers with a TTL read it too)
         self.stopped_at: int | None = None
         self.on_progress = None
         self.kv_log: KvEventLog | None = None  # set by `capture_kv_events`
@@ -65,6 +66,10 @@ class Replay:
         self.starters = {Copy: self._start_copy, HandoffTransfer: self.handoffs.start_transfer,
                          PrefillMove: self.handoffs.to_prefill}
         self.concerns = [kind.concerns for kind in EVENTS]
+
+    @property
+    def now(self) -> int:
+        return self.clock.now
 
     def ranks(self) -> list:
         return [rank for worker in self.workers for rank in worker.ranks]
@@ -250,14 +255,14 @@ class Replay:
         for spec in self.initial if self.initial is not None else self.traffic.start():
             self.push(spec.arrival_ns or 0, ARRIVAL, spec)
         stop = self.traffic.stop_ns
-        queue, handle, horizons = self.queue, handlers(self), self.horizons
+        queue, handle, horizons, clock = self.queue, handlers(self), self.horizons, self.clock
         after_instant, on_progress = self.after_instant, self.on_progress
         while queue:
             now = queue[0][0]
             if stop is not None and now > stop:
                 self.stopped_at = stop
                 break
-            self.now = now
+            clock.now = now
             while queue and queue[0][0] == now:
                 _, kind, seq, payload = heappop(queue)
                 if horizons is not None:

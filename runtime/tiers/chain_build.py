@@ -43,16 +43,17 @@ class TierSpec:
     write: LinkSpec  # copies into the tier
     read: LinkSpec  # copies out of it
     latency_ns: int = 0
+    ttl_ns: int = 0  # with "lru" or "fifo": a key is immune this long after its last use
     section: str = ""  # the summary section it reports in ("g2_domains", "g3_offload") ...
     layout: str = ""  # ... laid out as "host" (an entry per pool) or "storage" (added up over the pools)
     kv_event_tier: str | None = None
 
 
-def _new_order(kind: str):
-    return RunOrder() if kind == "runs" else ORDERS[kind]()
+def _new_order(spec: TierSpec, clock):
+    return RunOrder() if spec.order == "runs" else ORDERS[spec.order](spec.ttl_ns, clock)
 
 
-def _pool(spec: TierSpec, name: str, members: list) -> Tier:
+def _pool(spec: TierSpec, name: str, members: list, clock) -> Tier:
     group_by = "index" if spec.per == "rank" else "worker"
     groups = sorted({getattr(rank, group_by) for rank in members})
     workers = frozenset(rank.worker for rank in members)
@@ -62,31 +63,32 @@ def _pool(spec: TierSpec, name: str, members: list) -> Tier:
                     spec.latency_ns, workers=workers, slots=way.slots)
 
     return Tier(name, spec.scope, spec.capacity, spec.block_bytes, spec.rules, link(spec.write), link(spec.read),
-                _new_order(spec.order), group_by=group_by, label=spec.label, kv_event_tier=spec.kv_event_tier,
+                _new_order(spec, clock), group_by=group_by, label=spec.label, kv_event_tier=spec.kv_event_tier,
                 store_policy=spec.store_policy, section=spec.section, layout=spec.layout)
 
 
-def pools(spec: TierSpec, ranks: list) -> dict:
+def pools(spec: TierSpec, ranks: list, clock=None) -> dict:
     """rank index -> its pool of this tier (one per member, or one shared)."""
     if spec.shared:
-        shared = _pool(spec, f"{spec.label}.shared", ranks)
+        shared = _pool(spec, f"{spec.label}.shared", ranks, clock)
         return {rank.index: shared for rank in ranks}
     out, by_member = {}, {}
     for rank in ranks:
         member = rank.name if spec.per == "rank" else f"worker{rank.worker}"
         by_member.setdefault(member, []).append(rank)
     for member, members in by_member.items():
-        pool = _pool(spec, f"{spec.label}.{member}", members)
+        pool = _pool(spec, f"{spec.label}.{member}", members, clock)
         for rank in members:
             out[rank.index] = pool
     return out
 
 
-def attach_chains(ranks: list, specs: list[TierSpec]) -> None:
-    """Give each rank its chain of the tiers `specs` describes (fastest first)."""
+def attach_chains(ranks: list, specs: list[TierSpec], clock=None) -> None:
+    """Give each rank its chain of the tiers `specs` describes (fastest first); `clock`: the replay's
+    (shell.clock.Clock), which tiers with a TTL read."""
     if not specs:
         return
-    by_tier = [pools(spec, ranks) for spec in specs]
+    by_tier = [pools(spec, ranks, clock) for spec in specs]
     profile = PROFILES[specs[0].store_policy]
     for rank in ranks:
         tiers = tuple(pool_of[rank.index] for pool_of in by_tier)

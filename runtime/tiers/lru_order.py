@@ -5,7 +5,9 @@ They answer the same questions as `run_order.RunOrder` (which keys are held,
 which go first, what moves to the end), over one ordered map: a storage tier
 sees few distinct lists and no refresh of whole prompts, so it needs none of
 RunOrder's runs.  Keys in flight, being read or pinned are passed over by an
-eviction and keep their place.
+eviction and keep their place.  With a TTL a key is immune for `ttl_ns` after
+its last use (a hold, a hit, a landing): the oldest keys go first, so an
+eviction stops at the first key still inside its window.
 """
 from __future__ import annotations
 
@@ -13,10 +15,17 @@ from collections import OrderedDict
 
 
 class LruOrder:
-    __slots__ = ("_keys",)
+    __slots__ = ("_keys", "ttl_ns", "clock", "_used")
 
-    def __init__(self):
+    def __init__(self, ttl_ns: int = 0, clock=None):
         self._keys: OrderedDict = OrderedDict()  # held keys, oldest first
+        self.ttl_ns = ttl_ns  # 0: no TTL
+        self.clock = clock  # what tells the current virtual time (`.now`), with a TTL
+        self._used: dict = {}  # key -> its last use, with a TTL
+
+    def _use(self, keys) -> None:
+        if self.ttl_ns:
+            self._used.update(dict.fromkeys(keys, self.clock.now))
 
     def holds(self, key) -> bool:
         return key in self._keys
@@ -39,6 +48,7 @@ class LruOrder:
         for key in reversed(keys[:upto]):
             if key in held:
                 to_end(key)
+        self._use(key for key in keys[:upto] if key in held)
 
     def known_distinct(self, keys: list, upto: int) -> bool:
         return False
@@ -51,28 +61,36 @@ class LruOrder:
     def hold(self, token, new: list, olds, place: bool) -> int:
         """Hold `new` as the newest keys; returns where in-flight keys may sit (anywhere: 0)."""
         self._keys.update(dict.fromkeys(new))
+        self._use(new)
         return 0
 
     def adopt(self, keys: list) -> None:
         self._keys.update(dict.fromkeys(keys))
+        self._use(keys)
 
     def append(self, keys: list) -> None:
         """Move held `keys` to the end, in this order."""
         to_end = self._keys.move_to_end
         for key in keys:
             to_end(key)
+        self._use(keys)
 
     def evict(self, wanted: int, in_flight, reading: dict, pinned: dict, since: int = 0) -> list:
         """Drop up to `wanted` keys, oldest first, passing over those in flight, being read or pinned."""
-        victims = []
+        victims, ttl = [], self.ttl_ns
+        protected_from = self.clock.now - ttl if ttl else None
         for key in self._keys:
             if key in in_flight or key in reading or key in pinned:
                 continue
+            if ttl and self._used[key] > protected_from:
+                break  # inside its TTL window, and every key after it is newer
             victims.append(key)
             if len(victims) == wanted:
                 break
         for key in victims:
             del self._keys[key]
+            if ttl:
+                del self._used[key]
         return victims
 
 
@@ -82,7 +100,7 @@ class FifoOrder(LruOrder):
     __slots__ = ()
 
     def refresh(self, keys: list, upto: int) -> None:
-        pass
+        pass  # (a use does not move a key, nor renew its TTL)
 
     def append(self, keys: list) -> None:
         pass
