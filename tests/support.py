@@ -2,16 +2,20 @@
 (Hand-built trace scenarios are in tests/scenarios.py.)"""
 from __future__ import annotations
 
+import atexit
+import gzip
+import shutil
+import tempfile
 from pathlib import Path
 
 import orjson
-import pytest
 
 from kvreplay.compiler.pipeline import compile_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-SHARED_TRACES = ROOT.parent / "shared" / "traces"  # the real Mooncake traces live beside the checkout, not in it
+VENDORED_TRACES = ROOT / "tests" / "data" / "traces"  # the real Mooncake traces, gzipped (see its README)
+_UNPACKED: dict[str, Path] = {}
 TRAFFIC = "traffic: {source: {type: synthetic}, load: {type: concurrency, concurrency: 2}, stop: {requests: 4}}\n"
 
 
@@ -38,9 +42,12 @@ def output_bytes(out_dir) -> tuple[bytes, bytes]:
 
 
 def shared_trace(name: str) -> Path:
-    """The real Mooncake trace `name` from SHARED_TRACES; fails the test, without a traceback, when it is missing."""
-    path = SHARED_TRACES / name
-    if not path.is_file():
-        pytest.fail(f"missing real trace {path}: the tests expect the shared/ directory (with traces/) beside the "
-                    f"repository root {ROOT}", pytrace=False)
-    return path
+    """The real Mooncake trace `name` (e.g. "synthetic_trace.jsonl"), unpacked once per test process from
+    tests/data/traces/ into a temporary folder."""
+    if name not in _UNPACKED:
+        folder = Path(tempfile.mkdtemp(prefix="kvreplay-traces-"))
+        atexit.register(shutil.rmtree, folder, True)
+        path = folder / name
+        path.write_bytes(gzip.decompress((VENDORED_TRACES / f"{name}.gz").read_bytes()))
+        _UNPACKED[name] = path
+    return _UNPACKED[name]

@@ -22,7 +22,7 @@ from kvreplay.compiler.frontends import fast_json
 from kvreplay.compiler.frontends import replayspec as rs
 from kvreplay.compiler.load import load_bytes
 from kvreplay.compiler.passes import frontend
-from kvreplay.compiler.passes.validate import errors_of, strict_validator
+from kvreplay.compiler.schema_check import errors_of, strict_validator
 from kvreplay.compiler.pipeline import compile_bytes, compile_file
 from kvreplay.compiler.rules import all_rules
 from kvreplay.compiler.spans import Span

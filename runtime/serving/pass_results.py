@@ -13,7 +13,7 @@ from ..tiers import offload
 from .requests import Request
 
 
-def finish_pass(rank: Rank, batch: Batch, end_ns: int) -> list[Request]:
+def finish_pass(rank, batch, end_ns: int) -> list[Request]:
     """Apply a pass's results at its end; returns the requests that finished."""
     finished = []
     rank.chain.after_pass(rank, batch)
@@ -41,7 +41,7 @@ def finish_pass(rank: Rank, batch: Batch, end_ns: int) -> list[Request]:
     return finished
 
 
-def release_finished(rank: Rank, finished: list[Request], end_ns: int) -> None:
+def release_finished(rank, finished: list[Request], end_ns: int) -> None:
     done = set(map(id, finished))
     rank.running = [r for r in rank.running if id(r) not in done]
     for request in finished:

@@ -31,7 +31,7 @@ from ..tiers.copy_jobs import Copy
 from ..tiers.offload import blocked
 from . import macro
 from .clock import Clock
-from .events import ARRIVAL, COPY_DONE, COPY_MOVING, EVENTS, PASS_END, WAKE, handlers
+from .events import ARRIVAL, EVENTS, PASS_END, WAKE, handlers
 from .horizons import EVERYONE, Horizons
 
 
