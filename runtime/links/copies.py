@@ -17,6 +17,12 @@ class Copies:
         self.then = then  # (rank, now): the replay drains the rank's events, starts its new copies, unblocks it
         self.parked: list = []  # loads into G1 waiting for their G1 blocks' copies out to land
 
+    def ask(self, rank, copy, now: int, moved: dict) -> bool:
+        """A rank asked for `copy`: it is in flight from now (False: it moves no request to another worker)."""
+        rank.transfers_in_flight += 1
+        self.start(rank, copy, now, moved)
+        return False
+
     def start(self, rank, copy, now: int, moved: dict) -> None:
         """Start `copy`: parked if its G1 blocks are still being copied out, else after its link's latency (or
         now: then `moved` gets its link, last)."""
@@ -24,8 +30,14 @@ class Copies:
             self.parked.append(copy)
             return
         tier = copy.tier
-        self.start_transfer(getattr(tier, copy.way), getattr(rank, tier.group_by), len(copy.keys) * tier.block_bytes,
-                            copy, now, moved)
+        link = getattr(tier, copy.way)
+        transfer = link.new(getattr(rank, tier.group_by), len(copy.keys) * tier.block_bytes, copy)
+        if link.latency_ns:
+            self.push(now + link.latency_ns, COPY_MOVING, (link, transfer))
+        else:
+            link.start_moving(transfer, now)
+            moved.pop(id(link), None)  # (links compare by value: keyed by identity)
+            moved[id(link)] = link
 
     def start_transfer(self, link, group, size: int, payload, start_ns: int, moved: dict | None) -> None:
         transfer = link.new(group, size, payload)

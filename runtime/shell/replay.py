@@ -63,7 +63,7 @@ class Replay:
         self.after_pass: list = []
         self.after_instant: list = [self.draining.remove_drained] if self.draining.any_leave else []
         # each kind of job a rank may ask for -> who starts it (True: it moved a request to another worker)
-        self.starters = {Copy: self._start_copy, HandoffTransfer: self.handoffs.start_transfer,
+        self.starters = {Copy: self.copies.ask, HandoffTransfer: self.handoffs.start_transfer,
                          PrefillMove: self.handoffs.to_prefill}
         self.concerns = [kind.concerns for kind in EVENTS]
 
@@ -156,11 +156,6 @@ class Replay:
                     self.handed_over = True
             rank.jobs = []
         self.copies.schedule(moved)
-
-    def _start_copy(self, rank, copy: Copy, now: int, moved: dict) -> bool:
-        rank.transfers_in_flight += 1
-        self.copies.start(rank, copy, now, moved)
-        return False
 
     def _after_landing(self, rank, now: int) -> None:
         worker = self.workers[rank.worker]
