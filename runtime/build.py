@@ -123,7 +123,7 @@ def attach_peer_fetch(replay: Replay, role) -> None:
     for rank in replay.ranks():
         if rank.role == role.name:
             rank.chain.kvcr = fetch
-            rank.chain.fills += (peer_fetch.pull,)
+            rank.chain.prefix_sources += (peer_fetch.pull,)
 
 
 def use_belady(replay: Replay) -> None:

@@ -262,7 +262,7 @@ def host_rank(index: int, host_blocks: int) -> Rank:
 def test_a_rank_without_progress_for_1024_rounds_recomputes(tmp_path):
     """The rank has landed 1,024 rounds (pulls or reads) since its last G2 -> G1 load: r1 recomputes instead."""
     def stuck(replay):
-        replay.ranks()[1].chain.fill_rounds = BYPASS_ROUNDS
+        replay.ranks()[1].chain.copies_in_since_load = BYPASS_ROUNDS
 
     run = replay(tmp_path, spec([R0, r1()]), prepare=stuck)
     assert run.kvcr["bypassed"] == 1 and run.kvcr["blocks"] == 0
@@ -271,7 +271,7 @@ def test_a_rank_without_progress_for_1024_rounds_recomputes(tmp_path):
 
 def test_a_taken_pull_is_a_round_and_a_load_is_progress(tmp_path):
     run = replay(tmp_path, spec([R0, r1()]))
-    assert run.replay.ranks()[1].chain.fill_rounds == 0  # the load after the pull reset it
+    assert run.replay.ranks()[1].chain.copies_in_since_load == 0  # the load after the pull reset it
     assert BYPASS_ROUNDS == 1024
 
 

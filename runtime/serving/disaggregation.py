@@ -55,7 +55,8 @@ class Disaggregation:
         """Destination-first: reserved on the decode rank, the request now goes to a prefill rank; True: a
         request moved to another worker."""
         spec = job.request.spec
-        handoff.to_prefill(job.request, self.router.place("prefill", now, spec.prefill_dp_rank, spec.prefill_worker_idx))
+        prefill = self.router.place("prefill", now, spec.prefill_dp_rank, spec.prefill_worker_idx)
+        handoff.to_prefill(job.request, prefill)
         return True
 
     def landed(self, request, now: int) -> None:

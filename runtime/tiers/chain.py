@@ -8,7 +8,7 @@ behind G1, so no caller asks whether a tier exists.
 
 A chain's first tier is filled from G1 by its connector's store policy
 (`offload.py`, `connectors.py`); each deeper tier is written in the background
-from the one above and read back up into the first (`promotion.py`); `fills`
+from the one above and read back up into the first (`promotion.py`); `prefix_sources`
 are the sources that may copy into the first tier a prefix it lacks (reads
 from deeper tiers, then KVCR pulls from peers).
 """
@@ -18,10 +18,10 @@ from . import offload
 
 
 class TierChain:
-    __slots__ = ("tiers", "top", "profile", "fills", "fill_rounds", "kvcr", "name", "_below", "restore", "admitting",
-                 "drop_restore_holds", "after_pass", "on_finish", "preemption_wait")
+    __slots__ = ("tiers", "top", "profile", "prefix_sources", "copies_in_since_load", "kvcr", "name", "_below",
+                 "restore", "admitting", "drop_restore_holds", "after_pass", "on_finish", "preemption_wait")
 
-    def __init__(self, tiers: tuple, profile, fills: tuple = (), kvcr=None):
+    def __init__(self, tiers: tuple, profile, prefix_sources: tuple = (), kvcr=None):
         self.tiers = tiers
         self._below = {id(tier): below for tier, below in zip(tiers, tiers[1:])}
         # what the scheduler asks of a chain, as the store policy's own functions (called once a pass or more:
@@ -32,9 +32,10 @@ class TierChain:
         self.top = tiers[0]
         self.name = self.top.name
         self.profile = profile  # the connector that stores G1 blocks into the first tier
-        self.fills = fills  # promotion.ReadUp of each deeper tier, then a KVCR pull (peer_fetch.pull)
+        # what may copy into the first tier a prefix it lacks: promotion.ReadUp of each deeper tier, then KVCR
+        self.prefix_sources = prefix_sources
         # copies into the first tier landed since the last load into G1 (see copy_jobs.BYPASS_ROUNDS)
-        self.fill_rounds = 0
+        self.copies_in_since_load = 0
         self.kvcr = kvcr  # peer_fetch.PeerFetch when the rank's role pulls from peers
 
     def below(self, tier):
@@ -99,7 +100,7 @@ class NoTiers:
 
     __slots__ = ()
     tiers = ()
-    fills = ()
+    prefix_sources = ()
     kvcr = None
     peer_fetch = ()
     stores_every_pass = False
@@ -108,9 +109,6 @@ class NoTiers:
 
     def restore(self, rank, request, hits: list, limit: int) -> int:
         return 0
-
-    def first_offer(self, hits: int) -> int:
-        return hits
 
     def admitting(self, rank, request, hits: int) -> int:
         return 0

@@ -29,9 +29,9 @@ class Copy:
 def out_of_rounds(chain) -> bool:
     """Has the rank landed BYPASS_ROUNDS copies into its first tier since its last load into G1?  Then the
     request at hand recomputes instead of copying, and the count starts again."""
-    if chain.fill_rounds < BYPASS_ROUNDS:
+    if chain.copies_in_since_load < BYPASS_ROUNDS:
         return False
-    chain.fill_rounds = 0
+    chain.copies_in_since_load = 0
     return True
 
 
@@ -40,4 +40,4 @@ def filled(chain, request, keys: list, source: str) -> None:
     request that waited for it is looked up again."""
     chain.top.landed(keys, source=source)
     request.tier.loading = False
-    chain.fill_rounds += 1
+    chain.copies_in_since_load += 1

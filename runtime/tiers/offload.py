@@ -46,8 +46,8 @@ def restore(rank, request, hits: list[int], limit: int) -> int:
     if deferred:
         state.deferred_at = host.version
         return DEFER
-    for fill in chain.fills:  # reads from deeper tiers, KVCR pulls: copies into G2 of what follows its hits
-        if fill(rank, request, len(hits) + found, limit):
+    for source in chain.prefix_sources:  # reads from deeper tiers, KVCR pulls: copies into G2 of what follows its hits
+        if source(rank, request, len(hits) + found, limit):
             return READ
     if not found:
         state.restored_tokens = 0
@@ -62,7 +62,7 @@ def restore(rank, request, hits: list[int], limit: int) -> int:
     rank.pool.touch(hits)
     new_blocks = rank.pool.allocate(found)
     host.start_read(keys)
-    chain.fill_rounds = 0  # a load is progress (see copy_jobs.BYPASS_ROUNDS)
+    chain.copies_in_since_load = 0  # a load is progress (see copy_jobs.BYPASS_ROUNDS)
     if chain.kvcr is not None:
         peer_fetch.loading(rank, keys)
     state.restoring = hits + new_blocks

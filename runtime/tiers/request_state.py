@@ -7,8 +7,8 @@ from __future__ import annotations
 
 
 class TierState:
-    __slots__ = ("loading", "restoring", "preloaded", "restored_tokens", "stored_upto", "stores_in_flight", "store_jobs", "pins",
-                 "unstored", "deferred_at", "hint")
+    __slots__ = ("loading", "restoring", "preloaded", "restored_tokens", "stored_upto", "stores_in_flight",
+                 "store_jobs", "pins", "unstored", "deferred_at", "hint")
 
     def __init__(self, hint=None):
         self.loading = False  # waiting for a copy into G1 (or into the first tier, which it then loads from)

@@ -96,10 +96,6 @@ class Tier:
         flight = self.in_flight
         return {key: IN_FLIGHT if key in flight else READY for key in self.order.held()}
 
-    def group(self, rank):
-        """Who `rank` is on this tier's links (its limits): the rank, or its worker."""
-        return getattr(rank, self.group_by)
-
     # ------------------------------------------------------------------ lookups
     def lookup(self, keys: list, start: int, limit: int) -> tuple[int, bool]:
         """(consecutive usable hits from `start`, deferred?) under this tier's rules."""
