@@ -34,8 +34,8 @@ TRACE = TRACES / "conversation_trace.jsonl"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_once(config: Path, output: Path, checkout: Path = ROOT) -> tuple[float, float, dict]:
-    """(wall s, peak RSS MB, summary) of one `kvreplay predict` process of `checkout`."""
+def run_once(config: Path, output: Path, checkout: Path = ROOT) -> tuple[float, float, dict, float]:
+    """(wall s, peak RSS MB, summary, CPU s) of one `kvreplay predict` process of `checkout`."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         child = subprocess.Popen([sys.executable, "-m", "kvreplay", "predict", "-c", str(config), "--output-dir",
@@ -48,7 +48,8 @@ def run_once(config: Path, output: Path, checkout: Path = ROOT) -> tuple[float, 
         err.seek(0)
         if child.returncode != 0:
             sys.exit(f"kvreplay predict failed ({child.returncode}):\n{err.read().decode()}")
-        return wall, usage.ru_maxrss / 1024, json.loads(out.read())["summary"]
+        cpu = usage.ru_utime + usage.ru_stime  # (less moved than the wall by work on the other core)
+        return wall, usage.ru_maxrss / 1024, json.loads(out.read())["summary"], cpu
 
 
 def report(label: str, results: list) -> float:
@@ -91,10 +92,12 @@ def main() -> int:
     for label, runs in against.items():
         if runs:
             report(f"conversation trace, {label}, {args.against}", runs)
-            ratios = sorted(ours[0] / theirs[0] for ours, theirs in zip(results[label], runs))
             same = all(ours[2] == theirs[2] for ours, theirs in zip(results[label], runs))
-            print(f"  this checkout / {args.against}: {statistics.median(ratios):.3f}x median of paired runs "
-                  f"({ratios[0]:.3f}-{ratios[-1]:.3f}); summaries {'identical' if same else 'DIFFER'}")
+            for what, at in (("wall", 0), ("CPU time", 3)):
+                ratios = sorted(ours[at] / theirs[at] for ours, theirs in zip(results[label], runs))
+                print(f"  this checkout / {args.against}, {what}: {statistics.median(ratios):.3f}x median of paired "
+                      f"runs ({ratios[0]:.3f}-{ratios[-1]:.3f})")
+            print(f"  summaries {'identical' if same else 'DIFFER'} in every pair")
     if len(best) == 2:
         ratios = sorted(g2[0] / g1[0] for g1, g2 in zip(results["G1 only"], results["with G2"]))
         print(f"with G2 / G1 only: {best['with G2'] / best['G1 only']:.2f}x best over best, "
