@@ -32,7 +32,7 @@ class ReplayUnsupported(ValueError):
 
 
 def _link_spec(link) -> LinkSpec:
-    return LinkSpec(link.bandwidth_gbps, link.shared_bandwidth_gbps)
+    return LinkSpec(link.bandwidth_gbps, link.shared_bandwidth_gbps, link.latency_ns)
 
 
 def host_tier_spec(host) -> TierSpec:
@@ -40,8 +40,8 @@ def host_tier_spec(host) -> TierSpec:
     (`cluster_shared`), stored into by a vLLM connector, in the order it keeps."""
     profile = PROFILES[host.connector]
     return TierSpec("g2", host.scope, host.shared, "rank", host.blocks, host.block_bytes, tier_rules(profile), "runs",
-                    profile.name, write=_link_spec(host.write), read=_link_spec(host.read),
-                    latency_ns=host.write.latency_ns, section="g2_domains", layout="host", kv_event_tier="host_pinned")
+                    profile.name, write=_link_spec(host.write), read=_link_spec(host.read), section="g2_domains",
+                    layout="host", kv_event_tier="host_pinned")
 
 
 def storage_tier_spec(storage) -> TierSpec:
@@ -49,7 +49,7 @@ def storage_tier_spec(storage) -> TierSpec:
     least recently used first; G3 runs one rank per worker, so a worker's limits are its rank's."""
     return TierSpec("g3", storage.scope, storage.shared, "worker", storage.blocks, storage.block_bytes,
                     STORAGE_RULES, "lru", "write_back", write=_link_spec(storage.write), read=_link_spec(storage.read),
-                    latency_ns=storage.write.latency_ns, section="g3_offload", layout="storage")
+                    section="g3_offload", layout="storage")
 
 
 TIER_SPECS = (("host", host_tier_spec), ("storage", storage_tier_spec))  # a role's tiers, fastest first

@@ -22,10 +22,12 @@ from .tier import Tier, TierRules
 
 @dataclass(frozen=True)
 class LinkSpec:
-    """One direction of a tier's copies: per-member bandwidth (GB/s, 0 or None = unlimited), the pool's."""
+    """One direction of a tier's copies: per-member bandwidth (GB/s, 0 or None = unlimited), the pool's, the latency
+    to first byte and the I/O slots."""
 
     bandwidth_gbps: float | None
     shared_gbps: float | None = None  # a shared pool's limit over all members
+    latency_ns: int = 0
     slots: int | None = None  # I/O concurrency: copies moving at once (the others wait, first come first served)
 
 
@@ -42,7 +44,6 @@ class TierSpec:
     store_policy: str  # the connector storing G1 blocks into it (first tier) | "write_back" (deeper tiers)
     write: LinkSpec  # copies into the tier
     read: LinkSpec  # copies out of it
-    latency_ns: int = 0
     ttl_ns: int = 0  # with "lru" or "fifo": a key is immune this long after its last use
     section: str = ""  # the summary section it reports in ("g2_domains", "g3_offload") ...
     layout: str = ""  # ... laid out as "host" (an entry per pool) or "storage" (added up over the pools)
@@ -60,7 +61,7 @@ def _pool(spec: TierSpec, name: str, members: list, clock) -> Tier:
 
     def link(way: LinkSpec) -> Link:
         return Link({g: way.bandwidth_gbps for g in groups}, way.shared_gbps if spec.shared else None,
-                    spec.latency_ns, workers=workers, slots=way.slots)
+                    way.latency_ns, workers=workers, slots=way.slots)
 
     return Tier(name, spec.scope, spec.capacity, spec.block_bytes, spec.rules, link(spec.write), link(spec.read),
                 _new_order(spec, clock), group_by=group_by, label=spec.label, kv_event_tier=spec.kv_event_tier,
