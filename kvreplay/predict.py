@@ -62,8 +62,9 @@ def run(args, config: str | None = None) -> int:
     if plan is None:
         sys.stderr.write(f"kvreplay: {args.config}: this plan cannot be replayed: {result.plan.not_replayable}\n")
         return EXIT_RUN
-    if not args.overwrite and outputs.existing(Path(args.output_dir)):
-        sys.stderr.write(f"kvreplay: {outputs.existing(Path(args.output_dir))[0]} exists; pass --overwrite or "
+    destination = Path(args.output_dir)
+    if not args.overwrite and outputs.existing(destination):
+        sys.stderr.write(f"kvreplay: {outputs.existing(destination)[0]} exists; pass --overwrite or "
                          "choose another --output-dir\n")
         return EXIT_CONFIG
     try:
@@ -71,6 +72,11 @@ def run(args, config: str | None = None) -> int:
     except ReplayUnsupported as error:
         sys.stderr.write(f"kvreplay: {args.config}: {error}\n")
         return EXIT_RUN
+    try:  # before the replay runs: a destination that cannot take the outputs is known now, not after the run
+        outputs.prepare(destination, args.overwrite)
+    except (outputs.OutputExists, outputs.OutputError) as error:
+        sys.stderr.write(f"kvreplay: {error}\n")
+        return EXIT_CONFIG
     kv_log = replay.capture_kv_events() if args.capture_kv_events else None
     progress = None
     if sys.stderr.isatty() and not args.no_progress:
@@ -87,12 +93,15 @@ def run(args, config: str | None = None) -> int:
     capture = args.capture_per_request or plan.record_per_request
     records = [metrics.request_record(r) for r in ordered] if capture else None
     try:
-        outputs.write(Path(args.output_dir), prediction,
+        outputs.write(destination, prediction,
                       {"requests.jsonl": records, "kv-events.jsonl": kv_log.records if kv_log else None},
                       args.overwrite)
     except outputs.OutputExists as error:
         sys.stderr.write(f"kvreplay: {error}\n")
         return EXIT_CONFIG
+    except outputs.OutputError as error:
+        sys.stderr.write(f"kvreplay: {error}\n")
+        return EXIT_RUN
     sys.stdout.write(outputs.canonical(prediction).decode() if args.format == "json" else outputs.table(summary))
     if replay.stalled:
         sys.stderr.write(f"kvreplay: the replay stalled with {replay.stalled} request(s) unable to progress\n")

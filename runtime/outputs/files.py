@@ -5,6 +5,7 @@ in the files; an existing output directory is refused unless `overwrite`.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import orjson
@@ -43,24 +44,72 @@ class OutputExists(FileExistsError):
 OUTPUT_FILES = ("prediction.json", "requests.jsonl", "kv-events.jsonl")
 
 
+class OutputError(OSError):
+    """The outputs cannot be written where asked (the message says where and why, in one line)."""
+
+
 def existing(directory: Path) -> list[Path]:
     return [directory / name for name in OUTPUT_FILES if (directory / name).exists()]
 
 
+def check_destination(directory: Path) -> None:
+    """Before a replay: can outputs be written into `directory`?  Creates it, and writes and removes a probe
+    file there; raises OutputError with the reason otherwise (a file in the way, no permission, ...)."""
+    try:
+        if directory.exists() and not directory.is_dir():
+            raise OutputError(f"{directory} is a file, not a folder; choose another --output-dir")
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / f".kvreplay-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OutputError:
+        raise
+    except OSError as error:
+        raise OutputError(f"cannot write into {directory}: {error.strerror or error}") from None
+
+
+def prepare(directory: Path, overwrite: bool) -> None:
+    """Before a replay: refuse to replace an earlier run's outputs without `overwrite`, check that the folder can
+    take the outputs, and (with `overwrite`) remove the earlier run's files, so that a run interrupted before it
+    writes leaves none that looks current."""
+    earlier = existing(directory)
+    if earlier and not overwrite:
+        raise OutputExists(f"{earlier[0]} exists; pass --overwrite or choose another --output-dir")
+    check_destination(directory)
+    try:
+        for path in sorted(earlier, key=lambda path: path.name != "prediction.json"):
+            path.unlink()
+    except OSError as error:
+        raise OutputError(f"cannot remove {directory}'s earlier outputs: {error.strerror or error}") from None
+
+
 def write(directory: Path, prediction: dict, line_files: dict[str, list[dict] | None], overwrite: bool) -> list[Path]:
-    """prediction.json, plus one JSON-lines file per entry of `line_files` that is not None."""
+    """prediction.json, plus one JSON-lines file per entry of `line_files` that is not None.
+
+    All are written under temporary names first; only when every one is complete do they replace the files of
+    an earlier run (whose prediction.json goes first and comes back last), so an interrupted or failed write
+    never leaves a set of files that looks complete."""
     contents = {"prediction.json": canonical(prediction)}
     contents.update({name: jsonl(records) for name, records in line_files.items() if records is not None})
     targets = [directory / name for name in contents]
     clobbered = [t for t in targets if t.exists()]
     if clobbered and not overwrite:
         raise OutputExists(f"{clobbered[0]} exists; pass --overwrite or choose another --output-dir")
-    directory.mkdir(parents=True, exist_ok=True)
-    for stale in existing(directory):  # with --overwrite, no file of an earlier run is left beside these
-        if stale.name not in contents:
+    pending = [(target, target.with_name(f".{target.name}.partial-{os.getpid()}")) for target in targets]
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for (_, partial), data in zip(pending, contents.values()):
+            partial.write_bytes(data)
+        # what an earlier run left goes first, its summary before everything (with --overwrite, no file of an
+        # earlier run is left beside these); the new summary comes last, when the rest is in place
+        for stale in sorted(existing(directory), key=lambda path: path.name != "prediction.json"):
             stale.unlink()
-    for target, data in zip(targets, contents.values()):
-        target.write_bytes(data)
+        for target, partial in sorted(pending, key=lambda pair: pair[0].name == "prediction.json"):
+            partial.replace(target)
+    except OSError as error:
+        for _, partial in pending:
+            partial.unlink(missing_ok=True)
+        raise OutputError(f"cannot write {directory}: {error.strerror or error}") from None
     return targets
 
 

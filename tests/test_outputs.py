@@ -1,0 +1,92 @@
+"""Where a run's outputs go (issue 19, item 4): a destination that cannot take them is refused before the
+replay; a write that fails leaves no set of files that looks complete; --overwrite leaves no earlier run's
+files that look current."""
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from kvreplay.cli import main
+from kvreplay.runtime.outputs import files
+from kvreplay.runtime.shell.replay import Replay
+
+from .support import EXAMPLES
+
+CONFIG = str(EXAMPLES / "g1-default-capacity.yaml")
+
+
+def predict(out: Path, *flags: str) -> int:
+    return main(["predict", "-c", CONFIG, "--output-dir", str(out), "--no-progress", "--capture-per-request", *flags])
+
+
+def test_a_file_as_output_dir_is_refused_before_the_replay(tmp_path, capsys, monkeypatch):
+    (tmp_path / "out").write_text("not a folder")
+    monkeypatch.setattr(Replay, "run", lambda self: pytest.fail("the replay ran"))
+    assert predict(tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a file, not a folder" in err and "Traceback" not in err
+
+
+def test_an_output_dir_under_a_file_is_refused_before_the_replay(tmp_path, capsys, monkeypatch):
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setattr(Replay, "run", lambda self: pytest.fail("the replay ran"))
+    assert predict(tmp_path / "file" / "out") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kvreplay: cannot write into") and err.count("\n") == 1
+
+
+def test_a_full_disk_leaves_no_complete_looking_outputs(tmp_path, capsys, monkeypatch):
+    """A run with --overwrite over an earlier run's outputs, whose second file hits ENOSPC: one line, exit 1,
+    and neither the earlier run's files nor a half-written new set is left."""
+    out = tmp_path / "out"
+    assert predict(out) == 0 and sorted(p.name for p in out.iterdir()) == ["prediction.json", "requests.jsonl"]
+    capsys.readouterr()
+    real = Path.write_bytes
+
+    def full_disk(path, data):
+        if path.name.startswith(".requests.jsonl.partial"):  # prediction.json's temporary file is written already
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    assert predict(out, "--overwrite") == 1
+    err = capsys.readouterr().err
+    assert err == f"kvreplay: cannot write {out}: No space left on device\n"
+    assert list(out.iterdir()) == []
+
+
+def test_the_new_summary_lands_last(tmp_path, monkeypatch):
+    """Files replace the earlier run's only when all are written; prediction.json is renamed last."""
+    renamed = []
+    real = Path.replace
+
+    def recording(path, target):
+        renamed.append(Path(target).name)
+        return real(path, target)
+
+    monkeypatch.setattr(Path, "replace", recording)
+    assert predict(tmp_path / "out") == 0
+    assert renamed == ["requests.jsonl", "prediction.json"]
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]
+
+
+def test_overwrite_removes_the_earlier_run_before_replaying(tmp_path, monkeypatch):
+    """An --overwrite run interrupted during the replay leaves no earlier outputs that would look current."""
+    out = tmp_path / "out"
+    assert predict(out) == 0
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Replay, "run", interrupted)
+    assert predict(out, "--overwrite") == 130
+    assert list(out.iterdir()) == []
+
+
+def test_prepare_refuses_to_replace_without_overwrite(tmp_path):
+    (tmp_path / "prediction.json").write_text("{}")
+    with pytest.raises(files.OutputExists):
+        files.prepare(tmp_path, overwrite=False)
+    assert (tmp_path / "prediction.json").exists()
