@@ -1,17 +1,20 @@
 """The `kvreplay` command line: argument parsing and dispatch, nothing else.
 
-Exit codes: 0 ok, 1 an input is invalid, 2 usage error (bad arguments, an
-unreadable file, refusing to overwrite).
+Exit codes: 0 ok, 1 an input is invalid (or an output could not be written),
+2 usage error (bad arguments, an unreadable file, refusing to overwrite).
+Every failure is one line on stderr, never a traceback.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
 
 import orjson
 
+from . import __version__
 from . import explain as explain_mod
 from . import predict, report
 from .compiler.passes.plan import canonical_json
@@ -64,7 +67,11 @@ def cmd_compile(args) -> int:
     else:
         data = result.plan.canonical_json()
     if args.output:
-        Path(args.output).write_bytes(data)
+        try:
+            Path(args.output).write_bytes(data)
+        except OSError as error:
+            sys.stderr.write(f"kvreplay: cannot write {args.output}: {error.strerror or error}\n")
+            return EXIT_INVALID
     else:
         _write(data)
     return EXIT_OK
@@ -104,6 +111,7 @@ def cmd_rules(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kvreplay", description="Compile, check and replay LLM-serving "
                                      "KV-cache configurations.")
+    parser.add_argument("--version", action="version", version=f"kvreplay {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add_set(p):
@@ -157,9 +165,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as error:  # most often stdout itself cannot take the output (a full disk, /dev/full)
+        _silence_stdout()
+        where = error.filename if error.filename is not None else "the output"
+        sys.stderr.write(f"kvreplay: cannot write {where}: {error.strerror or error}\n")
+        return EXIT_INVALID
     except KeyboardInterrupt:
         sys.stderr.write("kvreplay: interrupted\n")
         return 130
+
+
+def _silence_stdout() -> None:
+    """What could not be written stays unwritten: the interpreter's own flush at exit would fail again."""
+    try:
+        sys.stdout = open(os.devnull, "w")
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

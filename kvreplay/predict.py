@@ -22,7 +22,8 @@ def add_arguments(p, config_required: bool = True) -> None:
         p.add_argument("-c", "--config", required=True, metavar="FILE", help="predict YAML config (or a ReplaySpec)")
     p.add_argument("--stack", default="engine", choices=("engine",), help="only the engine stack is replayed")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a config value")
-    p.add_argument("--output-dir", default="kvreplay-output", metavar="DIR")
+    p.add_argument("--output-dir", default="kvreplay-output", metavar="DIR",
+                   help="where prediction.json (and requests.jsonl, kv-events.jsonl) go (default: ./kvreplay-output)")
     p.add_argument("--overwrite", action="store_true", help="replace outputs already in --output-dir")
     p.add_argument("--format", choices=("table", "json"), default="table", help="what stdout shows")
     p.add_argument("--capture-per-request", action="store_true", help="also write requests.jsonl")

@@ -90,3 +90,35 @@ def test_prepare_refuses_to_replace_without_overwrite(tmp_path):
     with pytest.raises(files.OutputExists):
         files.prepare(tmp_path, overwrite=False)
     assert (tmp_path / "prediction.json").exists()
+
+
+class _FullDisk:
+    """A stdout whose device is full."""
+
+    def __init__(self):
+        self.buffer = self
+
+    def write(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self):
+        pass
+
+
+def test_a_full_stdout_is_one_line(monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdout", _FullDisk())
+    assert main(["schema"]) == 1
+    assert capsys.readouterr().err == "kvreplay: cannot write the output: No space left on device\n"
+
+
+def test_compile_into_an_unwritable_place_is_one_line(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    target = tmp_path / "file" / "plan.json"
+    assert main(["compile", CONFIG, "-o", str(target)]) == 1
+    assert capsys.readouterr().err == f"kvreplay: cannot write {target}: Not a directory\n"
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out == "kvreplay 0.1.0\n"

@@ -1,0 +1,39 @@
+"""The README's Tour runs as written, in order, from the repository root (issue 19, item 8)."""
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+
+from kvreplay.cli import main
+
+from .support import ROOT
+
+
+def tour_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("## Tour"):]
+    block = block[block.index("```bash\n") + len("```bash\n"):block.index("```", block.index("```bash\n") + 7)]
+    return [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_tour_runs_in_order(tmp_path, monkeypatch, capsys):
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
+    commands = tour_commands()
+    assert len(commands) >= 8
+    for command in commands:
+        words = shlex.split(command)
+        redirect = None
+        if ">" in words:
+            at = words.index(">")
+            words, redirect = words[:at], words[at + 1]
+        assert words[0] == "kvreplay"
+        files = [str(p.relative_to(tmp_path)) for p in sorted((tmp_path / "examples").glob("*.yaml"))]
+        words = [w for word in words[1:] for w in (files if word == "examples/*.yaml" else [word])]
+        assert main(words) == 0, command
+        out = capsys.readouterr().out
+        if redirect:
+            (tmp_path / redirect).write_text(out)
+    assert (tmp_path / "kvreplay-output" / "requests.jsonl").exists() and (tmp_path / "out" / "replay").is_dir()
+    assert (tmp_path / "plan.json").exists() and (tmp_path / "predict.schema.json").stat().st_size > 1000
