@@ -49,7 +49,13 @@ class Spec:
         return self.get(pointer, MISSING) is not MISSING
 
     def provenance(self, pointer: str) -> str:
-        return self.origin.get(pointer, "user")
+        """Who set the value at `pointer`: its own record, else that of the nearest mapping a pass set whole
+        (a defaulted `traffic.load` gives its `type` too), else the user."""
+        while pointer:
+            if pointer in self.origin:
+                return self.origin[pointer]
+            pointer = pointer.rpartition("/")[0]
+        return "user"
 
     def user_set(self, pointer: str) -> bool:
         return self.has(pointer) and pointer not in self.origin

@@ -88,3 +88,26 @@ def test_session_traffic_defaults():
                                  "session": {"turns": 4, "shared_prefix_ratio": 0.0, "prefix_groups": 0,
                                              "inter_turn_delay_ms": 0.0}}
     assert traffic["load"]["seed"] == 42
+
+
+ENGINE = "engine: {model: Qwen/Qwen3-8B, hardware: h200_sxm}\n"
+
+
+@pytest.mark.parametrize("traffic, source, load", [
+    ("traffic: {load: {type: concurrency, concurrency: 2}, stop: {requests: 4}}\n",
+     {"type": "synthetic", "input_tokens": 1024, "output_tokens": 128, "cached_prefix_tokens": 0},
+     {"type": "concurrency", "concurrency": 2}),
+    ("traffic: {source: {type: synthetic, input_tokens: 64}, stop: {requests: 4}}\n",
+     {"type": "synthetic", "input_tokens": 64, "output_tokens": 128, "cached_prefix_tokens": 0},
+     {"type": "concurrency", "concurrency": 10}),
+])
+def test_a_traffic_missing_its_source_or_load_is_completed(traffic, source, load):
+    """(Issue 19, item 2) the plan is always complete: a missing source is synthetic, a missing load concurrency
+    10, as the spec says of a missing traffic; the finished plan can be replayed."""
+    result = compile_yaml(ENGINE + traffic)
+    assert result.ok, result.diagnostics
+    plan = result.plan.to_dict()["traffic"]
+    assert (plan["source"], plan["load"]) == (source, load)
+    assert result.plan.records is not None
+    missing = "/traffic/source/type" if "source" not in traffic else "/traffic/load/type"
+    assert result.spec.provenance(missing).startswith("default(spec: a traffic without")

@@ -142,11 +142,16 @@ def _traffic(spec: Spec) -> Spec:
         spec = spec.default("/traffic/source", {"type": "synthetic"}, "spec: no traffic means synthetic")
         spec = spec.default("/traffic/load", {"type": "concurrency"}, "spec: no traffic means concurrency 10")
         spec = spec.default("/traffic/stop", {"requests": 100}, "spec: no traffic means 100 requests")
+    elif not spec.has("/traffic/source"):  # (the plan is always complete: what the spec says of no traffic)
+        spec = spec.default("/traffic/source", {"type": "synthetic"}, "spec: a traffic without a source is synthetic")
     source = spec.get("/traffic/source/type")
     for *parts, value in TRAFFIC_DEFAULTS.get(source, ()):
         spec = spec.default("/traffic/source/" + "/".join(parts), value, f"spec: {source} source")
     if source == "trace" and not spec.has("/traffic/load"):
         spec = spec.default("/traffic/load", {"type": "trace_timestamps"}, "traces replay their own timestamps")
+    elif not spec.has("/traffic/load"):
+        spec = spec.default("/traffic/load", {"type": "concurrency"}, "spec: a traffic without a load runs "
+                            "concurrency 10")
     for *parts, value in LOAD_DEFAULTS.get(spec.get("/traffic/load/type"), ()):
         spec = spec.default("/traffic/load/" + "/".join(parts), value, "spec: load default")
     return spec
