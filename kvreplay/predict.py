@@ -108,6 +108,21 @@ def run(args, config: str | None = None) -> int:
         sys.stderr.write(f"kvreplay: the replay stalled with {replay.stalled} request(s) unable to progress\n")
         return EXIT_RUN
     if not summary["completed_requests"]:
-        sys.stderr.write("kvreplay: no request completed\n")
+        sys.stderr.write(f"kvreplay: no request completed: {why_none_completed(replay)}\n")
         return EXIT_RUN
     return EXIT_OK
+
+
+def why_none_completed(replay) -> str:
+    """What a user needs to know when a run completed nothing."""
+    requests = replay.requests
+    rejected = [r for r in requests if r.status == "rejected"]
+    if not requests:
+        return "the traffic made no request (check traffic.stop and the trace)"
+    if len(rejected) == len(requests):
+        return f"all {len(requests)} requests were rejected on arrival, e.g. {rejected[0].spec.index}: " \
+               f"{rejected[0].reason}"
+    if replay.stopped_at is not None:
+        return (f"the run stopped at {replay.stopped_at / 1e9:g} s of virtual time before any request finished "
+                "(traffic.stop.max_virtual_time_seconds)")
+    return f"{len(requests) - len(rejected)} request(s) were admitted but none finished"

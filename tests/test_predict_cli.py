@@ -152,7 +152,8 @@ def test_no_completed_request_exits_1(config, tmp_path, capsys):
     code, out, err = run(capsys, "-c", config, "--output-dir", tmp_path / "out", "--format", "json",
                          "--set", "engine.workers.aggregated.kv_cache.capacity.blocks=4")
     assert code == 1
-    assert "no request completed" in err
+    assert err == ("kvreplay: no request completed: all 3 requests were rejected on arrival, e.g. 0: the prompt "
+                   "needs 8 G1 blocks but worker0.dp0 holds 4\n")
     summary = json.loads(out)["summary"]
     assert (summary["num_requests"], summary["rejected_requests"], summary["completed_requests"]) == (3, 3, 0)
 
@@ -241,3 +242,10 @@ def test_table_shows_a_row_per_tier_the_run_has(tmp_path, capsys):
     g3 = summary["g3_offload"]
     assert rows["G3 blocks (written / read)"] == f"{g3['write_blocks']:,} / {g3['read_blocks']:,}" != "0 / 0"
     assert "KVCR pulls (blocks, loaded)" not in rows
+
+
+def test_a_cutoff_before_any_completion_says_so(tmp_path, capsys):
+    code, _, err = run(capsys, "-c", EXAMPLES / "mooncake-trace.yaml", "--output-dir", tmp_path / "out",
+                       "--set", "traffic.stop.max_virtual_time_seconds=0.001")
+    assert code == 1 and err == ("kvreplay: no request completed: the run stopped at 0.001 s of virtual time before "
+                                 "any request finished (traffic.stop.max_virtual_time_seconds)\n")
