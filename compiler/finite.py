@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
-from .diagnostics import Diagnostic, join_pointer, split_pointer
+from .diagnostics import Diagnostic, field_words, join_pointer
 from .spans import Span
 
 CODE = "LOAD-NONFINITE"
@@ -46,11 +46,7 @@ def what(value: float, written: str) -> str:
 def diagnostic(pointer: str, value: float, written: str, span: Span | None = None,
                source: str = "", code: str = CODE) -> Diagnostic:
     """The diagnostic for one non-finite value at `pointer`, naming its field."""
-    parts = split_pointer(pointer)
-    field = f"`{parts[-1]}`" if parts else "the value"
-    if parts and parts[-1].isdigit():
-        field = f"item {parts[-1]} of `{parts[-2]}`" if len(parts) > 1 else f"item {parts[-1]}"
-    return Diagnostic(code, pointer, f"{field} {what(value, written)}; every number in a config must be finite",
+    return Diagnostic(code, pointer, f"{field_words(pointer)} {what(value, written)}; every number in a config must be finite",
                       HINT, span, source)
 
 

@@ -9,7 +9,6 @@ computed lazily from a lark grammar, only when a diagnostic needs them.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +17,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from . import finite
-from .diagnostics import CompileError, Diagnostic, join_pointer
+from .diagnostics import CompileError, Diagnostic, field_words, join_pointer
 from .spans import Span, SpanTable
 
 MAX_BYTES = 64 * 1024 * 1024
@@ -201,12 +200,8 @@ def load_json(text: str) -> Loaded:
     def constant(name):  # `NaN`, `Infinity`: not JSON, but kept to be reported at their positions
         return finite.Written(float(name), name)
 
-    def decimal(text):  # a literal past float range (`1e400`) reads as infinity: keep how it was written
-        value = float(text)
-        return value if math.isfinite(value) else finite.Written(value, text)
-
     try:
-        document = json.loads(text, object_pairs_hook=pairs, parse_constant=constant, parse_float=decimal)
+        document = json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
     except json.JSONDecodeError as exc:
         raise _fail("JSON-SYNTAX", f"JSON syntax error: {exc.msg}", "fix the JSON syntax at this position",
                     exc.lineno, exc.colno) from None
@@ -219,19 +214,14 @@ def load_json(text: str) -> Loaded:
         raise CompileError([Diagnostic("JSON-DUPLICATE-KEY", first[0],
                                        f"key `{first[0].rsplit('/', 1)[-1]}` appears twice in one object",
                                        "remove one of the two entries", span=first[1])])
-    nonfinite = [_json_nonfinite(pointer, value, spans) for pointer, value in finite.nonfinite_values(document)]
-    if nonfinite:
-        raise CompileError(nonfinite)
+    # Only the literals: a number past float range (`1e400`) is JSON, read as infinity, and left to the
+    # schema's ranges and the rules (REPLAYSPEC-TIME names it in a ReplaySpec's times)
+    constants = [(p, v) for p, v in finite.nonfinite_values(document) if isinstance(v, finite.Written)]
+    if constants:
+        raise CompileError([Diagnostic("JSON-SYNTAX", pointer, f"JSON syntax error: {field_words(pointer)} is "
+                                       f"`{value.text}`, which is not JSON (JSON numbers are finite)", finite.HINT, spans.find(pointer))
+                            for pointer, value in constants])
     return Loaded(document, spans, "json")
-
-
-def _json_nonfinite(pointer: str, value: float, spans: SpanTable) -> Diagnostic:
-    """`NaN` / `Infinity` are not JSON at all (JSON-SYNTAX); `1e400` is JSON that no float holds."""
-    written = finite.written(value)
-    if written.lstrip("-") in ("NaN", "Infinity"):
-        return Diagnostic("JSON-SYNTAX", pointer, f"JSON syntax error: `{written}` is not JSON (JSON numbers are "
-                          "finite)", finite.HINT, spans.find(pointer))
-    return finite.diagnostic(pointer, value, written, spans.find(pointer))
 
 
 def _walk_json(text: str):
