@@ -69,6 +69,16 @@ def pointer_to_dotted(pointer: str) -> str:
     return out
 
 
+def field_words(pointer: str) -> str:
+    """The field a pointer ends at, as a message names it: `blocks`, item 2 of `prefill`, the document."""
+    parts = split_pointer(pointer)
+    if not parts:
+        return "the document"
+    if parts[-1].isdigit():
+        return f"item {parts[-1]} of `{parts[-2]}`" if len(parts) > 1 else f"item {parts[-1]}"
+    return f"`{parts[-1]}`"
+
+
 def join_pointer(*parts) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 

@@ -16,7 +16,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-from .diagnostics import CompileError, Diagnostic, join_pointer
+from . import finite
+from .diagnostics import CompileError, Diagnostic, field_words, join_pointer
 from .spans import Span, SpanTable
 
 MAX_BYTES = 64 * 1024 * 1024
@@ -98,6 +99,8 @@ def load_yaml(text: str) -> Loaded:
                     "keep one configuration per file", mark.line + 1, mark.column + 1)
     builder = _YamlBuilder()
     document = builder.build(nodes[0], "")
+    if builder.nonfinite:  # all of them at once, each at its value
+        raise CompileError(builder.nonfinite)
     return Loaded(document, SpanTable(builder.values, builder.keys), "yaml")
 
 
@@ -108,6 +111,7 @@ class _YamlBuilder:
         self.expanded = 0
         self.aliases = 0
         self._seen: set[int] = set()
+        self.nonfinite: list[Diagnostic] = []
         self._scalars = YAML(typ="safe", pure=True).constructor
 
     def build(self, node, pointer: str) -> Any:
@@ -125,13 +129,16 @@ class _YamlBuilder:
             return self._mapping(node, pointer)
         if isinstance(node, SequenceNode):
             return [self.build(item, f"{pointer}/{i}") for i, item in enumerate(node.value)]
-        return self._scalar(node)
+        return self._scalar(node, pointer)
 
-    def _scalar(self, node: ScalarNode) -> Any:
+    def _scalar(self, node: ScalarNode, pointer: str) -> Any:
         tag = node.tag
         if tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool",
                    "tag:yaml.org,2002:null"):
-            return self._scalars.construct_object(node, deep=True)
+            value = self._scalars.construct_object(node, deep=True)
+            if finite.is_nonfinite(value):  # `.nan`, `.inf`, or a literal past float range (`1e400`)
+                self.nonfinite.append(finite.diagnostic(pointer, value, str(node.value), _span(node)))
+            return value
         return str(node.value)
 
     def _mapping(self, node: MappingNode, pointer: str) -> dict:
@@ -190,16 +197,14 @@ def load_json(text: str) -> Loaded:
             out[k] = v
         return out
 
-    def constant(name):
-        raise ValueError(f"{name} is not valid JSON")
+    def constant(name):  # `NaN`, `Infinity`: not JSON, but kept to be reported at their positions
+        return finite.Written(float(name), name)
 
     try:
         document = json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
     except json.JSONDecodeError as exc:
         raise _fail("JSON-SYNTAX", f"JSON syntax error: {exc.msg}", "fix the JSON syntax at this position",
                     exc.lineno, exc.colno) from None
-    except ValueError as exc:
-        raise _fail("JSON-SYNTAX", f"JSON syntax error: {exc}", "use a finite number") from None
     except RecursionError:
         raise _fail("JSON-SYNTAX", "JSON nesting is too deep", "flatten the document") from None
     spans = SpanTable(builder=lambda: json_spans(text))
@@ -209,6 +214,13 @@ def load_json(text: str) -> Loaded:
         raise CompileError([Diagnostic("JSON-DUPLICATE-KEY", first[0],
                                        f"key `{first[0].rsplit('/', 1)[-1]}` appears twice in one object",
                                        "remove one of the two entries", span=first[1])])
+    # Only the literals: a number past float range (`1e400`) is JSON, read as infinity, and left to the
+    # schema's ranges and the rules (REPLAYSPEC-TIME names it in a ReplaySpec's times)
+    constants = [(p, v) for p, v in finite.nonfinite_values(document) if isinstance(v, finite.Written)]
+    if constants:
+        raise CompileError([Diagnostic("JSON-SYNTAX", pointer, f"JSON syntax error: {field_words(pointer)} is "
+                                       f"`{value.text}`, which is not JSON (JSON numbers are finite)", finite.HINT, spans.find(pointer))
+                            for pointer, value in constants])
     return Loaded(document, spans, "json")
 
 

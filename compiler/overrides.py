@@ -18,6 +18,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 
 from ..grammar import OVERRIDES, parser
 from ..schema import PREDICT, load_schema
+from . import finite
 from .diagnostics import CompileError, Diagnostic, join_pointer, pointer_to_dotted
 from .schema_check import describe, suggest
 from .schema_walk import applicable, schema_step
@@ -97,15 +98,21 @@ _CONSTANTS = {"true": True, "false": False, "null": None}
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "0": "\0"}
 
 
+def _number(text: str) -> int | float:
+    """A number as written; one past float range (`1e999`) remembers its text to be refused by name."""
+    value = number(text)
+    return value if not finite.is_nonfinite(value) else finite.Written(value, text.strip())
+
+
 def _scalar(kind: str, token: Token) -> Any:
     text = str(token)
     if kind in _CONSTANTS:
         return _CONSTANTS[kind]
     if kind == "quantity":  # the token is NUMBER [blanks] UNIT, and units hold no digits
         magnitude, unit = re.fullmatch(r"(.*?)[ \t]*([A-Za-z/]+)", text.strip()).groups()
-        return Quantity(number(magnitude), unit)
+        return Quantity(_number(magnitude), unit)
     if kind in ("integer", "float"):
-        return number(text)
+        return _number(text)
     if token.type == "STRING_SQ":
         return text[1:-1].replace("''", "'")
     if token.type == "STRING_DQ":
@@ -190,6 +197,22 @@ def _with_units(value: Any, rel: str, override: Override, schemas: list[dict], r
         return value
 
 
+def _nonfinite(override: Override) -> list[Diagnostic]:
+    """A value such as `1e999` or `1e999 GiB` (infinity once read), at its column, as the loader refuses it."""
+    plain = _magnitudes(override.value)
+    return [finite.diagnostic(override.pointer + rel, value, finite.written(value),
+                              override.span(override.value_columns[rel]), override.source)
+            for rel, value in finite.nonfinite_values(plain)]
+
+
+def _magnitudes(value: Any) -> Any:
+    if isinstance(value, Quantity):
+        return value.magnitude
+    if isinstance(value, dict):
+        return {k: _magnitudes(v) for k, v in value.items()}
+    return [_magnitudes(v) for v in value] if isinstance(value, list) else value
+
+
 # ------------------------------------------------------------------ applying
 
 def _assign(document: dict, override: Override, value: Any) -> dict[str, Span] | Diagnostic:
@@ -235,6 +258,10 @@ def apply_overrides(document: dict, spans: SpanTable | None,
             override = parse_override(text, index)
         except CompileError as error:
             problems.extend(error.diagnostics)
+            continue
+        nonfinite = _nonfinite(override)
+        if nonfinite:
+            problems.extend(nonfinite)
             continue
         schemas = _schemas_at(override, root)
         if isinstance(schemas, Diagnostic):

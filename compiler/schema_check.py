@@ -18,7 +18,7 @@ from jsonschema.validators import extend
 from referencing import Registry, Resource
 
 from ..schema import PREDICT, REPLAYSPEC, load_schema
-from .diagnostics import Diagnostic, join_pointer
+from .diagnostics import Diagnostic, field_words, join_pointer
 
 OTHER_STACKS = {"router": "the router stack", "planner": "the planner stack"}
 _TYPE_NAMES = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
@@ -123,6 +123,8 @@ def _convert(error) -> list[Diagnostic]:
         allowed = error.validator_value if kind == "enum" else [error.validator_value]
         return [Diagnostic("SCHEMA-ENUM", pointer, f"{describe(value)} is not one of the allowed values",
                            suggest(value, [str(a) for a in allowed]))]
+    if kind in ("maximum", "exclusiveMaximum"):
+        return [_too_large(pointer, value, error.validator_value, kind == "exclusiveMaximum")]
     if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         words = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "greater than",
                  "exclusiveMaximum": "less than"}[kind]
@@ -134,6 +136,24 @@ def _convert(error) -> list[Diagnostic]:
     if kind in ("anyOf", "oneOf"):
         return _convert_choice(error)
     return [Diagnostic("SCHEMA-INVALID", pointer, error.message, "see `kvreplay schema`")]
+
+
+def _too_large(pointer: str, value: Any, limit: int | float, exclusive: bool) -> Diagnostic:
+    """Above a field's maximum: the field, the value and the limit by name (`2^40 - 1` where it is one)."""
+    words = "less than" if exclusive else "at most"
+    return Diagnostic("SCHEMA-RANGE", pointer, f"{field_words(pointer)} is {_amount(value)}, more than its limit: "
+                      f"must be {words} {_amount(limit)}",
+                      f"use a value {words} {_amount(limit)} (`kvreplay schema` gives every field's range)")
+
+
+def _amount(value: Any) -> str:
+    """A number as written, and a power of two (or one less) as such: `1099511627775 (2^40 - 1)`."""
+    text = describe(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1024:
+        for power, suffix in ((value, ""), (value + 1, " - 1")):
+            if power & (power - 1) == 0:
+                return f"{text} (2^{power.bit_length() - 1}{suffix})"
+    return text
 
 
 def _convert_choice(error) -> list[Diagnostic]:

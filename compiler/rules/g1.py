@@ -6,6 +6,9 @@ from ..spec import Spec, role_pointer
 from .rule import Rule, backend, has_kv, kv, role_check
 
 SECTION = "kv-cache-tiers.md: KV cache fields"
+# Blocks (< 2^40) times a state model's ~21 MB blocks pass both field limits and still leave 64 bits
+# behind; 4 EiB is far past any GPU yet leaves room for the suite's "unbounded" pools (10^8 big blocks)
+MAX_G1_BYTES = 2**62
 
 
 def _capacity_type(spec: Spec, role: str) -> str:
@@ -25,6 +28,10 @@ def _bytes_without_geometry(spec: Spec, role: str) -> bool:
 def _g1_capacity_empty(spec: Spec, role: str) -> bool:
     blocks = spec.geometry.get(role, {}).get("g1_blocks")
     return blocks is not None and blocks < 1
+
+
+def _g1_too_large(spec: Spec, role: str) -> bool:
+    return spec.geometry.get(role, {}).get("g1_bytes", 0) > MAX_G1_BYTES
 
 
 RULES = (
@@ -65,4 +72,8 @@ RULES = (
          "G1 has no room for a single block on this role (the weights or the byte budget leave nothing for KV)",
          "raise `memory_fraction` or `capacity.bytes`, use more tensor parallelism, or bigger GPUs",
          role_check(_g1_capacity_empty, "kv_cache", "capacity"), stage="geometry"),
+    Rule("G1-POOL-BYTES", SECTION,
+         f"G1 blocks times bytes per block are more than {MAX_G1_BYTES} bytes (2^62, 4 EiB) per rank",
+         "give fewer `capacity.blocks`, or size G1 by `capacity.bytes`",
+         role_check(_g1_too_large, "kv_cache", "capacity", "blocks"), stage="geometry"),
 )

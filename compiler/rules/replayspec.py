@@ -40,6 +40,20 @@ def _bad_time(value, positive: bool = False) -> bool:
     return value / 1000 <= 0 if positive else value < 0
 
 
+# A year of virtual time: past it no replay is meant, and ms -> ns would leave 64 bits for 1e300
+MAX_TIME_MS = 365 * 24 * 3600 * 1000
+
+
+def _time_fields(spec: Spec) -> Iterator[tuple[str, object]]:
+    """(pointer, value) of every time the ReplaySpec document gives, in ms."""
+    for i, request in enumerate(_requests(spec)):
+        yield f"/requests/{i}/arrival_time_ms", request["arrival_time_ms"]
+    for pointer in ("/max_sim_time_ms", *(f"/topology/{pool}/startup_delay_ms" for pool in ("workers", "prefill",
+                    "decode")), "/topology/handoff_latency_ms"):
+        if spec.has(pointer):
+            yield pointer, spec.get(pointer)
+
+
 # ------------------------------------------------------------------ frontend stage (the ReplaySpec document)
 
 def _requests(spec: Spec):
@@ -53,16 +67,15 @@ def _version(spec: Spec) -> Iterator[str]:
 
 
 def _times(spec: Spec) -> Iterator[str]:
-    for i, request in enumerate(_requests(spec)):
-        if _bad_time(request["arrival_time_ms"]):
-            yield f"/requests/{i}/arrival_time_ms"
-    if spec.has("/max_sim_time_ms") and _bad_time(spec.get("/max_sim_time_ms"), positive=True):
-        yield "/max_sim_time_ms"
-    for pool in ("workers", "prefill", "decode"):
-        if spec.has(f"/topology/{pool}/startup_delay_ms") and _bad_time(spec.get(f"/topology/{pool}/startup_delay_ms")):
-            yield f"/topology/{pool}/startup_delay_ms"
-    if spec.has("/topology/handoff_latency_ms") and _bad_time(spec.get("/topology/handoff_latency_ms")):
-        yield "/topology/handoff_latency_ms"
+    for pointer, value in _time_fields(spec):
+        if _bad_time(value, positive=pointer == "/max_sim_time_ms"):
+            yield pointer
+
+
+def _times_too_long(spec: Spec) -> Iterator[str]:
+    for pointer, value in _time_fields(spec):
+        if not _bad_time(value) and value > MAX_TIME_MS:
+            yield pointer
 
 
 def _max_in_flight(spec: Spec) -> Iterator[str]:
@@ -179,6 +192,8 @@ RULES = (
          "(`max_sim_time_ms` greater than 0)",
          "write a finite number such as 1500.0 (arrival and delay times >= 0, `max_sim_time_ms` > 0)", _times,
          stage=FRONTEND),
+    Rule("REPLAYSPEC-TIME-LIMIT", SECTION, f"times are at most {MAX_TIME_MS} ms (a year of virtual time)",
+         f"write a time of at most {MAX_TIME_MS} ms", _times_too_long, stage=FRONTEND),
     Rule("REPLAYSPEC-MAX-IN-FLIGHT", SECTION, "`max_in_flight` must be greater than 0",
          "give a positive cap on in-flight requests, or remove `max_in_flight` for an open-loop replay",
          _max_in_flight, stage=FRONTEND),

@@ -1,0 +1,55 @@
+"""The negative corpus of bad numbers: golden/specs/negative/numbers/, one file per case.
+
+A NaN, infinities (YAML and JSON) and integers or floats past any field's limit.
+Several cases share a code, so a file is named `<CODE>.<case>.<ext>` (the main corpus
+keeps one file per code); its JSON report is pinned with a syrupy snapshot like the
+main corpus's.  Regenerate with
+``python -m pytest tests/test_negative_numbers.py --snapshot-update``.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from kvreplay.compiler.pipeline import compile_file
+from kvreplay.report import json_report
+
+from .test_negative_corpus import NEGATIVE_DIR, relative
+
+NUMBERS_DIR = NEGATIVE_DIR / "numbers"
+FILES = sorted(p for p in NUMBERS_DIR.iterdir() if p.suffix in (".yaml", ".json"))
+
+
+@pytest.fixture
+def snapshot_json(snapshot):
+    return snapshot.use_extension(JSONSnapshotExtension)
+
+
+def test_every_class_of_bad_number_has_a_file():
+    assert {p.name.split(".")[0] for p in FILES} == {"LOAD-NONFINITE", "JSON-SYNTAX", "SCHEMA-RANGE"}
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_bad_number_file_fails_with_its_code_at_each_value(path: Path):
+    result = compile_file(path)
+    assert not result.ok and result.stage in ("load", "validate")
+    assert {d.code for d in result.diagnostics} == {path.name.split(".")[0]}
+    lines = path.read_text().splitlines()
+    for d in result.diagnostics:
+        assert d.span is not None and d.span.line >= 1 and d.span.col >= 1, d
+        field = d.pointer.rsplit("/", 1)[-1]
+        assert f"`{field}`" in d.message and d.hint.strip(), d
+        assert lines[d.span.line - 1][d.span.col - 1:].split(",")[0].split("}")[0].strip(), d  # at the value
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_bad_number_file_json_report(path: Path, snapshot_json):
+    report = json.loads(json_report([compile_file(path)]))
+    for entry in report["files"]:
+        entry["file"] = relative(entry["file"])
+        for diagnostic in entry["diagnostics"]:
+            diagnostic["file"] = relative(diagnostic["file"])
+    assert report == snapshot_json
