@@ -1,10 +1,12 @@
 """Refuse numbers that are not finite (NaN, infinities) where a config is read.
 
-YAML's `.nan` / `.inf`, a literal too large for a float (`1e400` reads as
-infinity), JSON's `NaN` / `Infinity` and a `--set` value such as `1e999` all
-become a diagnostic at the value, one for each, before any pass sees them: no
-field of a config can mean them, and arithmetic on them later would crash
-(`int(nan)`) or run forever (a rate of infinity).
+YAML's `.nan` / `.inf`, a YAML literal too large for a float (`1e400` reads as
+infinity), JSON's `NaN` / `Infinity` (JSON-SYNTAX: they are not JSON) and a
+`--set` value such as `1e999` all become a diagnostic at the value, one for
+each, before any pass sees them: no field of a config can mean them, and
+arithmetic on them later would crash (`int(nan)`) or run forever (a rate of
+infinity).  JSON's `1e400` is JSON, so it is left to the schema's ranges (and
+to REPLAYSPEC-TIME, which names it in a ReplaySpec's times).
 """
 from __future__ import annotations
 
