@@ -14,6 +14,9 @@ import orjson
 import pytest
 
 from kvreplay.cli import main
+from kvreplay.compiler.pipeline import compile_file
+
+from .support import EXAMPLES
 
 NEGATIVE = Path(__file__).resolve().parent.parent / "golden" / "specs" / "negative"
 
@@ -75,3 +78,14 @@ def test_validate_reports_a_wrong_hash_ids_length_alone(tmp_path, capsys):
 def test_validate_accepts_a_good_trace(capsys):
     code, out, _ = run(capsys, "validate", Path(__file__).resolve().parent.parent / "examples" / "mooncake-trace.yaml")
     assert code == 0 and "1 file valid" in out
+
+
+def test_a_trace_of_bad_lines_reports_the_first_twenty(tmp_path):
+    """(Issue 19, item 5) the error cap holds for lines that are not JSON too: 20 diagnostics, not 5,000."""
+    (tmp_path / "bad.jsonl").write_text("not json\n" * 5000)
+    config = tmp_path / "c.yaml"
+    config.write_text((EXAMPLES / "mooncake-trace.yaml").read_text().replace("traces/conversation-200.jsonl",
+                                                                            "bad.jsonl"))
+    result = compile_file(config)
+    assert [d.span.line for d in result.diagnostics] == list(range(1, 21))
+    assert {d.code for d in result.diagnostics} == {"TRACE-ROW"}

@@ -69,14 +69,14 @@ def read_trace(path: Path, block_size: int, speedup: float = 1.0, named_by: Name
         try:
             row = orjson.loads(line)
         except orjson.JSONDecodeError as error:
-            problems.append(problem("TRACE-ROW", number, "", f"not valid JSON: {error}", "fix the line"))
-            continue
-        found = check_row(row, block_size)
-        if found is None and row["timestamp"] < last_timestamp:
-            found = ("timestamp", "timestamps must not decrease", "sort the trace by timestamp")
+            found = ("", f"not valid JSON: {error}", "fix the line")
+        else:
+            found = check_row(row, block_size)
+            if found is None and row["timestamp"] < last_timestamp:
+                found = ("timestamp", "timestamps must not decrease", "sort the trace by timestamp")
         if found:
             problems.append(problem("TRACE-ROW", number, *found))
-            if len(problems) >= MAX_REPORTED:
+            if len(problems) >= MAX_REPORTED:  # (the first ones say what to fix; a million would say nothing more)
                 break
             continue
         last_timestamp = row["timestamp"]
