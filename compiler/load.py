@@ -60,6 +60,13 @@ def detect_syntax(name: str, text: str) -> str:
     return "json" if text.lstrip().startswith(("{", "[")) else "yaml"
 
 
+def read_bounded(path, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of the file at `path`: enough to tell it is too large, even when it never ends
+    (/dev/zero, a pipe) or its size is not known beforehand."""
+    with open(path, "rb") as stream:
+        return stream.read(limit + 1)
+
+
 def load_bytes(data: bytes, name: str = "<input>") -> Loaded:
     text = decode(data)
     syntax = detect_syntax(name, text)

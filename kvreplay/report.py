@@ -9,19 +9,20 @@ them); reporters only format.
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 from typing import Iterable
 
 import orjson
 
 from .compiler.diagnostics import Diagnostic
+from .compiler.load import MAX_BYTES, read_bounded
 from .compiler.pipeline import CompileResult
 
 
 @lru_cache(maxsize=64)
 def _source_lines(path: str) -> tuple[str, ...]:
     try:
-        return tuple(Path(path).read_text(encoding="utf-8", errors="replace").splitlines())
+        data = read_bounded(path, MAX_BYTES)  # (a source quoted from is never read past the loader's limit)
+        return tuple(data[:MAX_BYTES].decode("utf-8", errors="replace").splitlines())
     except OSError:
         return ()
 

@@ -89,3 +89,20 @@ def test_a_trace_of_bad_lines_reports_the_first_twenty(tmp_path):
     result = compile_file(config)
     assert [d.span.line for d in result.diagnostics] == list(range(1, 21))
     assert {d.code for d in result.diagnostics} == {"TRACE-ROW"}
+
+
+def test_an_endless_config_is_refused_quickly(capsys):
+    """(Issue 19, item 5) /dev/zero as a config: read up to the size limit only, LOAD-SIZE, exit 1."""
+    assert main(["validate", "/dev/zero"]) == 1
+    assert "error[LOAD-SIZE]" in capsys.readouterr().out
+
+
+def test_a_trace_row_asking_for_more_tokens_than_can_be_meant(tmp_path):
+    (tmp_path / "big.jsonl").write_text(json.dumps({"timestamp": 0, "input_length": 512, "output_length": 10 ** 11,
+                                                    "hash_ids": [1]}) + "\n")
+    config = tmp_path / "c.yaml"
+    config.write_text((EXAMPLES / "mooncake-trace.yaml").read_text().replace("traces/conversation-200.jsonl",
+                                                                            "big.jsonl"))
+    (d,) = compile_file(config).diagnostics
+    assert (d.code, d.pointer, d.span.line) == ("TRACE-ROW", "/output_length", 1)
+    assert "from 1 to 2147483647" in d.message

@@ -16,11 +16,14 @@ import orjson
 
 from ..diagnostics import CompileError, Diagnostic, NamedBy, join_pointer
 from ..durations import ms_to_ns
+from ..load import read_bounded
 from ..plan_records import TraceRow
 from ..spans import Span
 from ..spec import Spec
 
 MAX_REPORTED = 20
+MAX_TRACE_BYTES = 4 * 1024 ** 3  # a trace larger than this is refused (read lazily, never all of /dev/zero)
+MAX_TOKENS = 2 ** 31 - 1  # as the configs' token fields (schema): more cannot be meant, and would not fit
 DEFAULT_BLOCK_SIZE = 512  # the defaults pass's value, for plans written without it
 
 
@@ -39,8 +42,8 @@ def check_row(row, block_size: int) -> tuple[str, str, str] | None:
     if isinstance(timestamp, bool) or not isinstance(timestamp, (int, float)) or not timestamp >= 0:
         return "timestamp", "`timestamp` must be a finite number of milliseconds >= 0", "fix the timestamp"
     for field in ("input_length", "output_length"):
-        if not _is_int(row[field]) or row[field] < 1:
-            return field, f"`{field}` must be an integer >= 1", f"fix `{field}`"
+        if not _is_int(row[field]) or not 1 <= row[field] <= MAX_TOKENS:
+            return field, f"`{field}` must be an integer from 1 to {MAX_TOKENS} (2^31 - 1)", f"fix `{field}`"
     ids = row["hash_ids"]
     if not isinstance(ids, list) or not all(_is_int(h) and h >= 0 for h in ids):
         return "hash_ids", "`hash_ids` must be a list of non-negative integers", "fix `hash_ids`"
@@ -58,10 +61,13 @@ def read_trace(path: Path, block_size: int, speedup: float = 1.0, named_by: Name
                           named_by=named_by)
 
     try:
-        data = path.read_bytes()
+        data = read_bounded(path, MAX_TRACE_BYTES)
     except OSError as error:
         raise CompileError([problem("TRACE-FILE", 1, "", f"cannot read the trace: {error.strerror or error}",
                                     "check `traffic.source.paths` (relative to the config file)")]) from None
+    if len(data) > MAX_TRACE_BYTES:
+        raise CompileError([problem("TRACE-FILE", 1, "", f"the trace is larger than {MAX_TRACE_BYTES} bytes",
+                                    "split it, or replay a part of it")])
     rows, problems, last_timestamp = [], [], 0.0
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
