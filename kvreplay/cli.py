@@ -120,24 +120,25 @@ def build_parser() -> argparse.ArgumentParser:
                             "engine.workers.aggregated.kv_cache.block_size=32 or ...capacity.bytes=80GiB)")
 
     p = sub.add_parser("validate", help="check config files; all errors at once")
-    p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("files", nargs="+", metavar="FILE", help="predict YAML, ReplaySpec JSON or opal JSON configs")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: located diagnostics for people (default); json: one report for tools")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing when every file is valid")
     p.add_argument("--no-context", action="store_true", help="do not quote the offending source line")
     add_set(p)
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("compile", help="compile one config into its canonical resolved plan (JSON)")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("-o", "--output", metavar="PLAN.json")
+    p.add_argument("file", metavar="FILE", help="the config to compile")
+    p.add_argument("-o", "--output", metavar="PLAN.json", help="write the result here (default: stdout)")
     p.add_argument("--to", choices=("plan", "replayspec"), default="plan",
                    help="replayspec: lower a predict config into a native ReplaySpec with its traffic expanded")
     add_set(p)
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("explain", help="show every resolved knob with its value and provenance")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("file", metavar="FILE", help="the config to explain")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="text: a table (default); json: rows")
     add_set(p)
     p.set_defaults(func=cmd_explain)
 
@@ -146,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=predict.run)
 
     p = sub.add_parser("replay", help="replay a native ReplaySpec JSON (same outputs as predict)")
-    p.add_argument("spec", metavar="SPEC.json")
+    p.add_argument("spec", metavar="SPEC.json", help="a native ReplaySpec v1 (e.g. from `compile --to replayspec`)")
     predict.add_arguments(p, config_required=False)
     p.set_defaults(func=lambda args: predict.run(args, config=args.spec))
 
@@ -154,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("rules", help="print the table of rules with their ids and spec sections")
-    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                   help="text (default), json, or a markdown table for documentation")
     p.set_defaults(func=cmd_rules)
     return parser
 

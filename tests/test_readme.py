@@ -37,3 +37,15 @@ def test_the_tour_runs_in_order(tmp_path, monkeypatch, capsys):
             (tmp_path / redirect).write_text(out)
     assert (tmp_path / "kvreplay-output" / "requests.jsonl").exists() and (tmp_path / "out" / "replay").is_dir()
     assert (tmp_path / "plan.json").exists() and (tmp_path / "predict.schema.json").stat().st_size > 1000
+
+
+def test_every_option_and_argument_has_help():
+    """(Issue 19, item 8) `kvreplay COMMAND --help` explains every option and argument."""
+    import argparse
+
+    from kvreplay.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    missing = [f"{name} {action.option_strings or action.dest}" for name, command in commands.items()
+               for action in command._actions if not action.help and not isinstance(action, argparse._HelpAction)]
+    assert missing == []
