@@ -17,7 +17,7 @@ from kvreplay.runtime.outputs.metrics import summary
 from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.runtime.build import build
 
-from _traces import TRACES
+from _traces import trace
 
 from kvreplay.examples.trace_config import mooncake_trace_config
 
@@ -38,7 +38,7 @@ def main() -> int:
     for name in ("conversation_trace.jsonl", "synthetic_trace.jsonl"):
         for blocks in SIZES:
             start = time.perf_counter()
-            lru, belady = run(TRACES / name, blocks, "lru"), run(TRACES / name, blocks, "belady")
+            lru, belady = run(trace(name), blocks, "lru"), run(trace(name), blocks, "belady")
             print(f"{name:<26} {blocks:>9} {lru:>8.4f} {belady:>8.4f} {time.perf_counter() - start:>5.1f}s")
             if belady < lru:
                 print("  Belady reused less than LRU", file=sys.stderr)

@@ -24,11 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from _traces import TRACES
+from _traces import trace
 
 from kvreplay.examples.trace_config import mooncake_trace_config
 
-TRACE = TRACES / "conversation_trace.jsonl"
+TRACE = trace("conversation_trace.jsonl")
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,8 +71,6 @@ def main() -> int:
     parser.add_argument("--replicas", type=int, default=1, help="workers taking the trace round robin")
     parser.add_argument("--against", type=Path, metavar="DIR", help="another checkout to pair every run with")
     args = parser.parse_args()
-    if not TRACE.exists():
-        sys.exit(f"missing trace: {TRACE}")
     with tempfile.TemporaryDirectory() as tmp:
         configs = {}
         for label, host_blocks in (("G1 only", 0), ("with G2", args.host_blocks)):
