@@ -60,11 +60,13 @@ Timing = Union[FixedTiming, PolynomialTiming, RooflineTiming]
 # ------------------------------------------------------------------ tiers behind G1
 @dataclass(frozen=True, slots=True)
 class LinkPlan:
-    """One direction of a tier's link: a cap per group (rank or worker) and one for a shared pool."""
+    """One direction of a tier's link: a cap per group (rank or worker) and one for a shared pool, the latency to
+    first byte, and how many copies may move at once (the runtime's tier specs take this record as it is)."""
 
     bandwidth_gbps: float
     shared_bandwidth_gbps: float | None  # only for a cluster-shared pool
     latency_ns: int  # latency to first byte
+    slots: int | None = None  # I/O concurrency (None: no limit)
 
 
 @dataclass(frozen=True, slots=True)

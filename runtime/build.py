@@ -17,7 +17,7 @@ from .shell.clock import Clock
 from .shell.replay import Replay
 from .tiers import peer_fetch
 from .tiers.belady import BeladyPool, future_uses
-from .tiers.chain_build import LinkSpec, TierSpec, attach_chains
+from .tiers.chain_build import TierSpec, attach_chains
 from .tiers.connectors import PROFILES, tier_rules
 from .tiers.g1 import BlockPool
 from .tiers.peer_fetch import PeerFetch
@@ -31,16 +31,12 @@ class ReplayUnsupported(ValueError):
     """The plan asks for something this runtime does not replay yet."""
 
 
-def _link_spec(link) -> LinkSpec:
-    return LinkSpec(link.bandwidth_gbps, link.shared_bandwidth_gbps, link.latency_ns)
-
-
 def host_tier_spec(host) -> TierSpec:
     """G2 (the plan's `TierPlan`): one pool per DP rank (`dp_rank_local`) or one for all of them
     (`cluster_shared`), stored into by a vLLM connector, in the order it keeps."""
     profile = PROFILES[host.connector]
     return TierSpec("g2", host.scope, host.shared, "rank", host.blocks, host.block_bytes, tier_rules(profile), "runs",
-                    profile.name, write=_link_spec(host.write), read=_link_spec(host.read), section="g2_domains",
+                    profile.name, write=host.write, read=host.read, section="g2_domains",
                     layout="host", kv_event_tier="host_pinned")
 
 
@@ -48,7 +44,7 @@ def storage_tier_spec(storage) -> TierSpec:
     """G3: one store per worker (`worker_local`) or one for all of them (`cluster_shared`), written back from G2,
     least recently used first; G3 runs one rank per worker, so a worker's limits are its rank's."""
     return TierSpec("g3", storage.scope, storage.shared, "worker", storage.blocks, storage.block_bytes,
-                    STORAGE_RULES, "lru", "write_back", write=_link_spec(storage.write), read=_link_spec(storage.read),
+                    STORAGE_RULES, "lru", "write_back", write=storage.write, read=storage.read,
                     section="g3_offload", layout="storage")
 
 

@@ -24,6 +24,7 @@ from kvreplay.compiler.pipeline import compile_bytes
 from kvreplay.schema import PREDICT, REPLAYSPEC, load_schema
 
 from .support import EXAMPLES
+from .test_properties import paths
 
 # A few hundred in the suite (~1 s); KVREPLAY_FUZZ_EXAMPLES=4000 for a longer search
 FUZZ_EXAMPLES = int(os.environ.get("KVREPLAY_FUZZ_EXAMPLES", "300"))
@@ -57,17 +58,14 @@ def test_every_numeric_field_has_a_finite_range(name):
 BASES = [(p, load_bytes(p.read_bytes(), p.name).document) for p in sorted(EXAMPLES.glob("*.yaml"))]
 
 
-def numeric_leaves(node, prefix=()):
-    if isinstance(node, bool):
-        return
-    if isinstance(node, (int, float)):
-        yield prefix
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            yield from numeric_leaves(value, prefix + (key,))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from numeric_leaves(value, prefix + (i,))
+def numeric_leaves(node):
+    """The paths (test_properties.paths) of every number in `node`, booleans aside."""
+    for path in paths(node):
+        value = node
+        for step in path:
+            value = value[step]
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            yield path
 
 
 def as_yaml(document) -> bytes:

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from ..diagnostics import CompileError
 from ..frontends import lowered_schema_errors
-from ..schema_check import describe, errors_of, schema_errors, strict_validator, suggest, validator
+from ..schema_check import schema_errors
 from ..spec import Spec
-
-__all__ = ["describe", "errors_of", "run", "schema_errors", "strict_validator", "suggest", "validator"]
 
 
 def run(spec: Spec) -> Spec:

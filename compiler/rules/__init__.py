@@ -8,9 +8,7 @@ concatenation in a fixed order, and ids are unique (checked at import).
 """
 from __future__ import annotations
 
-from .rule import (  # noqa: F401 - the package's public names
-    Check, RolePredicate, Rule, architecture, backend, disaggregated, engine_check, first_written, has_kv, kv,
-    model_family, native_mtp, par, recommend, role_check, speculation)
+from .rule import Rule
 
 
 def _collect() -> tuple[Rule, ...]:

@@ -67,8 +67,8 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
     finish_at = {id(r): r.spec.output_len - r.generated - 1 for _, b in active for r, _ in b.items}
     limit = (max(finish_at.values()) + 1) if can_finish else min(finish_at.values())
     if can_finish:  # a completion that has more to do than a fused pass can: the run stops before it
-        limit = min([limit] + [finish_at[id(r)] for rank, b in active for r, _ in b.items
-                               if rank.chain.finish_may_store(r)])
+        limit = min([limit] + [finish_at[id(r)] for rank, b in active if rank.chain.stores_on_finish
+                               for r, _ in b.items if rank.chain.finish_may_store(r)])
 
     states = []
     for rank, batch in active:

@@ -60,10 +60,16 @@ class TierChain:
         connector stores decode blocks (a landing store changes nothing a pure decode pass reads)."""
         return not self.profile.store_decode_blocks
 
+    @property
+    def stores_on_finish(self) -> bool:
+        """Does a completion offer the first tier what it could not store before (v0.32 connectors)?"""
+        return self.profile.store_rest_on_finish
+
     def finish_may_store(self, request) -> bool:
-        """Does this request's completion copy into the first tier (blocks left to store, or any with a KVCR
-        peer that might pull from it)?"""
-        return self.profile.store_rest_on_finish and bool(request.tier.unstored or self.kvcr is not None)
+        """With `stores_on_finish`: does this request's completion copy into the first tier (blocks left to store,
+        or any with a KVCR peer that might pull from it)?  One with nothing left only refreshes the tier's order,
+        which may come early: nothing else reads or changes the tier during fused passes."""
+        return bool(request.tier.unstored or self.kvcr is not None)
 
     # ---------------------------------------------------------------- the router's and the shell's questions
     @property
@@ -105,6 +111,7 @@ class NoTiers:
     peer_fetch = ()
     stores_every_pass = False
     fusable_during_copies = False
+    stores_on_finish = False
     wants_hint = False
 
     def restore(self, rank, request, hits: list, limit: int) -> int:
@@ -124,9 +131,6 @@ class NoTiers:
 
     def preemption_wait(self, rank, victim) -> None:
         pass
-
-    def finish_may_store(self, request) -> bool:
-        return False
 
     def peer_prefix(self, keys: list) -> int:
         return 0

@@ -21,17 +21,6 @@ from .tier import Tier, TierRules
 
 
 @dataclass(frozen=True)
-class LinkSpec:
-    """One direction of a tier's copies: per-member bandwidth (GB/s, 0 or None = unlimited), the pool's, the latency
-    to first byte and the I/O slots."""
-
-    bandwidth_gbps: float | None
-    shared_gbps: float | None = None  # a shared pool's limit over all members
-    latency_ns: int = 0
-    slots: int | None = None  # I/O concurrency: copies moving at once (the others wait, first come first served)
-
-
-@dataclass(frozen=True)
 class TierSpec:
     label: str  # "g2", "g3", ...: pool names and `filled_from_<label>`
     scope: str  # the config's word for it ("dp_rank_local", "worker_local", "cluster_shared")
@@ -42,8 +31,11 @@ class TierSpec:
     rules: TierRules
     order: str  # "runs" (vLLM's connector orders) | "lru" | "fifo" | "none"
     store_policy: str  # the connector storing G1 blocks into it (first tier) | "write_back" (deeper tiers)
-    write: LinkSpec  # copies into the tier
-    read: LinkSpec  # copies out of it
+    # each direction as the plan's link record says it: `bandwidth_gbps` per member (0 or None: unlimited),
+    # `shared_bandwidth_gbps` over a shared pool's members, `latency_ns` to first byte, `slots` (I/O concurrency,
+    # the others wait first come first served; None: no limit)
+    write: object  # copies into the tier
+    read: object  # copies out of it
     ttl_ns: int = 0  # with "lru" or "fifo": a key is immune this long after its last use
     section: str = ""  # the summary section it reports in ("g2_domains", "g3_offload") ...
     layout: str = ""  # ... laid out as "host" (an entry per pool) or "storage" (added up over the pools)
@@ -59,8 +51,8 @@ def _pool(spec: TierSpec, name: str, members: list, clock) -> Tier:
     groups = sorted({getattr(rank, group_by) for rank in members})
     workers = frozenset(rank.worker for rank in members)
 
-    def link(way: LinkSpec) -> Link:
-        return Link({g: way.bandwidth_gbps for g in groups}, way.shared_gbps if spec.shared else None,
+    def link(way) -> Link:
+        return Link({g: way.bandwidth_gbps for g in groups}, way.shared_bandwidth_gbps if spec.shared else None,
                     way.latency_ns, workers=workers, slots=way.slots)
 
     return Tier(name, spec.scope, spec.capacity, spec.block_bytes, spec.rules, link(spec.write), link(spec.read),
