@@ -209,3 +209,4 @@ class ReplayPlan:
     placement: str
     eviction_policy: str  # lru | belady
     record_per_request: bool
+    opal: object | None = None  # opal_records.OpalPlan for an opal config
