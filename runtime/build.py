@@ -19,7 +19,8 @@ from .tiers import peer_fetch
 from .tiers.belady import BeladyPool, future_uses
 from .tiers.chain_build import TierSpec, attach_chains
 from .tiers.connectors import PROFILES, tier_rules
-from .tiers.g1 import BlockPool
+from .tiers.g1 import BlockPool, RestoredOnlyPool
+from .tiers.kvc_chain import attach_kvc
 from .tiers.peer_fetch import PeerFetch
 from .tiers.tier import STORAGE_RULES
 from .timing.factory import make_timing
@@ -51,6 +52,14 @@ def storage_tier_spec(storage) -> TierSpec:
 TIER_SPECS = (("host", host_tier_spec), ("storage", storage_tier_spec))  # a role's tiers, fastest first
 
 
+def _g1_pool(plan, role):
+    """A rank's G1: vLLM's block pool; with opal's tiers and APC off, one whose restored blocks serve only their
+    own request."""
+    if plan.opal is not None and not role.prefix_caching:
+        return RestoredOnlyPool(role.g1_blocks)
+    return BlockPool(role.g1_blocks, role.prefix_caching)
+
+
 def _role_workers(plan, role, first_worker: int, first_rank: int, clock: Clock) -> list[Worker]:
     """`replicas` workers of `attention_data` ranks for one role, each rank with its own G1 (and G2)."""
     most = max(replicas for _, replicas in role.replica_steps)
@@ -59,7 +68,7 @@ def _role_workers(plan, role, first_worker: int, first_rank: int, clock: Clock) 
     for w in range(most):
         ranks = []
         for d in range(role.attention_data):
-            pool = BlockPool(role.g1_blocks, role.prefix_caching)
+            pool = _g1_pool(plan, role)
             rank = Rank(rank_index, first_worker + w, pool, role.block_size, role.max_batched_tokens,
                         role.max_sequences, plan.enable_chunked_prefill,
                         role.state_blocks_per_request, name=f"{prefix}worker{w}.dp{d}")
@@ -68,8 +77,12 @@ def _role_workers(plan, role, first_worker: int, first_rank: int, clock: Clock) 
             rank_index += 1
         timing = make_timing(role.timing)
         workers.append(Worker(first_worker + w, ranks, timing))
+    ranks = [rank for worker in workers for rank in worker.ranks]
+    if plan.opal is not None:  # opal's KV-cache tiers take the place of G2 and G3
+        attach_kvc(ranks, plan.opal.kvc, clock)
+        return workers
     specs = [spec(getattr(role, name)) for name, spec in TIER_SPECS if getattr(role, name)]
-    attach_chains([rank for worker in workers for rank in worker.ranks], specs, clock)
+    attach_chains(ranks, specs, clock)
     return workers
 
 

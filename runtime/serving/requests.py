@@ -58,6 +58,30 @@ class RequestSpec:
             self._keys[block_size] = found
         return found
 
+    def prompt_chunks(self, chunk_size: int, partial: bool) -> list:
+        """Keys of the prompt's full chunks of `chunk_size` tokens, then (with `partial`) one for its trailing
+        partial chunk, which only the same prompt shares (opal's KV-cache tiers)."""
+        memo = ("chunks", chunk_size, partial)
+        found = self._keys.get(memo)
+        if found is None:
+            full = self.prompt_len // chunk_size
+            found = self.keys(chunk_size)[:full]
+            if partial and self.prompt_len % chunk_size:
+                found = found + [self._prefix_key(self.prompt_len)]
+            self._keys[memo] = found
+        return found
+
+    def _prefix_key(self, tokens: int) -> tuple:
+        """A key naming the prompt's first `tokens` tokens (not a chain key: a tuple, so it never meets one)."""
+        content = self.content
+        if content.hash_ids:  # prefix-chained ids: the id holding the last token and its offset name the prefix
+            last = (tokens - 1) // content.trace_block
+            return ("prefix", content.hash_ids[last], tokens - last * content.trace_block)
+        ids = blocks.segment_tokens(self.content.segments)
+        if content.token_ids:
+            ids = array("I", content.token_ids) + ids
+        return ("prefix", tokens, blocks.block_hash(ids[:tokens]))
+
     def _compute_keys(self, block_size: int) -> list[int]:
         total = self.prompt_len + self.output_len
         if self.content.hash_ids:

@@ -139,3 +139,33 @@ class BlockPool:
             ref[b] = left
             if not left:
                 free[b] = None
+
+    def register_restored(self, blocks: list[int], keys: list[int], start: int, stop: int) -> None:
+        """Blocks a tier restored for the request with `keys`: discoverable like any computed block."""
+        self.register_run(blocks, keys, start, stop)
+
+
+class RestoredOnlyPool(BlockPool):
+    """G1 without a prefix cache behind tiers that restore (an opal worker with APC off): nothing is shared, but
+    the blocks restored for a request are found by that request's own admission, until it frees them."""
+
+    __slots__ = ("own", "owner")
+
+    def __init__(self, capacity: int):
+        super().__init__(capacity, caching=False)
+        self.own: dict[int, list[int]] = {}  # id(the request's key list) -> the blocks restored for it
+        self.owner: dict[int, int] = {}  # block -> id(key list) of the request it was restored for
+
+    def match(self, keys, limit: int) -> list[int]:
+        return self.own.get(id(keys), [])[:limit]
+
+    def register_restored(self, blocks: list[int], keys: list[int], start: int, stop: int) -> None:
+        self.own[id(keys)] = blocks[:stop]
+        self.owner.update(dict.fromkeys(blocks[:stop], id(keys)))
+
+    def release(self, blocks: list[int]) -> None:
+        super().release(blocks)
+        owner, ref = self.owner, self.ref
+        for block in blocks:
+            if not ref[block] and block in owner:
+                self.own.pop(owner.pop(block), None)

@@ -75,6 +75,7 @@ class Tier:
     last_reserve_short: bool = False  # the last `reserve` ran out of room
     version: int = 0  # bumped by every change of contents, states or order (lets a repeated lookup be skipped)
     writer: dict = field(default_factory=dict)  # key -> worker that wrote it (with track_writers)
+    evicted: list | None = None  # keys evicted since the owner last took them (None: not kept; opal's demotion)
     _flight: InFlight = field(default_factory=InFlight, repr=False)
 
     # ------------------------------------------------------------------ contents
@@ -158,6 +159,8 @@ class Tier:
                         self.writer.pop(key, None)
                 if self.events is not None:
                     self.events.append(("Removed", victims))
+                if self.evicted is not None:
+                    self.evicted.extend(victims)
             if len(new) > room:
                 self.last_reserve_short = True
                 keep = 0 if self.rules.all_or_nothing else max(room, 0)
