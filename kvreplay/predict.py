@@ -11,10 +11,11 @@ from pathlib import Path
 from . import report
 from .compiler.pipeline import compile_file
 from .runtime.outputs import files as outputs
-from .runtime.outputs import metrics, sections
+from .runtime.outputs import metrics, opal_run, sections
 from .runtime.build import ReplayUnsupported, build
 
 EXIT_OK, EXIT_RUN, EXIT_CONFIG = 0, 1, 2
+DEFAULT_OUTPUT = "kvreplay-output"
 
 
 def add_arguments(p, config_required: bool = True) -> None:
@@ -22,8 +23,9 @@ def add_arguments(p, config_required: bool = True) -> None:
         p.add_argument("-c", "--config", required=True, metavar="FILE", help="predict YAML config (or a ReplaySpec)")
     p.add_argument("--stack", default="engine", choices=("engine",), help="only the engine stack is replayed")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a config value")
-    p.add_argument("--output-dir", default="kvreplay-output", metavar="DIR",
-                   help="where prediction.json (and requests.jsonl, kv-events.jsonl) go (default: ./kvreplay-output)")
+    p.add_argument("--output-dir", default=None, metavar="DIR",
+                   help="where prediction.json (and requests.jsonl, kv-events.jsonl; opal's files for an opal config) "
+                        "go (default: ./kvreplay-output; for an opal config, opal's simulation-runs/sim-<time>/)")
     p.add_argument("--overwrite", action="store_true", help="replace outputs already in --output-dir")
     p.add_argument("--format", choices=("table", "json"), default="table", help="what stdout shows")
     p.add_argument("--capture-per-request", action="store_true", help="also write requests.jsonl")
@@ -63,7 +65,7 @@ def run(args, config: str | None = None) -> int:
     if plan is None:
         sys.stderr.write(f"kvreplay: {args.config}: this plan cannot be replayed: {result.plan.not_replayable}\n")
         return EXIT_RUN
-    destination = Path(args.output_dir)
+    destination = Path(args.output_dir or (opal_run.default_folder() if plan.opal is not None else DEFAULT_OUTPUT))
     if not args.overwrite and outputs.existing(destination):
         sys.stderr.write(f"kvreplay: {outputs.existing(destination)[0]} exists; pass --overwrite or "
                          "choose another --output-dir\n")
@@ -79,6 +81,7 @@ def run(args, config: str | None = None) -> int:
         sys.stderr.write(f"kvreplay: {error}\n")
         return EXIT_CONFIG
     kv_log = replay.capture_kv_events() if args.capture_kv_events else None
+    ledger = opal_run.attach_ledger(replay) if plan.opal is not None else None
     progress = None
     if sys.stderr.isatty() and not args.no_progress:
         progress = Progress(replay.traffic.request_limit)
@@ -89,6 +92,10 @@ def run(args, config: str | None = None) -> int:
     end_ns = replay.close()
     summary = metrics.summary(replay.requests, end_ns, plan.eviction_policy)
     summary.update(sections.summary_sections(replay))
+    opal_files = None
+    if ledger is not None:
+        ledger.close()
+        summary["stages"], opal_files = opal_run.opal_outputs(replay, plan.opal, ledger, end_ns, str(destination))
     prediction = {"summary": summary, "kvreplay_plan_version": plan.plan_version}
     ordered = sorted(replay.requests, key=lambda r: r.spec.index)
     capture = args.capture_per_request or plan.record_per_request
@@ -96,7 +103,7 @@ def run(args, config: str | None = None) -> int:
     try:
         outputs.write(destination, prediction,
                       {"requests.jsonl": records, "kv-events.jsonl": kv_log.records if kv_log else None},
-                      args.overwrite)
+                      args.overwrite, opal_files)
     except outputs.OutputExists as error:
         sys.stderr.write(f"kvreplay: {error}\n")
         return EXIT_CONFIG

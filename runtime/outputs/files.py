@@ -41,7 +41,8 @@ class OutputExists(FileExistsError):
     pass
 
 
-OUTPUT_FILES = ("prediction.json", "requests.jsonl", "kv-events.jsonl")
+OUTPUT_FILES = ("prediction.json", "requests.jsonl", "kv-events.jsonl", "sim_config.json", "simulation.log")
+STAGE_FILES = "stage_*/opal_stats.json"  # opal's layout, for an opal config
 
 
 class OutputError(OSError):
@@ -49,7 +50,8 @@ class OutputError(OSError):
 
 
 def existing(directory: Path) -> list[Path]:
-    return [directory / name for name in OUTPUT_FILES if (directory / name).exists()]
+    found = [directory / name for name in OUTPUT_FILES if (directory / name).exists()]
+    return found + sorted(directory.glob(STAGE_FILES)) if directory.is_dir() else found
 
 
 def check_destination(directory: Path) -> None:
@@ -83,14 +85,17 @@ def prepare(directory: Path, overwrite: bool) -> None:
         raise OutputError(f"cannot remove {directory}'s earlier outputs: {error.strerror or error}") from None
 
 
-def write(directory: Path, prediction: dict, line_files: dict[str, list[dict] | None], overwrite: bool) -> list[Path]:
-    """prediction.json, plus one JSON-lines file per entry of `line_files` that is not None.
+def write(directory: Path, prediction: dict, line_files: dict[str, list[dict] | None], overwrite: bool,
+          other_files: dict[str, bytes] | None = None) -> list[Path]:
+    """prediction.json, plus one JSON-lines file per entry of `line_files` that is not None, plus `other_files`
+    (path relative to `directory` -> bytes: opal's layout).
 
     All are written under temporary names first; only when every one is complete do they replace the files of
     an earlier run (whose prediction.json goes first and comes back last), so an interrupted or failed write
     never leaves a set of files that looks complete."""
     contents = {"prediction.json": canonical(prediction)}
     contents.update({name: jsonl(records) for name, records in line_files.items() if records is not None})
+    contents.update(other_files or {})
     targets = [directory / name for name in contents]
     clobbered = [t for t in targets if t.exists()]
     if clobbered and not overwrite:
@@ -99,6 +104,7 @@ def write(directory: Path, prediction: dict, line_files: dict[str, list[dict] | 
     try:
         directory.mkdir(parents=True, exist_ok=True)
         for (_, partial), data in zip(pending, contents.values()):
+            partial.parent.mkdir(exist_ok=True)
             partial.write_bytes(data)
         # what an earlier run left goes first, its summary before everything (with --overwrite, no file of an
         # earlier run is left beside these); the new summary comes last, when the rest is in place

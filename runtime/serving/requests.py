@@ -44,6 +44,7 @@ class RequestSpec:
     worker_idx: int | None = None  # the worker a ReplaySpec pins it to (the decode worker in P/D)
     prefill_worker_idx: int | None = None
     kv_hints: tuple = ()  # ((rank, worker_idx | None, cached_tokens), ...): peers a router says hold its prefix
+    stage: int = 0  # the opal workload stage it belongs to
     _keys: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property

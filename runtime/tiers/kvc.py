@@ -62,7 +62,9 @@ def restore(rank, request, hits: list[int], limit: int) -> int:
         tier.start_read(read, rank.worker)
         rank.jobs.append(Copy(tier, "read", _read_landed, rank, request, read))
         reads += 1
-    state.served = tuple(served)
+    if not request.admissions:  # a request's tier hits are those of its first admission, as its reuse is
+        state.served = tuple(served)
+        state.io_started = chain.clock.now
     state.reads_in_flight = reads
     counters = chain.counters.served
     for name, tokens in served:
@@ -90,6 +92,8 @@ def _on_gpu(rank, copy: Copy, now: int) -> None:
     state.reads_in_flight -= 1
     if state.reads_in_flight:
         return
+    if not request.admissions:
+        state.io_ns = now - state.io_started
     blocks, state.restoring = state.restoring, []
     restored = state.restored_tokens // rank.block_size
     rank.pool.register_restored(blocks, request.keys, len(blocks) - restored, len(blocks))
@@ -100,7 +104,7 @@ def _on_gpu(rank, copy: Copy, now: int) -> None:
 def admitting(rank, request, hits: int) -> int:
     """An admission takes over its restored blocks; one without a restore has no tier hits."""
     restored = offload_admitting(rank, request, hits)
-    if not restored:
+    if not restored and not request.admissions:
         request.tier.served = ()
     return restored
 

@@ -56,10 +56,10 @@ class KvcCounters:
 
 
 class KvcChain(TierChain):
-    __slots__ = ("chunk_size", "partial", "gpu", "counters", "lru")
+    __slots__ = ("chunk_size", "partial", "gpu", "counters", "lru", "clock")
 
     def __init__(self, tiers: tuple, chunk_size: int, partial: bool, gpu: GpuPath, counters: KvcCounters,
-                 lru: tuple = ()):
+                 lru: tuple = (), clock=None):
         super().__init__(tiers, KVC_PROFILE)
         self.restore, self.admitting = kvc.restore, offload.admitting
         self.drop_restore_holds, self.preemption_wait = offload.drop_restore_holds, kvc.no_wait
@@ -69,6 +69,7 @@ class KvcChain(TierChain):
         self.gpu = gpu
         self.counters = counters
         self.lru = lru or (False,) * len(tiers)  # per tier: it evicts (demoting to the next) and promotes hits
+        self.clock = clock  # the replay's (when a restore's reads start)
 
     def first_offer(self, hits: int) -> int:
         return 0
@@ -117,5 +118,5 @@ def attach_kvc(ranks: list, kvc_plan, clock) -> dict:
             counters[rank.worker] = KvcCounters()
         tiers = tuple(pool_of[rank.index] for pool_of in by_tier)
         rank.chain = KvcChain(tiers, kvc_plan.chunk_size, kvc_plan.save_unfull_chunk, paths[rank.worker],
-                              counters[rank.worker], tuple(tier.eviction == "lru" for tier in kvc_plan.tiers))
+                              counters[rank.worker], tuple(tier.eviction == "lru" for tier in kvc_plan.tiers), clock)
     return counters

@@ -9,7 +9,7 @@ from __future__ import annotations
 class TierState:
     __slots__ = ("loading", "restoring", "preloaded", "restored_tokens", "stored_upto", "stores_in_flight",
                  "store_jobs", "pins", "unstored", "deferred_at", "hint",
-                 "served", "reads_in_flight")
+                 "served", "reads_in_flight", "io_started", "io_ns")
 
     def __init__(self, hint=None):
         self.loading = False  # waiting for a copy into G1 (or into the first tier, which it then loads from)
@@ -23,5 +23,7 @@ class TierState:
         self.unstored: list = []  # prompt keys that found no room (offered again on finish by v0.32)
         self.deferred_at = -1  # the first tier's version at its last deferred lookup
         self.hint = hint  # the peer rank KVCR may pull its prefix from (see peer_fetch.py)
-        self.served: tuple = ()  # opal's tiers: (tier, tokens) each served into G1, over every admission
+        self.served: tuple = ()  # opal's tiers: (tier, tokens) each served into G1 at its first admission
         self.reads_in_flight = 0  # opal's tiers: the restore's reads not yet on the GPU
+        self.io_started = 0  # ... when they started
+        self.io_ns = 0  # opal's tiers: how long the first admission's reads took to reach the GPU

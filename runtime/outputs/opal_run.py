@@ -1,0 +1,148 @@
+"""The outputs of an opal config's run: prediction.json's `stages` section and opal's own files.
+
+`StageLedger` watches the replay (an after-instant hook) and takes a snapshot
+of the caches' cumulative counters whenever a stage starts, and one at the
+end, so each stage reports what happened during it.  `opal_outputs` then
+builds, per stage, kvreplay's statistics (stage_stats.py) and opal's
+`stage_N/opal_stats.json` (opal_stats.py), plus `sim_config.json` (the config
+as loaded, with opal's stage defaults) and `simulation.log` (sim_log.py).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+
+from ..tiers.apc_log import format_lru_evict, format_proactive
+from . import opal_stats, sim_log
+from .stage_stats import hit_tokens, stage_entry
+
+STAGE_TYPES = {"RateStage": None, "TraceStage": "trace", "OtelStage": "otel"}
+COUNTERS = ("write_through_stores", "retirement_stores", "demotions", "promotions", "dropped_chunks")
+
+
+def counters(replay) -> dict:
+    """The caches' cumulative counters now, over every rank (and every worker's KV-cache manager)."""
+    pools = [rank.pool for rank in replay.ranks()]
+    managers = {id(c): c for c in (getattr(rank.chain, "counters", None) for rank in replay.ranks()) if c}
+    out = {"inline": sum(p.evictions - p.proactive_evictions for p in pools),
+           "proactive": sum(p.proactive_evictions for p in pools), "ttl_skipped": sum(p.ttl_skipped for p in pools)}
+    out.update({name: sum(getattr(m, name) for m in managers.values()) for name in COUNTERS})
+    return out
+
+
+def occupancy(replay) -> dict:
+    """Each KVC tier's resident and capacity chunks (a shared tier once)."""
+    pools: dict = {}
+    for rank in replay.ranks():
+        for tier in rank.chain.tiers:
+            pools.setdefault(tier.label, {})[id(tier)] = tier
+    return {name: {"resident_chunks": sum(t.resident for t in found.values()),
+                   "capacity_chunks": sum(t.capacity for t in found.values())} for name, found in pools.items()}
+
+
+class StageLedger:
+    def __init__(self, replay):
+        self.replay = replay
+        zero = counters(replay)
+        self.snapshots = [zero]  # at each stage's start, then at the end
+        self.occupancy = []  # at each stage's end
+        self.seen = 0
+
+    def after_instant(self, now: int) -> None:
+        while self.seen < self.replay.traffic.stage:
+            self.snapshots.append(counters(self.replay))
+            self.occupancy.append(occupancy(self.replay))
+            self.seen += 1
+
+    def activity(self, stage: int) -> dict:
+        before, after = self.snapshots[stage], self.snapshots[stage + 1]
+        delta = {name: after[name] - before[name] for name in after}
+        return {"evictions": {kind: delta.pop(kind) for kind in ("inline", "proactive", "ttl_skipped")}, **delta,
+                "tier_occupancy": self.occupancy[stage]}
+
+    def close(self) -> None:
+        self.after_instant(0)
+        self.snapshots.append(counters(self.replay))
+        self.occupancy.append(occupancy(self.replay))
+
+
+def attach_ledger(replay) -> StageLedger:
+    ledger = StageLedger(replay)
+    replay.after_instant.append(ledger.after_instant)
+    return ledger
+
+
+def default_folder() -> str:
+    """Where opal puts a run: simulation-runs/sim-YY-MM-DD_HH_MM_SS (the wall clock names the folder only)."""
+    return f"simulation-runs/sim-{datetime.datetime.now().strftime('%y-%m-%d_%H_%M_%S')}"
+
+
+def stage_name(index: int, stage, config: dict) -> str:
+    """opal's name of a stage in its log: `Workload(Uniform Rate).0`, `Workload(trace hello.jsonl)`, ..."""
+    kind = type(stage).__name__
+    if kind == "RateStage":
+        return f"Workload({'Uniform Rate' if stage.kind == 'uniform' else 'ExponentialReqRate'}).{index}"
+    path = config["workload"]["stages"][index]["workload_params"]["trace_file"]
+    return f"Workload({STAGE_TYPES[kind]} {path.replace(chr(92), '/').rsplit('/', 1)[-1]})"
+
+
+def sim_config(config: dict) -> str:
+    """The config as opal saves it: every stage with `total_requests` and `time_duration_sec` (-1 unless given)."""
+    for stage in config.get("workload", {}).get("stages", []):
+        params = stage.setdefault("workload_params", {})
+        params.setdefault("total_requests", -1)
+        params.setdefault("time_duration_sec", -1)
+    return json.dumps(config, indent=4)
+
+
+def opal_outputs(replay, opal, ledger: StageLedger, end_ns: int, output_dir: str) -> tuple[list, dict]:
+    """(prediction.json's `stages`, {relative path: bytes} of opal's layout)."""
+    config = json.loads(opal.config_json)
+    tier_names = [tier.name for tier in opal.kvc.tiers]
+    rank = replay.ranks()[0]
+    block_size, blocks = rank.block_size, rank.pool.capacity
+    events = [(0, sim_log.line(0, text)) for text in sim_log.startup_lines(opal, replay.workers, block_size, blocks,
+                                                                            output_dir)]
+    bounds = replay.traffic.stage_bounds
+    stages, files, printouts = [], {}, []
+    for index, stage in enumerate(opal.stages[:len(bounds)]):
+        start, end = bounds[index][0], bounds[index][1] if bounds[index][1] is not None else end_ns
+        requests = sorted((r for r in replay.requests if r.spec.stage == index), key=lambda r: r.spec.index)
+        entry = stage_entry(index, type(stage).__name__, requests, start, end, tier_names, ledger.activity(index))
+        totals: dict = {}
+        for request in requests:
+            apc, tiers = hit_tokens(request)
+            for name, tokens in sim_log.tier_tokens(request, apc, tiers).items():
+                totals[name] = totals.get(name, 0) + tokens
+            events += [(at, sim_log.line(at, text)) for at, text in sim_log.request_lines(request, apc, tiers,
+                                                                                            block_size)]
+        name = stage_name(index, stage, config)
+        events.append((start, sim_log.line(start, f"Stating the execution of stage {index} with type: {name}")))
+        if bounds[index][1] is not None:
+            events.append((end, sim_log.line(end, f"Stage {index} with type: {name} finished")))
+        stats = opal_stats.stage_stats(requests, start, end, replay.workers, totals)
+        files[f"stage_{index}/opal_stats.json"] = opal_stats.compact(stats).encode()
+        stages.append(entry)
+        printouts += sim_log.printout(index, entry, totals)
+    events += eviction_lines(replay, opal)
+    events.sort(key=lambda event: event[0])  # (stable: same-instant lines keep the order they were added in)
+    lines = [text for _, text in events]
+    lines += [sim_log.line(end_ns, "Workload orchestration finished"), sim_log.line(end_ns, "Simulation is finished now!"),
+              sim_log.line(end_ns, f"Simulation data is written to {output_dir}")]
+    files["sim_config.json"] = sim_config(config).encode()
+    files["simulation.log"] = ("\n".join(lines + printouts) + "\n").encode()
+    return stages, files
+
+
+def eviction_lines(replay, opal) -> list:
+    """[LRU.evict] of every eviction batch and [APC] [Evict] of every check that evicted, with their times."""
+    out = []
+    block_bytes = replay.ranks()[0].block_size * opal.kv_bytes_per_token
+    first = opal.kvc.tiers[0].name if opal.kvc.tiers else None
+    for rank in replay.ranks():
+        for stats in getattr(rank.pool, "evict_log", None) or ():
+            out.append((stats.time_ns, sim_log.line(stats.time_ns, format_lru_evict(stats))))
+    monitor = getattr(replay, "apc", None)
+    for record in getattr(monitor, "log", None) or ():
+        out.append((record.time_ns, sim_log.line(record.time_ns, format_proactive(record, block_bytes, first))))
+    return out

@@ -1,0 +1,104 @@
+"""opal's own per-stage statistics file, `stage_N/opal_stats.json`, with opal's keys, units and layout.
+
+So that scripts written for opal read a kvreplay run: the keys in opal's
+order, times in simulated seconds, per-request lists in completion order,
+per-second series at each whole simulated second the stage was running, and
+opal's compact layout (four-space indent, every list on one line, a nested
+mapping one key per line, no final newline).  What differs is what opal gets
+wrong (see spec/opal-reference.md): `kvc_tier_tokens` counts APC hits as
+`apc`, not as `Cache Miss`, and failed requests are those that did not finish.
+"""
+from __future__ import annotations
+
+import json
+
+BINS = [1000 << k for k in range(14)]  # opal's latency histogram edges (compared with latencies in seconds)
+S = 1e9
+
+
+def compact(value: dict) -> str:
+    """opal's layout of a statistics mapping."""
+    lines = []
+    for key, item in value.items():
+        if isinstance(item, dict):
+            inner = ",\n".join(f"        {json.dumps(k)}: {_one_line(v)}" for k, v in item.items())
+            lines.append(f"    {json.dumps(key)}: {{\n{inner}\n    }}")
+        else:
+            lines.append(f"    {json.dumps(key)}: {_one_line(item)}")
+    return "{\n" + ",\n".join(lines) + "\n}"
+
+
+def _one_line(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_one_line(item) for item in value) + "]"
+    return json.dumps(value)
+
+
+def _histogram(latencies: list[float]) -> list[float]:
+    counts = [0.0] * len(BINS)
+    for latency in latencies:
+        index = next((i for i, edge in enumerate(BINS) if latency <= edge), len(BINS) - 1)
+        counts[index] += 1.0
+    return counts
+
+
+def _decode_values(request) -> list[float]:
+    """[TTFT, then every gap between tokens] in seconds."""
+    values = [(request.first_token_ns - request.arrival_ns) / S]
+    for gap, count in request.gaps:
+        values.extend([gap / S] * count)
+    return values
+
+
+def per_second(requests: list, start_ns: int, end_ns: int, workers: list) -> tuple[list, list, list]:
+    """(finished since the previous second, active workers, cumulative GPU busy %) at each whole simulated second
+    from the stage's start to its end."""
+    done = sorted(r.terminal_ns for r in requests if r.status == "completed")
+    throughput, active, busy = [], [], []
+    second = start_ns // 1_000_000_000 + 1
+    position = 0
+    while second * 1_000_000_000 <= end_ns:
+        tick = second * 1_000_000_000
+        count = 0
+        while position < len(done) and done[position] <= tick:
+            position += 1
+            count += 1
+        throughput.append(count)
+        active.append(sum(1 for w in workers if w.placeable(tick, False)))
+        busy.append(sum(_busy_until(w, tick) for w in workers) / len(workers) * 100 / tick if workers else 0.0)
+        second += 1
+    return throughput, active, busy
+
+
+def _busy_until(worker, tick: int) -> int:
+    return sum(min(end, tick) - start for start, end in worker.busy_spans if start < tick)
+
+
+def stage_stats(requests: list, start_ns: int, end_ns: int, workers: list, tier_tokens: dict) -> dict:
+    """opal_stats.json of one stage; `tier_tokens`: apc and each tier's served tokens, then `Cache Miss`."""
+    finished = sorted((r for r in requests if r.status == "completed"), key=lambda r: (r.terminal_ns, r.spec.index))
+    latency = [(r.last_token_ns - r.arrival_ns) / S for r in finished]
+    throughput, active, busy = per_second(requests, start_ns, end_ns, workers)
+    return {
+        "bins": BINS,
+        "total_latency": sum(latency),
+        "raw_latency_values": latency,
+        "raw_queuing_values": [(r.first_admit_ns - r.arrival_ns) / S for r in finished],
+        "raw_kvc_io_time": [r.tier.io_ns / S for r in finished],
+        "raw_kvc_hit_tokens": [r.first_reused_tokens or 0 for r in finished],
+        "raw_gpu_time": [(r.last_token_ns - r.first_admit_ns) / S for r in finished],
+        "raw_ttft_values": [(r.first_token_ns - r.arrival_ns) / S for r in finished],
+        "raw_decode_values": [_decode_values(r) for r in finished],
+        "debug_val": [],
+        "finished_requests": len(finished),
+        "queued_requests": len(requests),
+        "failed_requests": len(requests) - len(finished),
+        "per_unit_throughput": throughput,
+        "per_unit_workers": active,
+        "per_unit_gpu_utilization": busy,
+        "latencies": _histogram(latency),
+        "stage_time_start": start_ns / S,
+        "stage_time_end": end_ns / S,
+        "input_output_tokens_sz": [[r.spec.prompt_len, r.generated] for r in finished],
+        "kvc_tier_tokens": tier_tokens,
+    }
