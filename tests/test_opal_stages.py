@@ -130,6 +130,26 @@ def test_trace_blocks_larger_than_the_chunk_never_get_negative_keys():
     assert min(blocks.trace_keys([0, 0, 0, 0, 0, 0, 0, 0], 32, 4, 16)) >= 0
 
 
+def test_trace_stages_of_another_chunk_size_never_share_blocks_with_the_first():
+    rows8 = (TraceRow(0, 12, 1, (7, 8), None), TraceRow(0, 16, 1, (7, 9), None))
+    traffic = StagedTraffic(opal_plan(TraceStage(4, ROWS), TraceStage(8, rows8), TraceStage(4, ROWS[:1])))
+    assert (traffic.trace_namespace(4), traffic.trace_namespace(8), traffic.trace_namespaces) == (0, 1, 2)
+    stages = [traffic.start()]
+    for _ in range(2):
+        for spec in stages[-1]:
+            follow = traffic.after(spec, S, True)
+        stages.append(follow)
+    first, second, third = stages
+    # chunk 8: id h is the run of tokens of source 2**31 + 2 * h + 1, its last run cut to the prompt
+    a, b = second
+    assert a.content.segments[:2] == ((2**31 + 15, 0, 8), (2**31 + 17, 0, 4))
+    assert tokens(a)[:12] == list(blocks.token_ids(2**31 + 15, 0, 8)) + list(blocks.token_ids(2**31 + 17, 0, 4))
+    assert a.keys(4)[:2] == b.keys(4)[:2] and a.keys(4)[2] != b.keys(4)[2]  # id 7 shared, then 8 vs 9
+    ids_keys = {k for spec in first + third for k in spec.keys(4)}
+    assert not ids_keys & {k for spec in second for k in spec.keys(4)}
+    assert third[0].keys(4)[:2] == first[0].keys(4)[:2]  # the first chunk size again: the same ids, the same keys
+
+
 def test_trace_with_chunk_size_one_gives_token_ids():
     rows = (TraceRow(MS, 3, 2, (11, 12, 13), None), TraceRow(3 * MS, 4, 1, (11, 12, 13, 14), None))
     traffic = StagedTraffic(opal_plan(rate(total=1), TraceStage(1, rows)))

@@ -24,6 +24,7 @@ from .rng import bits, exponential
 STREAM_BASE = 0x0A5A_0000  # far from the streams the other traffic uses
 STREAM_STRIDE = 16
 ARRIVAL, PROMPT, OUTPUT = 1, 2, 3  # purposes of a rate stage's draws
+TRACE_TOKEN_SOURCE = 1 << 31  # trace ids keyed as tokens (see TraceRun); outputs are below, at 2**20 + 2 * index
 PROMPT_SOURCE = 0  # token p of source 0 has id p: every rate prompt is 0..n-1 (block_keys.token_ids)
 
 
@@ -41,6 +42,12 @@ def output_source(index: int) -> int:
     return SRC_REQUEST + 2 * index + 1
 
 
+def trace_source(hash_id: int, namespace: int, namespaces: int) -> int:
+    """The token source of trace id `hash_id` in chunk-size namespace `namespace` (of `namespaces`): distinct for
+    every pair below 2**31 // namespaces ids (token ids are 32-bit), and far from the rate stages' sources."""
+    return TRACE_TOKEN_SOURCE + hash_id * namespaces + namespace
+
+
 def _past(stop_ns: int | None, arrival_ns: int) -> bool:
     return stop_ns is not None and arrival_ns > stop_ns
 
@@ -52,12 +59,12 @@ class RateRun:
     the first at t0 too, so request i's mean arrival is the uniform stage's; the gaps are summed in seconds and
     rounded once, as the synthetic Poisson load does)."""
 
-    def __init__(self, stage, position: int, seed: int, new_index, stop_ns: int | None):
-        self.stage, self.position, self.seed, self.new_index, self.stop_ns = stage, position, seed, new_index, stop_ns
+    def __init__(self, stage, position: int, owner):
+        self.stage, self.position, self.owner = stage, position, owner
         self.cut = False
 
     def begin(self, t0: int) -> list[RequestSpec]:
-        stage, seed, k = self.stage, self.seed, self.position
+        stage, seed, k, stop_ns = self.stage, self.owner.seed, self.position, self.owner.stop_ns
         out, elapsed = [], 0.0
         for i in range(stage.total_requests):
             if stage.kind == "uniform":
@@ -66,12 +73,12 @@ class RateRun:
                 if i:
                     elapsed += exponential(seed, stream(k, ARRIVAL), i, stage.request_rate)
                 offset = seconds_to_ns(elapsed)
-            if _past(self.stop_ns, t0 + offset):  # arrivals only grow: none of the rest arrives either
+            if _past(stop_ns, t0 + offset):  # arrivals only grow: none of the rest arrives either
                 self.cut = True
                 break
             prompt = uniform_int(seed, stream(k, PROMPT), i, stage.prompt_min, stage.prompt_max)
             output = uniform_int(seed, stream(k, OUTPUT), i, stage.output_min, stage.output_max)
-            index = self.new_index()
+            index = self.owner.new_index()
             content = Content(segments=((PROMPT_SOURCE, 0, prompt), (output_source(index), 0, output)))
             out.append(RequestSpec(index, prompt, output, content, arrival_ns=t0 + offset, stage=k))
         return out
@@ -84,28 +91,40 @@ class TraceRun:
     """A trace stage: each row arrives at t0 + its timestamp (opal stamps it at the previous arrival instead).
 
     chunk_size 1: the hash ids are the prompt's token ids (hashed as real tokens, like otel prompts).  Otherwise
-    they are Mooncake prefix-chained ids of `chunk_size` tokens each, the last possibly shorter; the engine
-    blocks' keys come from block_keys.trace_keys.  A request's output tokens are its own."""
+    they are Mooncake prefix-chained ids of `chunk_size` tokens each, the last possibly shorter, keyed by
+    block_keys.trace_keys: cheap, but the keys of one id depend on the chunk size, so only the plan's first
+    chunk size (namespace 0) is keyed so.  A trace stage with another chunk size gets tokens instead: id h of
+    namespace n is a run of tokens of its own source, so its blocks never meet another chunk size's.  A request's
+    output tokens are its own."""
 
-    def __init__(self, stage, position: int, seed: int, new_index, stop_ns: int | None):
-        self.stage, self.position, self.new_index, self.stop_ns = stage, position, new_index, stop_ns
+    def __init__(self, stage, position: int, owner):
+        self.stage, self.position, self.owner = stage, position, owner
+        self.namespace = owner.trace_namespace(stage.chunk_size)
         self.cut = False
 
-    def begin(self, t0: int) -> list[RequestSpec]:
+    def _content(self, row, index: int) -> Content:
         chunk = self.stage.chunk_size
+        output = (output_source(index), 0, row.output_length)
+        if chunk == 1:
+            return Content(segments=(output,), token_ids=row.hash_ids)
+        if self.namespace == 0:
+            return Content(hash_ids=row.hash_ids, trace_block=chunk)
+        last = row.input_length - chunk * (len(row.hash_ids) - 1)  # the last id's tokens (maybe fewer)
+        count = self.owner.trace_namespaces
+        segments = tuple((trace_source(h, self.namespace, count), 0, chunk) for h in row.hash_ids[:-1])
+        return Content(segments=segments + ((trace_source(row.hash_ids[-1], self.namespace, count), 0, last),
+                                            output))
+
+    def begin(self, t0: int) -> list[RequestSpec]:
         out = []
         for row in self.stage.rows:
             arrival = t0 + row.timestamp_ns
-            if _past(self.stop_ns, arrival):  # rows need not be sorted: skip it, keep looking
+            if _past(self.owner.stop_ns, arrival):  # rows need not be sorted: skip it, keep looking
                 self.cut = True
                 continue
-            index = self.new_index()
-            if chunk == 1:
-                content = Content(segments=((output_source(index), 0, row.output_length),), token_ids=row.hash_ids)
-            else:
-                content = Content(hash_ids=row.hash_ids, trace_block=chunk)
-            out.append(RequestSpec(index, row.input_length, row.output_length, content, arrival_ns=arrival,
-                                   session_id=row.session_id, stage=self.position))
+            index = self.owner.new_index()
+            out.append(RequestSpec(index, row.input_length, row.output_length, self._content(row, index),
+                                   arrival_ns=arrival, session_id=row.session_id, stage=self.position))
         return out
 
     def follow(self, spec: RequestSpec, now_ns: int, completed: bool) -> list[RequestSpec]:
@@ -123,8 +142,8 @@ class OtelRun:
     real token ids, so a turn's output is reused by the next turn's prompt; an empty output is one token of the
     request's own."""
 
-    def __init__(self, stage, position: int, seed: int, new_index, stop_ns: int | None):
-        self.stage, self.position, self.new_index = stage, position, new_index
+    def __init__(self, stage, position: int, owner):
+        self.stage, self.position, self.owner = stage, position, owner
         self.cut = False  # arrivals past the stop are issued: the replay never reaches them
         self.pending = deque(s for s in stage.sessions if s.turns)
         self.active = 0
@@ -136,7 +155,7 @@ class OtelRun:
         return self.stage.total_requests is None or self.issued < self.stage.total_requests
 
     def _turn(self, session, turn: int, arrival_ns: int, think_ns: int) -> RequestSpec:
-        index = self.new_index()
+        index = self.owner.new_index()
         self.issued += 1
         this = session.turns[turn]
         output = len(this.output_ids)
@@ -182,6 +201,7 @@ class OtelRun:
 RUNS = {"RateStage": RateRun, "TraceStage": TraceRun, "OtelStage": OtelRun}
 
 
-def make_run(stage, position: int, seed: int, new_index, stop_ns: int | None):
-    """The run of `stage` (a RateStage, TraceStage or OtelStage record), the `position`-th of the plan."""
-    return RUNS[type(stage).__name__](stage, position, seed, new_index, stop_ns)
+def make_run(stage, position: int, owner):
+    """The run of `stage` (a RateStage, TraceStage or OtelStage record), the `position`-th of the plan; `owner`
+    (the StagedTraffic) gives the seed, the stop time, request indices and trace namespaces."""
+    return RUNS[type(stage).__name__](stage, position, owner)

@@ -5,9 +5,9 @@ The replay shell drives it exactly as it drives `Traffic` (generator.py):
 told of every request's end (completed or rejected) and gives what follows.
 Stage k + 1 starts at the instant the last request of stage k ended; its
 arrival times are offsets from that instant, so a stage's end causes arrivals
-and the traffic is open loop in its last stage at most.  Request indices count on across stages;
-every `RequestSpec` carries its stage's index (`spec.stage`), and
-`stage_bounds` says when each stage started and ended, for the per-stage
+and the traffic is open loop in its last stage at most.  Request indices count
+on across stages; every `RequestSpec` carries its stage's index (`spec.stage`),
+and `stage_bounds` says when each stage started and ended, for the per-stage
 outputs.  What one stage issues is opal_stage_runs.py's.
 """
 from __future__ import annotations
@@ -39,6 +39,10 @@ class StagedTraffic:
         self.run = None
         self.outstanding = 0  # requests of the running stage issued and not yet ended
         self.stage_bounds: list[list] = []  # [start_ns, end_ns | None] of each stage started so far
+        # trace chunk sizes (> 1) in stage order: the first is keyed by its ids, the others as tokens (TraceRun)
+        chunks = [s.chunk_size for s in self.stages if type(s).__name__ == "TraceStage" and s.chunk_size > 1]
+        self.chunk_namespace = {chunk: n for n, chunk in enumerate(dict.fromkeys(chunks))}
+        self.trace_namespaces = len(self.chunk_namespace)
 
     @property
     def open_loop(self) -> bool:
@@ -50,10 +54,13 @@ class StagedTraffic:
         last = self.stage == len(self.stages) - 1 or self.run.cut
         return last and not isinstance(self.run, OtelRun)
 
-    def _new_index(self) -> int:
+    def new_index(self) -> int:
         index = self.next_index
         self.next_index += 1
         return index
+
+    def trace_namespace(self, chunk_size: int) -> int:
+        return self.chunk_namespace.get(chunk_size, 0)
 
     def _next_stages(self, now_ns: int) -> list[RequestSpec]:
         """Start the stages after the running one at `now_ns`, until one issues requests (an empty stage ends as it
@@ -61,7 +68,7 @@ class StagedTraffic:
         while self.stage + 1 < len(self.stages):
             self.stage += 1
             self.stage_bounds.append([now_ns, None])
-            self.run = make_run(self.stages[self.stage], self.stage, self.seed, self._new_index, self.stop_ns)
+            self.run = make_run(self.stages[self.stage], self.stage, self)
             arrivals = self.run.begin(now_ns)
             self.outstanding = len(arrivals)
             if arrivals or self.run.cut:
