@@ -344,3 +344,15 @@ def test_macro_steps_and_single_steps_agree_over_every_stage_kind():
     bounds = single.traffic.stage_bounds
     assert all(bounds[k][1] == bounds[k + 1][0] for k in range(3))
     assert min(r.arrival_ns for r in single_requests[6:]) == bounds[3][0]
+
+
+def test_the_stop_time_ends_the_replay_inside_a_stage():
+    replay, requests = replay_stages(dataclasses.replace(TWO_STAGES, simulation_time_ns=300 * MS), False)
+    # the second prompt would arrive at 500 ms, after the stop: stage 0 never ends, stage 1 never starts
+    assert replay.traffic.stop_ns == 300 * MS and replay.stopped_at is None
+    assert [(r.spec.index, r.status, r.terminal_ns) for r in requests] == [(0, "completed", 18 * MS)]
+    assert replay.traffic.stage_bounds == [[0, None]]
+    replay, requests = replay_stages(dataclasses.replace(TWO_STAGES, simulation_time_ns=519 * MS), True)
+    assert replay.stopped_at == 519 * MS and [r.spec.stage for r in requests] == [0, 0, 1, 1]
+    assert replay.close() == 519 * MS
+    assert [r.status for r in requests] == ["completed", "completed", "incomplete", "incomplete"]
