@@ -301,8 +301,8 @@ traffic:
 """
 
 
-def replay_stages(opal: OpalPlan, single_step: bool):
-    result = compile_yaml(CONFIG)
+def replay_stages(opal: OpalPlan, single_step: bool, config: str = CONFIG):
+    result = compile_yaml(config)
     assert result.plan is not None, [str(d) for d in result.diagnostics]
     replay = build(dataclasses.replace(result.plan.records, opal=opal), single_step=single_step)
     replay.run()
@@ -345,6 +345,16 @@ def test_macro_steps_and_single_steps_agree_over_every_stage_kind():
     assert all(bounds[k][1] == bounds[k + 1][0] for k in range(3))
     assert min(r.arrival_ns for r in single_requests[6:]) == bounds[3][0]
 
+
+def test_macro_steps_and_single_steps_agree_on_four_ranks():
+    config = CONFIG.replace("    aggregated:\n", "    aggregated:\n      parallelism: {replicas: 2, attention_data: 2}\n")
+    opal = opal_plan(rate(request_rate=50.0, total=30, prompt=(32, 2000), output=(5, 60)),
+                     OtelStage(SESSIONS, 2, 0.5, None), rate("exponential", 30.0, 20, (32, 3000), (5, 40)),
+                     TraceStage(4, ROWS))
+    (fused, fused_requests), (single, single_requests) = (replay_stages(opal, step, config) for step in (False, True))
+    assert len({r.rank for r in single_requests}) == 4
+    assert [request_record(r) for r in fused_requests] == [request_record(r) for r in single_requests]
+    assert fused.traffic.stage_bounds == single.traffic.stage_bounds and len(single.traffic.stage_bounds) == 4
 
 def test_the_stop_time_ends_the_replay_inside_a_stage():
     replay, requests = replay_stages(dataclasses.replace(TWO_STAGES, simulation_time_ns=300 * MS), False)
