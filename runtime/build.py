@@ -25,6 +25,7 @@ from .tiers.peer_fetch import PeerFetch
 from .tiers.tier import STORAGE_RULES
 from .timing.factory import make_timing
 from .traffic.generator import Traffic
+from .traffic.opal_stages import StagedTraffic
 
 
 
@@ -92,9 +93,16 @@ def _handoff(plan) -> Handoff:
                    handoff.destination_first, handoff.latency_ns)
 
 
+def make_traffic(plan):
+    """What arrives: an opal config's workload stages one after another, else the plan's traffic record."""
+    if plan.opal is not None:
+        return StagedTraffic(plan.opal)
+    return Traffic(plan.traffic)
+
+
 def build(plan, single_step: bool = False) -> Replay:
     """The replay of a finished plan (`ReplayPlan`)."""
-    if plan.traffic.kind == "agentx":
+    if plan.opal is None and plan.traffic.kind == "agentx":
         raise ReplayUnsupported("agentx traffic replay is not available yet")
     clock = Clock()
     workers: list[Worker] = []
@@ -111,7 +119,7 @@ def build(plan, single_step: bool = False) -> Replay:
         for worker in workers:
             for rank in worker.ranks:
                 rank.handoff = handoff
-    traffic = Traffic(plan.traffic)
+    traffic = make_traffic(plan)
     block_size = workers[0].ranks[0].block_size
     router = Router(workers, plan.placement)
     replay = Replay(workers, traffic, block_size, plan.context_length,

@@ -25,7 +25,7 @@ class Content:
     segments: tuple[tuple[int, int, int], ...] = ()  # (source, start, stop): output, or prompt then output
     hash_ids: tuple[int, ...] = ()
     trace_block: int = 0
-    token_ids: tuple[int, ...] = ()  # the prompt's real token ids (ReplaySpec `input_token_ids`)
+    token_ids: tuple[int, ...] = ()  # real token ids: the prompt's (ReplaySpec), or prompt + output (opal otel)
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class RequestSpec:
     worker_idx: int | None = None  # the worker a ReplaySpec pins it to (the decode worker in P/D)
     prefill_worker_idx: int | None = None
     kv_hints: tuple = ()  # ((rank, worker_idx | None, cached_tokens), ...): peers a router says hold its prefix
-    stage: int = 0  # the opal workload stage it belongs to
+    stage: int = 0  # an opal workload stage's index (outputs report per stage); 0 for every other traffic
     _keys: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property

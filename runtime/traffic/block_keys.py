@@ -11,8 +11,9 @@ Mooncake traces name each 512-token block by a prefix-chained id, so the engine
 blocks inside trace block `h` get cheap keys derived from `h` (the trace
 guarantees that equal ids have equal prefixes); real XXH3 hashes for them are
 computed only when KV events are written.  Those keys are small integers (fast
-in CPython); one replay never mixes trace and synthetic content, so they cannot
-meet an XXH3 key.
+in CPython).  Only opal's workload stages mix trace and synthetic content in one
+replay: a uniform 64-bit XXH3 key then meets a given small key as rarely as it
+meets another XXH3 key.
 """
 from __future__ import annotations
 
@@ -81,8 +82,12 @@ def trace_keys(hash_ids: list[int], tokens: int, trace_block: int, block_size: i
     if trace_block % block_size == 0:  # the common case, as one comprehension
         per = trace_block // block_size
         return [base + j for base in [h * per for h in hash_ids] for j in range(per)][:full]
+    # the block's start is in [-(block_size - 1), trace_block - block_size] from trace block `last`'s start: shifted
+    # by trace_block that is in [0, span) when block_size <= trace_block; a larger engine block (it spans several
+    # trace blocks) is shifted by block_size - 1 instead, so its key can never be negative (an output block's key)
+    shift = trace_block if block_size <= trace_block else block_size - 1
     keys = []
     for start in range(0, full * block_size, block_size):
         last = (start + block_size - 1) // trace_block
-        keys.append(hash_ids[last] * span + (start - last * trace_block + trace_block))
+        keys.append(hash_ids[last] * span + (start - last * trace_block + shift))
     return keys
