@@ -148,11 +148,16 @@ def apply(macro: Macro) -> list[tuple[object, int]]:
     gaps = _runs([b - a for a, b in zip(ends, ends[1:])])
     finished = []
     for (rank, batch), events in zip(macro.active, macro.events):
+        at = getattr(rank.pool, "at", None)  # a pool that stamps changes with their time (APC's TTL) is told it
         for j, kind, _, request in events:
             if kind == 0:
+                if at is not None:
+                    at(ends[j - 1])  # (j >= 1: pass 0's allocations were the scheduler's)
                 (block,) = rank.pool.allocate(1)
                 add_decode_block(rank, request, block)
             else:
+                if at is not None:
+                    at(ends[j])
                 advance_decodes(rank, request, j + 1, ends, gaps)
                 release_finished(rank, [request], ends[j])
                 finished.append((request, ends[j]))
