@@ -27,23 +27,8 @@ asks `can_allocate` first, so protection makes a request wait instead.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
+from .apc_log import EvictStats
 from .g1 import BlockPool
-
-
-class EvictStats(NamedTuple):
-    """One eviction batch, for opal's `[LRU.evict]` line (see apc_log.py); counts are after the batch."""
-
-    time_ns: int
-    proactive: bool  # the monitor's (else inline, for an allocation)
-    requested: int
-    evicted: int
-    scanned: int  # live queue entries looked at: the victims, plus the protected one it stopped at
-    ttl_skipped: int
-    queue: int  # idle blocks left in the eviction queue
-    pinned: int
-    resident: int  # pinned + idle
 
 
 class ApcPool(BlockPool):
@@ -151,6 +136,12 @@ class ApcPool(BlockPool):
     @property
     def pinned_count(self) -> int:
         return self.created - len(self.free) - self._live
+
+    def idle_blocks(self) -> list[int]:
+        """The eviction queue, oldest first."""
+        q, entry, base = self._q, self._entry, self._base
+        return [block for number, (_, block) in enumerate(q[self._head - base:], self._head)
+                if entry.get(block) == number]
 
     @property
     def protected_count(self) -> int:

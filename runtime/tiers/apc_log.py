@@ -1,0 +1,64 @@
+"""opal's INFO log lines about APC, formatted from the pool's and the monitor's records (nothing is written here).
+
+The numbers come from `EvictStats` (`ApcPool.evict_log`, one per eviction
+batch, inline or proactive) and `apc_monitor.CheckRecord` (`ApcMonitor.log`, one
+per check that evicted); whoever writes simulation.log adds opal's
+``LEVEL [  12.3 s](file:line): `` prefix.  Percentages and megabytes print with
+one decimal, as opal's do; a megabyte is 2**20 bytes (opal: 292 blocks of
+2560 KB = 730.0 MB).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import NamedTuple
+
+# what opal's migration line calls the first KVC tier: CPUMemory as measured, the others by their own name
+# ("nowhere" without a tier)
+DESTINATIONS = {"CPUMemory": "CPU DRAM"}
+
+
+class EvictStats(NamedTuple):
+    """One eviction batch (ApcPool.evict_log), for `format_lru_evict`; counts are after the batch."""
+
+    time_ns: int
+    proactive: bool  # the monitor's (else inline, for an allocation)
+    requested: int
+    evicted: int
+    scanned: int  # live queue entries looked at: the victims, plus the protected one it stopped at
+    ttl_skipped: int
+    queue: int  # idle blocks left in the eviction queue
+    pinned: int
+    resident: int  # pinned + idle
+
+
+def _percent(value: Fraction) -> str:
+    return f"{float(value * 100):.1f}%"
+
+
+def _seconds(ns: int) -> str:
+    """opal prints its seconds knobs as written: 0, 20, 0.5."""
+    return repr(ns / 10 ** 9) if ns % 10 ** 9 else str(ns // 10 ** 9)
+
+
+def format_apc_enabled(block_size: int, kvc_chunk: int, ttl_ns: int) -> str:
+    """The startup line of a worker with APC on."""
+    return (f"GPU APC enabled: policy=LRUPolicy, block_size={block_size}, kvc_chunk={kvc_chunk}, "
+            f"blocks_per_victim=1, ttl={_seconds(ttl_ns)}")
+
+
+def format_lru_evict(stats) -> str:
+    """One eviction batch (`EvictStats`): what was asked, done and looked at, and the queue after it."""
+    return (f"[LRU.evict] requested={stats.requested} evicted={stats.evicted} | scanned={stats.scanned} "
+            f"ttl_skipped={stats.ttl_skipped} | eviction_queue={stats.queue} pinned={stats.pinned} "
+            f"resident={stats.resident} (pinned NOT scanned)")
+
+
+def format_proactive(record, block_bytes: int, first_tier: str | None) -> str:
+    """One check that evicted (`CheckRecord`); `block_bytes` = block_size x KV bytes per token, `first_tier` the
+    first of `kvc_tiers` (None: no tier, the blocks are dropped)."""
+    destination = DESTINATIONS.get(first_tier, first_tier) if first_tier is not None else "nowhere"
+    megabytes = record.evicted * block_bytes / 2 ** 20
+    return (f"[APC] [Evict] Memory util={_percent(record.util)} (of non-active GPU) > eviction threshold="
+            f"{_percent(Fraction(record.threshold))}. Proactively migrated {record.evicted} block(s) "
+            f"({megabytes:.1f} MB) to {destination} [free={record.free} resident={record.resident}/"
+            f"{record.capacity}]")
