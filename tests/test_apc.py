@@ -154,9 +154,14 @@ def opal_with(ttl_ms: float, threshold: float = 0.9, interval_ms: float = 1000.0
                     model_bytes=0, config_json="{}")
 
 
-def apc_replay(tmp_path, rows, opal: OpalPlan, g1_blocks: int, single_step: bool = False, **config):
+def apc_build(tmp_path, rows, opal: OpalPlan, g1_blocks: int, single_step: bool = False, **config):
+    """The replay (not run) of a trace scenario (tests/scenarios.py) with `opal`'s APC on."""
     plan = compile_scenario(tmp_path, rows, aggregated_config({}, g1_blocks=g1_blocks, **config), "apc.yaml")
-    replay = build(replace(finish_plan(plan, tmp_path), opal=opal), single_step=single_step)
+    return build(replace(finish_plan(plan, tmp_path), opal=opal), single_step=single_step)
+
+
+def apc_replay(tmp_path, rows, opal: OpalPlan, g1_blocks: int, single_step: bool = False, **config):
+    replay = apc_build(tmp_path, rows, opal, g1_blocks, single_step, **config)
     replay.run()
     return replay
 
