@@ -122,15 +122,19 @@ def workload() -> list[dict]:
     return rows
 
 
+@pytest.mark.parametrize("hooked", [False, True], ids=["no-hook", "on_evict"])
 @pytest.mark.parametrize("ttl_ms, threshold", [(0, 0.9), (0, 0.3), (300, 0.3), (1500, 0.5)])
-def test_macro_steps_and_single_steps_agree_with_apc(tmp_path, ttl_ms, threshold):
+def test_macro_steps_and_single_steps_agree_with_apc(tmp_path, ttl_ms, threshold, hooked):
+    """Every record, eviction (with its instant and victims), check and the end time are the same.  Without a hook
+    fused passes evict inline (at their own pass's instant); with one they stop before an eviction."""
     runs = []
     for single in (False, True):
         log, hooks = [], []
         replay = apc_build(tmp_path, workload(), opal_with(ttl_ms, threshold), g1_blocks=60, single_step=single)
         pool = replay.ranks()[0].pool
         pool.evict_log = log
-        pool.on_evict = lambda p, batch, hooks=hooks: hooks.append((p.now(), tuple(batch)))
+        if hooked:
+            pool.on_evict = lambda p, batch, hooks=hooks: hooks.append((p.now(), tuple(batch)))
         replay.apc.log = []
         replay.run()
         runs.append((replay, [request_record(r) for r in replay.requests], log, hooks, replay.apc.log,

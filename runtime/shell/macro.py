@@ -80,7 +80,7 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
             if can_finish and done < limit:
                 events.append((done, 1, position, request))
         events.sort(key=lambda e: (e[0], e[1], e[2]))
-        states.append(_RankRun(events, len(batch.items), batch.work.decode_context, rank.pool.free_count))
+        states.append(_RankRun(events, len(batch.items), batch.work.decode_context, _fusable_free(rank.pool)))
     ends, start, passes = [], now, 0
     while passes < limit:
         if passes and horizon is not None and start >= horizon:
@@ -124,6 +124,12 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
             return None
     return Macro(ends, [[e for e in s.events if e[0] <= last] for s in states], active,
                  {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items})
+
+
+def _fusable_free(pool) -> int:
+    """Blocks fused passes may allocate: all free ones, but none an eviction would free when someone is told of
+    evictions (APC's `on_evict` starts a write-through, which must start at its own pass, not at the run's)."""
+    return pool.free_count if getattr(pool, "on_evict", None) is None else pool.plain_free
 
 
 def _copies_harmless(rank: Rank) -> bool:

@@ -68,6 +68,9 @@ class Replay:
                          PrefillMove: self.handoffs.to_prefill}
         self.concerns = [kind.concerns for kind in EVENTS]
         self.apc = NO_MONITOR  # opal's APC eviction monitor (tiers/apc_monitor.py), with APC on
+        # queued events of periodic monitors: alone they do not keep the replay going (each drops its own events
+        # when an instant ends with nothing else queued; see tiers/apc_monitor.py)
+        self.periodic = 0
         # callables(worker) -> the latest instant its fused passes may end at, for events that read what they change
         self.pass_limits: list = []
 

@@ -12,9 +12,11 @@ rounded down to whole nanoseconds.
 The events: every APC rank has one pending `apc_check` (events.py) at a time, which
 evicts through `ApcPool.evict` (TTL respected, `on_evict` told) and queues the next.
 The first check of a rank is due one base interval after the start.  When an instant
-ends with nothing queued but checks, the replay has nothing left (no request in
-flight can move, none is to come: arrivals are queue events too), so the checks are
-dropped and the replay ends at its last real instant, never later.  Checks are
+ends with nothing queued but periodic events (`replay.periodic` counts them: any
+other periodic monitor counts its own there too and drops them the same way), the
+replay has nothing left (no request in flight can move, none is to come: arrivals
+are queue events too), so the checks are dropped and the replay ends at its last
+real instant, never later.  Checks are
 queued lazily at the end of an instant, so one due before the first event is rolled
 forward by whole intervals: the pools are empty until then, and such a check would
 evict nothing and keep the base interval.  (Were a later after-instant hook to queue
@@ -34,6 +36,7 @@ replay ends and reports the request stalled.
 from __future__ import annotations
 
 from fractions import Fraction
+from heapq import heapify
 from math import floor
 from typing import NamedTuple
 
@@ -96,6 +99,7 @@ class ApcMonitor:
     def check(self, rank, now: int) -> None:
         """Event handler: one check of `rank`'s pool; queues the next."""
         self.queued -= 1
+        self.replay.periodic -= 1
         self.pending[rank.index] = False
         self.checks += 1
         pool = rank.pool
@@ -103,6 +107,7 @@ class ApcMonitor:
         victims, interval = step(free, idle, self.threshold, self.base_ns)
         if victims:
             evicted = pool.evict(victims, now)
+            self.replay._drain(rank, now)  # (its KV "Removed" events, when they are captured, carry this instant)
             if self.log is not None:
                 self.log.append(CheckRecord(now, rank.index, Fraction(idle, free + idle), self.threshold, victims,
                                             evicted, pool.plain_free, pool.pinned_count + pool.idle_count,
@@ -113,6 +118,7 @@ class ApcMonitor:
         self.due[rank.index] = time_ns
         self.pending[rank.index] = True
         self.queued += 1
+        self.replay.periodic += 1
         self.replay.push(time_ns, APC_CHECK, rank)
 
     def after_instant(self, now: int) -> None:
@@ -120,10 +126,13 @@ class ApcMonitor:
         nothing else is queued, else make sure every APC rank has one queued."""
         if self.replay.workers and self.ranks and self.ranks[0].pool.ttl_ns:
             self._wake_waiting(now)
-        queue = self.replay.queue
-        if len(queue) == self.queued:
+        replay = self.replay
+        queue = replay.queue
+        if len(queue) == replay.periodic:  # only periodic events: the replay has nothing left
             if self.queued:
-                queue.clear()  # only checks: the replay has nothing left
+                queue[:] = [event for event in queue if event[1] != APC_CHECK]
+                heapify(queue)
+                replay.periodic -= self.queued
                 self.queued = 0
                 self.pending = dict.fromkeys(self.pending, False)
             return
