@@ -147,3 +147,24 @@ def test_macro_steps_and_single_steps_agree_with_apc(tmp_path, ttl_ms, threshold
     assert inline > 0 and checks > 3 and all(r.status == "completed" for r in fused.requests)
     if threshold < 0.9:
         assert proactive > 0
+
+
+def test_eviction_lines_of_a_replay(tmp_path):
+    """The lines simulation.log gets: each check's [LRU.evict] line, then its [APC] [Evict] line; inline evictions
+    have their [LRU.evict] line only; all in time order."""
+    from kvreplay.runtime.tiers.apc_log import collect, eviction_lines
+
+    replay = apc_build(tmp_path, workload(), opal_with(0, 0.3), g1_blocks=60)
+    collect(replay)
+    replay.run()
+    lines = eviction_lines(replay, 4 * 1024, "CPUMemory")
+    pool = replay.ranks()[0].pool
+    assert len([m for _, _, m in lines if m.startswith("[APC]")]) == len(replay.apc.log) > 0
+    assert len([m for _, _, m in lines if m.startswith("[LRU.evict]")]) == len(pool.evict_log)
+    assert [t for t, _, _ in lines] == sorted(t for t, _, _ in lines)
+    for (_, _, before), (_, _, message) in zip(lines, lines[1:]):
+        if message.startswith("[APC]"):
+            assert before.startswith("[LRU.evict]")
+    first = next(m for _, _, m in lines if m.startswith("[APC]"))
+    record = replay.apc.log[0]
+    assert f"Proactively migrated {record.evicted} block(s) ({record.evicted * 4 / 1024:.1f} MB) to CPU DRAM" in first

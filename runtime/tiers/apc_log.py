@@ -2,8 +2,9 @@
 
 The numbers come from `EvictStats` (`ApcPool.evict_log`, one per eviction
 batch, inline or proactive) and `apc_monitor.CheckRecord` (`ApcMonitor.log`, one
-per check that evicted); whoever writes simulation.log adds opal's
-``LEVEL [  12.3 s](file:line): `` prefix.  Percentages and megabytes print with
+per check that evicted): `collect` turns both on before a run, `eviction_lines`
+gives every line after it, with its instant.  Whoever writes simulation.log adds
+opal's ``LEVEL [  12.3 s](file:line): `` prefix.  Percentages and megabytes print with
 one decimal, as opal's do; a megabyte is 2**20 bytes (opal: 292 blocks of
 2560 KB = 730.0 MB).
 """
@@ -62,3 +63,28 @@ def format_proactive(record, block_bytes: int, first_tier: str | None) -> str:
             f"{_percent(Fraction(record.threshold))}. Proactively migrated {record.evicted} block(s) "
             f"({megabytes:.1f} MB) to {destination} [free={record.free} resident={record.resident}/"
             f"{record.capacity}]")
+
+
+def collect(replay) -> None:
+    """Before `run`: make the APC pools and the monitor keep the records the lines below need."""
+    for rank in replay.apc.ranks:
+        rank.pool.evict_log = []
+    replay.apc.log = []
+
+
+def eviction_lines(replay, block_bytes: int, first_tier: str | None) -> list[tuple[int, int, str]]:
+    """After `run` (with `collect` before it): (time ns, rank index, message) of every `[LRU.evict]` and
+    `[APC] [Evict]` line, in time order, a rank's lines in the order they happened (a check's `[LRU.evict]` line
+    before its `[APC] [Evict]` line, as opal prints them); ranks at one instant in rank order."""
+    checks: dict[int, list] = {}
+    for record in replay.apc.log:
+        checks.setdefault(record.rank, []).append(record)
+    out = []
+    for rank in replay.apc.ranks:
+        own = iter(checks.get(rank.index, ()))
+        for stats in rank.pool.evict_log:
+            out.append((stats.time_ns, rank.index, format_lru_evict(stats)))
+            if stats.proactive:  # every check that asked for victims made one batch and one record
+                out.append((stats.time_ns, rank.index, format_proactive(next(own), block_bytes, first_tier)))
+    out.sort(key=lambda line: (line[0], line[1]))  # (stable: a rank's own order is kept)
+    return out
