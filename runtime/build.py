@@ -16,6 +16,7 @@ from .serving.worker import Worker
 from .shell.clock import Clock
 from .shell.replay import Replay
 from .tiers import peer_fetch
+from .tiers.apc_monitor import use_apc
 from .tiers.belady import BeladyPool, future_uses
 from .tiers.chain_build import TierSpec, attach_chains
 from .tiers.connectors import PROFILES, tier_rules
@@ -129,6 +130,8 @@ def build(plan, single_step: bool = False) -> Replay:
             attach_peer_fetch(replay, role)
     if plan.eviction_policy == "belady":
         use_belady(replay)
+    if plan.opal is not None and plan.opal.apc is not None:  # opal's GPU APC: its pools and eviction monitor
+        use_apc(replay, plan.opal.apc)
     return replay
 
 

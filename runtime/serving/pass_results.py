@@ -59,7 +59,7 @@ def register(rank, request: Request, tokens: int) -> None:
     """Make the request's full blocks up to `tokens` discoverable by their keys."""
     upto = min(tokens // rank.block_size, len(request.keys))
     if upto > request.max_blocks:
-        rank.pool.register_run(request.blocks, request.keys, request.max_blocks, upto)
+        rank.pool.register_run(request.blocks, request.keys, request.max_blocks, upto, request.spec)
         request.max_blocks = upto
 
 
@@ -106,7 +106,7 @@ def resume_decode(rank, request: Request, blocks: list[int], hits: int) -> None:
     request.max_blocks = hits
     request.num_computed = request.spec.prompt_len
     upto = min(request.spec.prompt_len // rank.block_size, len(request.keys))
-    rank.pool.register_run(request.blocks, request.keys, request.max_blocks, upto)
+    rank.pool.register_run(request.blocks, request.keys, request.max_blocks, upto, request.spec)
     request.max_blocks = max(request.max_blocks, upto)
     request.status = "waiting"
 

@@ -4,7 +4,7 @@ The queue orders events by ``(time_ns, kind, seq)``, so a kind's number is its
 rank: at one instant pass ends come first, then copies starting to move bytes
 and copies landing, handoffs landing, workers waking, arrivals and last workers
 leaving, so that a request arriving exactly when a pass ends joins the next
-pass.  `handler` names the method (on the replay, or on the part of it that
+pass; APC eviction checks come last, after every release of the instant.  `handler` names the method (on the replay, or on the part of it that
 owns that state) called as ``handler(payload, now)``; `concerns` says which
 workers' fused decode passes an event may cut short (see horizons.py).
 """
@@ -28,8 +28,10 @@ EVENTS = (
     EventKind("wake", "wake", "everyone", "a worker that became ready (scaled roles)"),
     EventKind("arrival", "arrive", "everyone", "the RequestSpec arriving"),
     EventKind("leave", "draining.leave", "everyone", "(worker, period): it leaves its role"),
+    # last of an instant: it reads the pool after the instant's releases (tiers/apc_monitor.py)
+    EventKind("apc_check", "apc.check", "everyone", "the rank whose APC eviction monitor checks now"),
 )
-PASS_END, COPY_MOVING, COPY_DONE, HANDOFF_DONE, WAKE, ARRIVAL, LEAVE = range(len(EVENTS))
+PASS_END, COPY_MOVING, COPY_DONE, HANDOFF_DONE, WAKE, ARRIVAL, LEAVE, APC_CHECK = range(len(EVENTS))
 
 
 def handlers(replay) -> list:

@@ -80,7 +80,7 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
             if can_finish and done < limit:
                 events.append((done, 1, position, request))
         events.sort(key=lambda e: (e[0], e[1], e[2]))
-        states.append(_RankRun(events, len(batch.items), batch.work.decode_context, rank.pool.free_count))
+        states.append(_RankRun(events, len(batch.items), batch.work.decode_context, _fusable_free(rank.pool)))
     ends, start, passes = [], now, 0
     while passes < limit:
         if passes and horizon is not None and start >= horizon:
@@ -126,6 +126,12 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
                  {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items})
 
 
+def _fusable_free(pool) -> int:
+    """Blocks fused passes may allocate: all free ones, but none an eviction would free when someone is told of
+    evictions (APC's `on_evict` starts a write-through, which must start at its own pass, not at the run's)."""
+    return pool.free_count if getattr(pool, "on_evict", None) is None else pool.plain_free
+
+
 def _copies_harmless(rank: Rank) -> bool:
     """Can decode passes be fused while this rank's copies are in flight?  Restores in flight belong to
     waiting requests (so nothing is fused anyway); a store landing changes nothing a pure decode pass reads,
@@ -148,11 +154,16 @@ def apply(macro: Macro) -> list[tuple[object, int]]:
     gaps = _runs([b - a for a, b in zip(ends, ends[1:])])
     finished = []
     for (rank, batch), events in zip(macro.active, macro.events):
+        at = getattr(rank.pool, "at", None)  # a pool that stamps changes with their time (APC's TTL) is told it
         for j, kind, _, request in events:
             if kind == 0:
+                if at is not None:
+                    at(ends[j - 1])  # (j >= 1: pass 0's allocations were the scheduler's)
                 (block,) = rank.pool.allocate(1)
                 add_decode_block(rank, request, block)
             else:
+                if at is not None:
+                    at(ends[j])
                 advance_decodes(rank, request, j + 1, ends, gaps)
                 release_finished(rank, [request], ends[j])
                 finished.append((request, ends[j]))

@@ -27,6 +27,7 @@ from ..serving.requests import Request
 from ..serving.scaling import Draining
 from ..serving.pass_results import close, finish_pass, reject
 from ..serving.scheduler import schedule
+from ..tiers.apc_monitor import NO_MONITOR
 from ..tiers.copy_jobs import Copy
 from ..tiers.offload import blocked
 from . import macro
@@ -66,6 +67,12 @@ class Replay:
         self.starters = {Copy: self.copies.ask, HandoffTransfer: self.handoffs.start_transfer,
                          PrefillMove: self.handoffs.to_prefill}
         self.concerns = [kind.concerns for kind in EVENTS]
+        self.apc = NO_MONITOR  # opal's APC eviction monitor (tiers/apc_monitor.py), with APC on
+        # queued events of periodic monitors: alone they do not keep the replay going (each drops its own events
+        # when an instant ends with nothing else queued; see tiers/apc_monitor.py)
+        self.periodic = 0
+        # callables(worker) -> the latest instant its fused passes may end at, for events that read what they change
+        self.pass_limits: list = []
 
     @property
     def now(self) -> int:
@@ -182,7 +189,7 @@ class Replay:
     def _run_pass(self, worker, batches: list, now: int) -> None:
         worker.blocked = False
         fused = None if self.single_step else macro.plan(
-            worker, batches, now, self._horizon(worker, now), self.traffic.stop_ns, self.traffic.open_loop)
+            worker, batches, now, self._horizon(worker, now), self._pass_stop(worker), self.traffic.open_loop)
         if fused is not None:
             for request, end in macro.apply(fused):
                 self._ended(request, end, completed=True)
@@ -198,6 +205,15 @@ class Replay:
         worker.passes += 1
         worker.busy_spans.append((now, now + duration))
         self.push(now + duration, PASS_END, worker)
+
+    def _pass_stop(self, worker) -> int | None:
+        """When fused passes must have ended: the traffic's stop, or an earlier event that reads the pool."""
+        stop = self.traffic.stop_ns
+        for limit in self.pass_limits:
+            until = limit(worker)
+            if until is not None and (stop is None or until < stop):
+                stop = until
+        return stop
 
     def end_pass(self, worker, now: int) -> None:
         """Event handler: the worker's pass (or fused passes) ended."""

@@ -113,8 +113,9 @@ class BlockPool:
             if self.awaited:
                 self.awaited.difference_update(blocks)
 
-    def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int) -> None:
-        """Make blocks[start:stop] discoverable by keys[start:stop]; a key already cached keeps its block."""
+    def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
+        """Make blocks[start:stop] discoverable by keys[start:stop]; a key already cached keeps its block.
+        `writer` (the request's spec) is for pools that remember who wrote a block (apc.ApcPool)."""
         if not self.caching:
             return
         cached, key_of = self.cached, self.key_of

@@ -78,7 +78,7 @@ def restored(rank, job: Copy, now: int) -> None:
     state = request.tier
     job.tier.read_done(job.keys)
     blocks, state.restoring = state.restoring, []
-    rank.pool.register_run(blocks, request.keys, len(blocks) - len(job.blocks), len(blocks))
+    rank.pool.register_run(blocks, request.keys, len(blocks) - len(job.blocks), len(blocks), request.spec)
     state.loading = False
     state.preloaded = blocks
 

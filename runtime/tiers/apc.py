@@ -1,0 +1,291 @@
+"""GPU APC (opal): G1's block pool with an idle-block LRU queue, a TTL, explicit eviction and an eviction hook.
+
+Same interface as `g1.BlockPool` (the scheduler cannot tell them apart), with opal's
+reading of memory: available = free + idle.  *Free* blocks hold nothing: never-used
+ones (handed out first, in id order), then blocks freed without a key or evicted
+(first freed first).  *Idle* blocks are unpinned and still keyed: they sit in an
+eviction queue in last-access order, least recent first; a request's blocks enter
+it tail first, so its last blocks leave first (as in vLLM).  An access is a request
+matching, holding or releasing a block; a matched idle block moves to the queue's
+newest end.  Eviction takes idle blocks from the oldest end in O(victims), never
+looking at pinned ones.
+
+TTL (`ttl_ns` > 0): an idle block is immune until ``last access + ttl_ns``.  The
+queue is in access order, so the protected blocks are its newest end: eviction
+stops at the first one, and `free_count` (what can be handed out now) counts
+free + unprotected idle only.  The queue is a list of (stamp, block) entries read
+from `_head` on, with a `_boundary` below which every entry is expired; a block
+leaving the queue early (a hit) leaves a dead entry behind, skipped when met and
+compacted away when dead entries outnumber live ones.  Time only grows, so the
+boundary only moves forward: every query costs O(1) amortised.
+
+ttl_skipped: when an eviction stops short of what was asked because the rest of
+the queue is protected, the number of protected idle blocks it left in place
+(what opal's full scan would have skipped); 0 for an eviction that got all it
+asked for.  Inline evictions (for an admission) never stop short: the scheduler
+asks `can_allocate` first, so protection makes a request wait instead.
+"""
+from __future__ import annotations
+
+from .apc_log import EvictStats
+from .g1 import BlockPool
+
+
+class ApcPool(BlockPool):
+    __slots__ = ("clock", "ttl_ns", "advanced_to", "_q", "_base", "_head", "_boundary", "_expired", "_live",
+                 "_entry", "_looked", "_looked_at", "writer", "on_evict", "evict_log", "inline_evictions",
+                 "proactive_evictions", "ttl_skipped")
+
+    def __init__(self, capacity: int, clock=None, ttl_ns: int = 0):
+        super().__init__(capacity, True)
+        self.clock = clock  # the replay's Clock (`.now`); None: time stays 0
+        self.ttl_ns = ttl_ns
+        self.advanced_to = 0  # a macro step applies later passes early: the latest instant it applied (see `at`)
+        self._q: list = []  # (stamp, block) in access order; entry i has the absolute number _base + i
+        self._base = self._head = self._boundary = 0  # absolute numbers: first kept, first unread, first unexpired
+        self._expired = 0  # live entries in [_head, _boundary)
+        self._live = 0  # idle blocks
+        self._entry: dict[int, int] = {}  # idle block -> the absolute number of its live entry
+        self._looked: dict[int, None] = {}  # idle blocks a lookup at `_looked_at` refreshed without holding them
+        self._looked_at = -1
+        self.writer: dict[int, tuple] = {}  # keyed block -> (RequestSpec that wrote it, its index in that chain)
+        self.on_evict = None  # None or callable(pool, [(key, writer, position)]) per eviction batch
+        self.evict_log: list | None = None  # set to a list to collect an EvictStats per eviction batch
+        self.inline_evictions = self.proactive_evictions = self.ttl_skipped = 0
+
+    # ------------------------------------------------------------------ time and the queue
+    def now(self) -> int:
+        return max(self.clock.now if self.clock is not None else 0, self.advanced_to)
+
+    def at(self, time_ns: int) -> None:
+        """A macro step is applying a pass's changes of `time_ns` (later than the clock): stamp them then."""
+        if time_ns > self.advanced_to:
+            self.advanced_to = time_ns
+
+    def _enqueue(self, block: int, now: int) -> None:
+        self._entry[block] = self._base + len(self._q)
+        self._q.append((now, block))
+        self._live += 1
+
+    def _dequeue(self, block: int) -> None:
+        """`block` leaves the queue from anywhere (a hit): its entry goes dead."""
+        number = self._entry.pop(block)
+        self._live -= 1
+        if number < self._boundary:
+            self._expired -= 1
+        if len(self._q) - (self._head - self._base) > 2 * self._live + 64:
+            self._compact()
+
+    def _expire(self, now: int) -> None:
+        q, entry, base, limit = self._q, self._entry, self._base, now - self.ttl_ns
+        boundary, end = self._boundary, self._base + len(self._q)
+        while boundary < end:
+            stamp, block = q[boundary - base]
+            if stamp > limit:  # immune until stamp + ttl: this one and every newer one are protected
+                break
+            if entry.get(block) == boundary:
+                self._expired += 1
+            boundary += 1
+        self._boundary = boundary
+
+    def _compact(self) -> None:
+        """Keep only live entries, renumbered after every number used so far (old numbers never match again)."""
+        entry, first = self._entry, self._base + len(self._q)
+        start = self._head - self._base
+        live = [(stamp, block) for offset, (stamp, block) in enumerate(self._q[start:], self._head)
+                if entry.get(block) == offset]
+        for i, (_, block) in enumerate(live):
+            entry[block] = first + i
+        self._q, self._base, self._head = live, first, first
+        self._boundary = first + self._expired  # the expired live entries are the oldest ones
+
+    def _pop_expired(self, count: int, now: int) -> list[int]:
+        """Up to `count` unprotected idle blocks from the oldest end, out of the queue."""
+        self._expire(now)
+        q, entry, out = self._q, self._entry, []
+        while len(out) < count and self._expired:
+            number = self._head
+            block = q[number - self._base][1]
+            self._head = number + 1
+            if entry.get(block) == number:
+                del entry[block]
+                self._live -= 1
+                self._expired -= 1
+                out.append(block)
+        if self._head - self._base > 64 and 2 * (self._head - self._base) > len(q):
+            del q[:self._head - self._base]
+            self._base = self._head
+        return out
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def free_count(self) -> int:
+        """Blocks that can be handed out now: free ones and idle ones outside their TTL window."""
+        self._expire(self.now())
+        return self.capacity - self.created + len(self.free) + self._expired
+
+    @property
+    def idle_count(self) -> int:
+        return self._live
+
+    @property
+    def plain_free(self) -> int:
+        """Blocks holding nothing (never used, or freed without a key, or evicted)."""
+        return self.capacity - self.created + len(self.free)
+
+    @property
+    def pinned_count(self) -> int:
+        return self.created - len(self.free) - self._live
+
+    def idle_blocks(self) -> list[int]:
+        """The eviction queue, oldest first."""
+        q, entry, base = self._q, self._entry, self._base
+        return [block for number, (_, block) in enumerate(q[self._head - base:], self._head)
+                if entry.get(block) == number]
+
+    @property
+    def protected_count(self) -> int:
+        self._expire(self.now())
+        return self._live - self._expired
+
+    def free_among(self, blocks: list[int]) -> int:
+        """How many of `blocks` `free_count` counts (touching them takes them out of it)."""
+        self._expire(self.now())
+        ref, entry, boundary, count = self.ref, self._entry, self._boundary, 0
+        for b in blocks:
+            if ref[b] == 0 and (b in self.free or entry.get(b, boundary) < boundary):
+                count += 1
+        return count
+
+    def match(self, keys, limit: int) -> list[int]:
+        """The cached prefix (as BlockPool's); a lookup is an access: matched idle blocks become the newest."""
+        found = super().match(keys, limit)
+        if found and self._live:
+            now, ref = self.now(), self.ref
+            if self._looked_at != now:
+                self._looked.clear()
+                self._looked_at = now
+            for b in reversed(found):  # tail first, as a release enters them
+                if ref[b] == 0:
+                    self._dequeue(b)
+                    self._enqueue(b, now)
+                    self._looked[b] = None
+        return found
+
+    def next_expiry(self) -> int | None:
+        """When the oldest protected idle block expires, leaving out blocks only a lookup refreshed just now (a
+        waiting request's own hits: their protection never keeps it waiting, and each retry refreshes them, so
+        waking for them could repeat forever); None: nothing to wait for."""
+        now = self.now()
+        self._expire(now)
+        looked = self._looked if self._looked_at == now else {}
+        q, entry, base = self._q, self._entry, self._base
+        for number in range(self._boundary, base + len(q)):
+            stamp, block = q[number - base]
+            if entry.get(block) == number and block not in looked:
+                return stamp + self.ttl_ns
+        return None
+
+    # ------------------------------------------------------------------ transitions
+    def touch(self, blocks: list[int]) -> None:
+        ref, free, entry = self.ref, self.free, self._entry
+        for b in blocks:
+            if ref[b] == 0:
+                if b in entry:
+                    self._dequeue(b)
+                    self._looked.pop(b, None)
+                else:
+                    del free[b]
+            ref[b] += 1
+
+    def allocate(self, count: int) -> list[int]:
+        """`count` blocks: never-used ones, then free ones (first freed first), then unprotected idle ones."""
+        fresh = min(count, self.capacity - self.created)
+        out = list(range(self.created, self.created + fresh))
+        if fresh:
+            self.created += fresh
+            self.ref.extend([1] * fresh)
+            self.key_of.extend([None] * fresh)
+        rest = count - fresh
+        if rest:
+            plain = min(rest, len(self.free))
+            taken = [self.free.popitem(False)[0] for _ in range(plain)]
+            if rest > plain:
+                victims = self._pop_expired(rest - plain, self.now())
+                if len(victims) < rest - plain:
+                    raise RuntimeError("ApcPool.allocate: fewer blocks than free_count promised")
+                self._drop(victims, rest - plain, proactive=False)
+                taken += victims
+            ref = self.ref
+            for block in taken:
+                ref[block] = 1
+            if self.copying and not self.copying.isdisjoint(taken):
+                self.awaited |= self.copying.intersection(taken)
+            out.extend(taken)
+        return out
+
+    def evict(self, count: int, now: int | None = None) -> int:
+        """Evict up to `count` unprotected idle blocks (the monitor's way in): they become free; returns how many."""
+        now = self.now() if now is None else now
+        victims = self._pop_expired(count, now)
+        skipped = self._live - self._expired if len(victims) < count else 0
+        self.ttl_skipped += skipped
+        for block in victims:
+            self.free[block] = None
+        self._drop(victims, count, proactive=True, skipped=skipped, now=now)
+        return len(victims)
+
+    def _drop(self, victims: list[int], requested: int, proactive: bool, skipped: int = 0,
+              now: int | None = None) -> None:
+        """Forget the victims' keys; count them, record KV events, tell the hook and the log."""
+        if not victims and not proactive:
+            return
+        key_of, cached, writer = self.key_of, self.cached, self.writer
+        evicted = []
+        for block in victims:
+            key = key_of[block]
+            del cached[key]
+            key_of[block] = None
+            origin = writer.pop(block, (None, None))
+            evicted.append((key, origin[0], origin[1]))
+        if proactive:
+            self.proactive_evictions += len(victims)
+        else:
+            self.inline_evictions += len(victims)
+        self.evictions += len(victims)
+        if self.events is not None and victims:
+            self.events.append(("Removed", [e[0] for e in evicted]))
+        if self.evict_log is not None and (victims or requested):
+            scanned = len(victims) + (1 if skipped else 0)
+            pinned = self.pinned_count
+            self.evict_log.append(EvictStats(self.now() if now is None else now, proactive, requested,
+                                             len(victims), scanned, skipped, self._live, pinned,
+                                             pinned + self._live))
+        if self.on_evict is not None and evicted:
+            self.on_evict(self, evicted)
+
+    def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
+        """BlockPool's, recording for each newly keyed block which request wrote it and at which chain index."""
+        cached, key_of = self.cached, self.key_of
+        new = [index for index in range(start, stop) if keys[index] not in cached]
+        super().register_run(blocks, keys, start, stop)
+        for index in new:
+            block = blocks[index]
+            if key_of[block] == keys[index]:  # (a key repeated inside the run keys its first block only)
+                self.writer[block] = (writer, index)
+
+    def release(self, blocks: list[int]) -> None:
+        """Drop one reference each; a freed keyed block joins the queue's newest end (tail first), stamped now;
+        a freed unkeyed one is free memory."""
+        ref, free, key_of = self.ref, self.free, self.key_of
+        now = None
+        for b in reversed(blocks):
+            left = ref[b] - 1
+            ref[b] = left
+            if not left:
+                if key_of[b] is None:
+                    free[b] = None
+                else:
+                    if now is None:
+                        now = self.now()
+                    self._enqueue(b, now)
