@@ -9,6 +9,7 @@ lockstep with the worker's timing provider.
 from __future__ import annotations
 
 from .serving.handoff import Handoff
+from .serving.opal_scaling import attach_scaling, reserved_workers
 from .serving.placement import Router
 from .serving.scaling import periods
 from .serving.scheduler import Rank
@@ -53,7 +54,7 @@ TIER_SPECS = (("host", host_tier_spec), ("storage", storage_tier_spec))  # a rol
 
 def _role_workers(plan, role, first_worker: int, first_rank: int, clock: Clock) -> list[Worker]:
     """`replicas` workers of `attention_data` ranks for one role, each rank with its own G1 (and G2)."""
-    most = max(replicas for _, replicas in role.replica_steps)
+    most = max(max(replicas for _, replicas in role.replica_steps), reserved_workers(plan))
     prefix = "" if role.name == "aggregated" else f"{role.name}."
     workers, rank_index = [], first_rank
     for w in range(most):
@@ -100,9 +101,12 @@ def build(plan, single_step: bool = False) -> Replay:
                 rank.handoff = handoff
     traffic = Traffic(plan.traffic)
     block_size = workers[0].ranks[0].block_size
-    router = Router(workers, plan.placement)
+    router = Router(workers, plan.placement) if plan.opal is None else \
+        Router(workers, plan.opal.router.policy, seed=plan.opal.seed)  # opal: its router's policy
     replay = Replay(workers, traffic, block_size, plan.context_length,
                     single_step=single_step, handoff=handoff, router=router, clock=clock)
+    if plan.opal is not None:
+        attach_scaling(replay, plan.opal.router)  # opal's dynamic scaling, when enabled
     for role in plan.roles:
         if role.peer_fetch:  # (a PeerFetchPlan, or None)
             attach_peer_fetch(replay, role)

@@ -3,7 +3,8 @@
 The queue orders events by ``(time_ns, kind, seq)``, so a kind's number is its
 rank: at one instant pass ends come first, then copies starting to move bytes
 and copies landing, handoffs landing, workers waking, arrivals and last workers
-leaving, so that a request arriving exactly when a pass ends joins the next
+leaving, then the router's scaling checks (after this instant's arrivals and
+completions), so that a request arriving exactly when a pass ends joins the next
 pass.  `handler` names the method (on the replay, or on the part of it that
 owns that state) called as ``handler(payload, now)``; `concerns` says which
 workers' fused decode passes an event may cut short (see horizons.py).
@@ -28,8 +29,9 @@ EVENTS = (
     EventKind("wake", "wake", "everyone", "a worker that became ready (scaled roles)"),
     EventKind("arrival", "arrive", "everyone", "the RequestSpec arriving"),
     EventKind("leave", "draining.leave", "everyone", "(worker, period): it leaves its role"),
+    EventKind("scale_check", "periodic", "everyone", "the check to call: DynamicScaling.check (opal_scaling.py)"),
 )
-PASS_END, COPY_MOVING, COPY_DONE, HANDOFF_DONE, WAKE, ARRIVAL, LEAVE = range(len(EVENTS))
+PASS_END, COPY_MOVING, COPY_DONE, HANDOFF_DONE, WAKE, ARRIVAL, LEAVE, SCALE_CHECK = range(len(EVENTS))
 
 
 def handlers(replay) -> list:

@@ -10,7 +10,14 @@ this loop only moves time and starts passes.
 Macro steps: when every rank of a worker runs a pure decode pass (nothing
 waiting, no prefill, no request about to finish), the passes until the next
 event that could change its batch are applied at once; the state at the next
-real pass start is exactly what single stepping would produce.
+real pass start is exactly what single stepping would produce.  When events
+read the workers' state (a router policy reading queues or caches, scaling
+checks: `fuse_to_events`), fused passes also end by the next event, so that
+state is exact at every event too.
+
+Periodic events (`push_periodic`, e.g. scaling checks) keep nothing alive:
+the loop ends when only they are left, so the replay ends at its last real
+event.
 """
 from __future__ import annotations
 
@@ -66,6 +73,8 @@ class Replay:
         self.starters = {Copy: self.copies.ask, HandoffTransfer: self.handoffs.start_transfer,
                          PrefillMove: self.handoffs.to_prefill}
         self.concerns = [kind.concerns for kind in EVENTS]
+        self.fuse_to_events = self.router.reads_state  # fused passes end by the next event (see the docstring)
+        self.background = 0  # periodic events queued: the loop ends when only they are left
 
     @property
     def now(self) -> int:
@@ -96,6 +105,16 @@ class Replay:
             self.horizons.add(time_ns, self.seq, self._concerns(kind, payload))
         self.seq += 1
 
+    def push_periodic(self, time_ns: int, kind: int, check) -> None:
+        """Queue a periodic event: `check(now)` is called then; it keeps nothing alive (see the docstring)."""
+        self.background += 1
+        self.push(time_ns, kind, check)
+
+    def periodic(self, check, now: int) -> None:
+        """Event handler: a periodic check is due."""
+        self.background -= 1
+        check(now)
+
     def _next_seq(self) -> int:
         self.seq += 1
         return self.seq
@@ -118,7 +137,7 @@ class Replay:
     def arrive(self, spec, now: int) -> None:
         first = self.handoffs.first_role
         rank = self.router.place(first, now, *((spec.prefill_dp_rank, spec.prefill_worker_idx) if first == "prefill"
-                                               else (spec.dp_rank, spec.worker_idx)))
+                                               else (spec.dp_rank, spec.worker_idx)), spec=spec)
         keys = spec.keys(rank.block_size)
         hint = self.router.hint(rank, spec, keys, now, rank.chain.kvcr.busy_workers) if rank.chain.wants_hint else None
         request = Request(spec, now, rank.index, rank.block_size, hint, self.handoffs.stop_after(spec))
@@ -181,8 +200,7 @@ class Replay:
 
     def _run_pass(self, worker, batches: list, now: int) -> None:
         worker.blocked = False
-        fused = None if self.single_step else macro.plan(
-            worker, batches, now, self._horizon(worker, now), self.traffic.stop_ns, self.traffic.open_loop)
+        fused = None if self.single_step else self._fuse(worker, batches, now)
         if fused is not None:
             for request, end in macro.apply(fused):
                 self._ended(request, end, completed=True)
@@ -196,6 +214,13 @@ class Replay:
         worker.pass_ends = [now + duration]
         worker.passes += 1
         self.push(now + duration, PASS_END, worker)
+
+    def _fuse(self, worker, batches: list, now: int):
+        """The fused passes starting now (macro.plan), or None."""
+        horizon, stop = self._horizon(worker, now), self.traffic.stop_ns
+        if self.fuse_to_events and horizon is not None:  # the last fused pass ends by the next event too
+            stop = horizon if stop is None else min(stop, horizon)
+        return macro.plan(worker, batches, now, horizon, stop, self.traffic.open_loop)
 
     def end_pass(self, worker, now: int) -> None:
         """Event handler: the worker's pass (or fused passes) ended."""
@@ -252,7 +277,7 @@ class Replay:
         stop = self.traffic.stop_ns
         queue, handle, horizons, clock = self.queue, handlers(self), self.horizons, self.clock
         after_instant, on_progress = self.after_instant, self.on_progress
-        while queue:
+        while len(queue) > self.background:
             now = queue[0][0]
             if stop is not None and now > stop:
                 self.stopped_at = stop
