@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from kvreplay.compiler.opal_records import KvcPlan, OpalPlan, RouterPlan
 from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.runtime.build import build
 from kvreplay.runtime.outputs.metrics import request_record
 from kvreplay.runtime.outputs.sections import summary_sections
 from kvreplay.runtime.serving import routing
+from kvreplay.runtime.serving.placement import Router
 from kvreplay.runtime.serving.routing import ROUTER_STREAM, outstanding, seeded_choice
 from kvreplay.runtime.traffic.rng import bits
 
@@ -214,3 +217,8 @@ def test_checks_keep_nothing_alive(tmp_path):
     assert fused.now == max(r.terminal_ns for r in fused.requests)
     assert fused.now % S != 0
     assert fused.dynamic_scaling.asks == [(S, 1)]
+
+
+def test_an_unknown_policy_is_refused():
+    with pytest.raises(ValueError, match="MaxPrefix"):
+        Router([], "MaxPrefix")

@@ -30,7 +30,7 @@ from .routing import outstanding
 
 def reserved_workers(plan) -> int:
     """How many workers a role of `plan` must be built with for dynamic scaling (0: no dynamic scaling)."""
-    opal = getattr(plan, "opal", None)
+    opal = plan.opal
     return opal.router.max_workers if opal is not None and opal.router.scaling else 0
 
 
@@ -42,6 +42,8 @@ class DynamicScaling:
         self.threshold = router_plan.max_queue_threshold
         self.latency = router_plan.scale_latency_ns
         self.interval = router_plan.check_interval_ns
+        if self.interval <= 0:
+            raise ValueError("the scaling checks' interval must be positive")
         self.members = [w for w in replay.workers if w.ranks[0].role == role]
         # workers the plan's static replica steps never make part of the role: the reserve, joining by index
         self.reserve = [w for w in self.members

@@ -29,6 +29,10 @@ class Router:
     placed: dict = field(default_factory=dict)  # role -> requests placed by the policy so far
     turns: dict = field(default_factory=dict)  # worker index -> requests placed on it (its DP rank in turn)
 
+    def __post_init__(self):
+        if self.policy not in ("kv_aware",) + routing.POLICIES:
+            raise ValueError(f"unknown placement policy {self.policy!r}")
+
     @property
     def reads_state(self) -> bool:
         """Does a placement read the workers' queues or caches (so the state at an arrival must be exact)?"""

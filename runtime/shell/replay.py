@@ -13,11 +13,8 @@ event that could change its batch are applied at once; the state at the next
 real pass start is exactly what single stepping would produce.  When events
 read the workers' state (a router policy reading queues or caches, scaling
 checks: `fuse_to_events`), fused passes also end by the next event, so that
-state is exact at every event too.
-
-Periodic events (`push_periodic`, e.g. scaling checks) keep nothing alive:
-the loop ends when only they are left, so the replay ends at its last real
-event.
+state is exact at every event too.  Periodic events (`push_periodic`: scaling
+checks) keep nothing alive: the loop ends when only they are left.
 """
 from __future__ import annotations
 
