@@ -222,3 +222,20 @@ def test_checks_keep_nothing_alive(tmp_path):
 def test_an_unknown_policy_is_refused():
     with pytest.raises(ValueError, match="MaxPrefix"):
         Router([], "MaxPrefix")
+
+
+@pytest.mark.parametrize("policy", routing.POLICIES)
+@pytest.mark.parametrize("draw", range(3))
+def test_macro_steps_agree_with_single_steps_under_every_policy_and_scaling(tmp_path, policy, draw):
+    # random-ish traces (a pure function of `draw`): shared prefixes, bursts, short and long outputs
+    def pick(k: int, n: int) -> int:
+        return bits(draw, 99, k) % n
+    rows, t = [], 0.0
+    for i in range(60):
+        t += pick(4 * i, 4) * 12.5 + pick(4 * i + 1, 4) * 0.25
+        group = pick(4 * i + 2, 4)
+        rows.append(row(t, 16, 1 + pick(4 * i + 3, 120), [100 * group + 1, 100 * group + 2, 1000 + 2 * i, 1001 + 2 * i]))
+    router = router_plan(policy, scaling=True, threshold=3, latency_ns=150 * MS, max_workers=4, interval_ns=100 * MS + MS // 2)
+    fused, _ = opal_replays(tmp_path, rows, router, replicas=2, seed=draw)  # asserts that both ways agree
+    assert all(r.status == "completed" for r in fused.requests)
+    assert fused.dynamic_scaling.asks
