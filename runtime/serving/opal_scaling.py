@@ -6,17 +6,19 @@ reserve (no period yet).  Every `check_interval_ns` of virtual time (at
 1, 2, 3, ... intervals) a check looks at the workers that are part of the role:
 if one has more outstanding requests (routing.outstanding) than
 `max_queue_threshold`, the next reserve worker (lowest index first) is asked
-for.  It gets a period `(asked, asked + scale_latency_ns, None)` like any
-scaled worker (scaling.py): it counts as joined from the check and is ready,
-so the router places requests on it, `scale_latency_ns` after it; a wake
-event then starts it.  The summary's `workers` section shows those periods.
+for (none once all `max_workers` are part of it).  It gets a period
+`(asked, asked + scale_latency_ns, None)` like any scaled worker (scaling.py):
+the router places requests on it from `scale_latency_ns` after the check (it
+prefers ready workers, and the initial ones always are); a wake event then
+starts it.  The summary's `workers` section shows those periods (`joined_ms`:
+asked for, `ready_ms`: taking requests).
 
 Decisions (opal leaves them open):
 - At most one worker is pending: a check while the last one asked for is not
   ready yet asks for none (with opal's 40 s latency and 1 s checks, asking at
   every check would add 40 workers for one burst).  A check at the instant the
   pending worker becomes ready may ask again.
-- Joined workers stay to the end (opal never removes workers).
+- Joined workers stay to the end (the reference describes no scaling down).
 - The check comes after every other event of its instant (arrivals and
   completions included), and sees the state exactly (`Replay.fuse_to_events`).
 - Checks are periodic events (`Replay.push_periodic`): they keep nothing
