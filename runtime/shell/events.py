@@ -3,9 +3,9 @@
 The queue orders events by ``(time_ns, kind, seq)``, so a kind's number is its
 rank: at one instant pass ends come first, then copies starting to move bytes
 and copies landing, handoffs landing, workers waking, arrivals and last workers
-leaving, then the router's scaling checks (after this instant's arrivals and
-completions), so that a request arriving exactly when a pass ends joins the next
-pass.  `handler` names the method (on the replay, or on the part of it that
+leaving, so that a request arriving exactly when a pass ends joins the next
+pass; the router's scaling checks come last, after the instant's arrivals and
+completions.  `handler` names the method (on the replay, or on the part of it that
 owns that state) called as ``handler(payload, now)``; `concerns` says which
 workers' fused decode passes an event may cut short (see horizons.py).
 """

@@ -3,8 +3,9 @@
 The scheduler, the macro stepper, the router and the shell talk to a rank's
 tiers only through its chain: restore a prefix, offer what a pass computed,
 what a preemption waits for, whether fused decode passes are safe, how much of
-a prompt a peer could serve, how much the tiers hold beyond G1 (the router).  `NoTiers` answers for a rank with nothing
-behind G1, so no caller asks whether a tier exists.
+a prompt a peer could serve, how much the tiers hold beyond G1 (the router).
+`NoTiers` answers for a rank with nothing behind G1, so no caller asks whether
+a tier exists.
 
 A chain's first tier is filled from G1 by its connector's store policy
 (`offload.py`, `connectors.py`); each deeper tier is written in the background
