@@ -9,6 +9,7 @@ lockstep with the worker's timing provider.
 from __future__ import annotations
 
 from .serving.handoff import Handoff
+from .serving.opal_scaling import attach_scaling, reserved_workers
 from .serving.placement import Router
 from .serving.scaling import periods
 from .serving.scheduler import Rank
@@ -21,6 +22,7 @@ from .tiers.belady import BeladyPool, future_uses
 from .tiers.chain_build import TierSpec, attach_chains
 from .tiers.connectors import PROFILES, tier_rules
 from .tiers.g1 import BlockPool, RestoredOnlyPool
+from .tiers import kvc
 from .tiers.kvc_chain import attach_kvc
 from .tiers.peer_fetch import PeerFetch
 from .tiers.tier import STORAGE_RULES
@@ -64,7 +66,7 @@ def _g1_pool(plan, role):
 
 def _role_workers(plan, role, first_worker: int, first_rank: int, clock: Clock) -> list[Worker]:
     """`replicas` workers of `attention_data` ranks for one role, each rank with its own G1 (and G2)."""
-    most = max(replicas for _, replicas in role.replica_steps)
+    most = max(max(replicas for _, replicas in role.replica_steps), reserved_workers(plan))
     prefix = "" if role.name == "aggregated" else f"{role.name}."
     workers, rank_index = [], first_rank
     for w in range(most):
@@ -122,7 +124,8 @@ def build(plan, single_step: bool = False) -> Replay:
                 rank.handoff = handoff
     traffic = make_traffic(plan)
     block_size = workers[0].ranks[0].block_size
-    router = Router(workers, plan.placement)
+    router = Router(workers, plan.placement) if plan.opal is None else \
+        Router(workers, plan.opal.router.policy, seed=plan.opal.seed)  # opal: its router's policy
     replay = Replay(workers, traffic, block_size, plan.context_length,
                     single_step=single_step, handoff=handoff, router=router, clock=clock)
     for role in plan.roles:
@@ -130,9 +133,21 @@ def build(plan, single_step: bool = False) -> Replay:
             attach_peer_fetch(replay, role)
     if plan.eviction_policy == "belady":
         use_belady(replay)
-    if plan.opal is not None and plan.opal.apc is not None:  # opal's GPU APC: its pools and eviction monitor
-        use_apc(replay, plan.opal.apc)
+    if plan.opal is not None:
+        attach_opal(replay, plan.opal)
     return replay
+
+
+def attach_opal(replay: Replay, opal) -> None:
+    """What only an opal config has: dynamic scaling (when enabled), GPU APC with its eviction monitor, and APC's
+    evictions written through to the KVC tiers."""
+    attach_scaling(replay, opal.router)
+    if opal.apc is None:
+        return
+    use_apc(replay, opal.apc)
+    for rank in replay.ranks():
+        if rank.chain.tiers:
+            rank.pool.on_evict = lambda pool, evicted, rank=rank: kvc.write_through(rank, evicted)
 
 
 def attach_peer_fetch(replay: Replay, role) -> None:

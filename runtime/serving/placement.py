@@ -1,9 +1,13 @@
 """The router: which rank takes an arriving request, and which peer a KVCR hint names.
 
-Placement goes round robin over the role's workers that are part of it now
-(ready ones first, see scaling.py), then over each worker's DP ranks; a
-ReplaySpec request may pin its worker (`worker_idx`, if that worker is part of
-the role now) and its DP rank within the worker (`dp_rank`).
+Placement chooses among the role's workers that are part of it now (ready
+ones first, see scaling.py) by the router's policy: round robin (predict's
+`round_robin` and `kv_aware`), or opal's `least_loaded`, `random` and
+`max_prefix` (routing.py).  Round robin then goes over each worker's DP ranks
+in turn; the other policies go over the chosen worker's ranks in the order of
+its own placements.  A ReplaySpec request may pin its worker (`worker_idx`, if
+that worker is part of the role now) and its DP rank within the worker
+(`dp_rank`).
 
 Hints: a ReplaySpec request's `kv_hints` (the one with most cached tokens
 first), or with `placement: kv_aware` the peer whose G2 holds the longest
@@ -14,18 +18,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import routing
 
 
 @dataclass
 class Router:
     workers: list
-    policy: str = "round_robin"  # or "kv_aware"
-    placed: dict = field(default_factory=dict)  # role -> requests placed round robin so far
+    policy: str = "round_robin"  # or "kv_aware"; opal: "least_loaded" | "random" | "max_prefix" (routing.py)
+    seed: int = 0  # the random and max_prefix draws (opal's simulation.seed)
+    placed: dict = field(default_factory=dict)  # role -> requests placed by the policy so far
+    turns: dict = field(default_factory=dict)  # worker index -> requests placed on it (its DP rank in turn)
+
+    def __post_init__(self):
+        if self.policy not in ("kv_aware",) + routing.POLICIES:
+            raise ValueError(f"unknown placement policy {self.policy!r}")
+
+    @property
+    def reads_state(self) -> bool:
+        """Does a placement read the workers' queues or caches (so the state at an arrival must be exact)?"""
+        return self.policy in routing.READS_STATE
 
     def members(self, role: str) -> list:
         return [w for w in self.workers if w.ranks[0].role == role]
 
-    def place(self, role: str, now: int, rank: int | None = None, worker: int | None = None):
+    def place(self, role: str, now: int, rank: int | None = None, worker: int | None = None, spec=None):
+        """The rank that takes a request (`spec`, read by max_prefix) arriving at `now`."""
         members = self.members(role)
         if worker is not None and worker < len(members) and members[worker].placeable(now, False):
             chosen, turn = members[worker], 0
@@ -34,7 +51,12 @@ class Router:
                 [w for w in members if w.placeable(now, False)] or members
             count = self.placed.get(role, 0)
             self.placed[role] = count + 1
-            chosen, turn = workers[count % len(workers)], count // len(workers)
+            if self.policy in ("round_robin", "kv_aware"):
+                chosen, turn = workers[count % len(workers)], count // len(workers)
+            else:
+                chosen = routing.choose(self.policy, workers, count, self.seed, spec)
+                turn = self.turns.get(chosen.index, 0)
+                self.turns[chosen.index] = turn + 1
         return chosen.ranks[(rank if rank is not None else turn) % len(chosen.ranks)]
 
     def hint(self, rank, spec, keys: list, now: int, pulls_in_flight: dict):

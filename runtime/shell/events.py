@@ -4,7 +4,8 @@ The queue orders events by ``(time_ns, kind, seq)``, so a kind's number is its
 rank: at one instant pass ends come first, then copies starting to move bytes
 and copies landing, handoffs landing, workers waking, arrivals and last workers
 leaving, so that a request arriving exactly when a pass ends joins the next
-pass; APC eviction checks come last, after every release of the instant.  `handler` names the method (on the replay, or on the part of it that
+pass; periodic checks (the APC eviction monitor, opal's scaling) come last, after every
+arrival, completion and release of the instant.  `handler` names the method (on the replay, or on the part of it that
 owns that state) called as ``handler(payload, now)``; `concerns` says which
 workers' fused decode passes an event may cut short (see horizons.py).
 """
@@ -28,10 +29,10 @@ EVENTS = (
     EventKind("wake", "wake", "everyone", "a worker that became ready (scaled roles)"),
     EventKind("arrival", "arrive", "everyone", "the RequestSpec arriving"),
     EventKind("leave", "draining.leave", "everyone", "(worker, period): it leaves its role"),
-    # last of an instant: it reads the pool after the instant's releases (tiers/apc_monitor.py)
-    EventKind("apc_check", "apc.check", "everyone", "the rank whose APC eviction monitor checks now"),
+    # last of an instant: a check reads the state after the instant's arrivals, completions and releases
+    EventKind("check", "periodic", "everyone", "the periodic check to call (tiers/apc_monitor.py, serving/opal_scaling.py)"),
 )
-PASS_END, COPY_MOVING, COPY_DONE, HANDOFF_DONE, WAKE, ARRIVAL, LEAVE, APC_CHECK = range(len(EVENTS))
+PASS_END, COPY_MOVING, COPY_DONE, HANDOFF_DONE, WAKE, ARRIVAL, LEAVE, CHECK = range(len(EVENTS))
 
 
 def handlers(replay) -> list:

@@ -10,7 +10,11 @@ this loop only moves time and starts passes.
 Macro steps: when every rank of a worker runs a pure decode pass (nothing
 waiting, no prefill, no request about to finish), the passes until the next
 event that could change its batch are applied at once; the state at the next
-real pass start is exactly what single stepping would produce.
+real pass start is exactly what single stepping would produce.  When events
+read the workers' state (a router policy reading queues or caches, scaling
+checks: `fuse_to_events`), fused passes also end by the next event, so that
+state is exact at every event too.  Periodic events (`push_periodic`: scaling
+checks) keep nothing alive: the loop ends when only they are left.
 """
 from __future__ import annotations
 
@@ -27,7 +31,6 @@ from ..serving.requests import Request
 from ..serving.scaling import Draining
 from ..serving.pass_results import close, finish_pass, reject
 from ..serving.scheduler import schedule
-from ..tiers.apc_monitor import NO_MONITOR
 from ..tiers.copy_jobs import Copy
 from ..tiers.offload import blocked
 from . import macro
@@ -67,12 +70,11 @@ class Replay:
         self.starters = {Copy: self.copies.ask, HandoffTransfer: self.handoffs.start_transfer,
                          PrefillMove: self.handoffs.to_prefill}
         self.concerns = [kind.concerns for kind in EVENTS]
-        self.apc = NO_MONITOR  # opal's APC eviction monitor (tiers/apc_monitor.py), with APC on
-        # queued events of periodic monitors: alone they do not keep the replay going (each drops its own events
-        # when an instant ends with nothing else queued; see tiers/apc_monitor.py)
-        self.periodic = 0
+        self.apc = None  # opal's APC eviction monitor (tiers/apc_monitor.py), with APC on
+        self.background = 0  # periodic events queued: the loop ends when only they are left
         # callables(worker) -> the latest instant its fused passes may end at, for events that read what they change
         self.pass_limits: list = []
+        self.fuse_to_events = self.router.reads_state  # fused passes end by the next event (see the docstring)
 
     @property
     def now(self) -> int:
@@ -103,6 +105,16 @@ class Replay:
             self.horizons.add(time_ns, self.seq, self._concerns(kind, payload))
         self.seq += 1
 
+    def push_periodic(self, time_ns: int, kind: int, check) -> None:
+        """Queue a periodic event: `check(now)` is called then; it keeps nothing alive (see the docstring)."""
+        self.background += 1
+        self.push(time_ns, kind, check)
+
+    def periodic(self, check, now: int) -> None:
+        """Event handler: a periodic check is due."""
+        self.background -= 1
+        check(now)
+
     def _next_seq(self) -> int:
         self.seq += 1
         return self.seq
@@ -125,7 +137,7 @@ class Replay:
     def arrive(self, spec, now: int) -> None:
         first = self.handoffs.first_role
         rank = self.router.place(first, now, *((spec.prefill_dp_rank, spec.prefill_worker_idx) if first == "prefill"
-                                               else (spec.dp_rank, spec.worker_idx)))
+                                               else (spec.dp_rank, spec.worker_idx)), spec=spec)
         keys = spec.keys(rank.block_size)
         hint = self.router.hint(rank, spec, keys, now, rank.chain.kvcr.busy_workers) if rank.chain.wants_hint else None
         request = Request(spec, now, rank.index, rank.block_size, hint, self.handoffs.stop_after(spec))
@@ -189,7 +201,8 @@ class Replay:
     def _run_pass(self, worker, batches: list, now: int) -> None:
         worker.blocked = False
         fused = None if self.single_step else macro.plan(
-            worker, batches, now, self._horizon(worker, now), self._pass_stop(worker), self.traffic.open_loop)
+            worker, batches, now, horizon := self._horizon(worker, now), self._pass_stop(worker, horizon),
+            self.traffic.open_loop)
         if fused is not None:
             for request, end in macro.apply(fused):
                 self._ended(request, end, completed=True)
@@ -206,9 +219,12 @@ class Replay:
         worker.busy_spans.append((now, now + duration))
         self.push(now + duration, PASS_END, worker)
 
-    def _pass_stop(self, worker) -> int | None:
-        """When fused passes must have ended: the traffic's stop, or an earlier event that reads the pool."""
+    def _pass_stop(self, worker, horizon: int | None) -> int | None:
+        """When fused passes must have ended: the traffic's stop, the next event when events read the workers'
+        state (`fuse_to_events`), or an earlier event that reads the pool (`pass_limits`)."""
         stop = self.traffic.stop_ns
+        if self.fuse_to_events and horizon is not None:
+            stop = horizon if stop is None else min(stop, horizon)
         for limit in self.pass_limits:
             until = limit(worker)
             if until is not None and (stop is None or until < stop):
@@ -270,7 +286,7 @@ class Replay:
         stop = self.traffic.stop_ns
         queue, handle, horizons, clock = self.queue, handlers(self), self.horizons, self.clock
         after_instant, on_progress = self.after_instant, self.on_progress
-        while queue:
+        while len(queue) > self.background:
             now = queue[0][0]
             if stop is not None and now > stop:
                 self.stopped_at = stop

@@ -9,18 +9,12 @@ evicted and the next check comes after the base interval.  The arithmetic is exa
 (fractions; the threshold is read as the decimal it prints as), the interval is
 rounded down to whole nanoseconds.
 
-The events: every APC rank has one pending `apc_check` (events.py) at a time, which
-evicts through `ApcPool.evict` (TTL respected, `on_evict` told) and queues the next.
-The first check of a rank is due one base interval after the start.  When an instant
-ends with nothing queued but periodic events (`replay.periodic` counts them: any
-other periodic monitor counts its own there too and drops them the same way), the
-replay has nothing left (no request in flight can move, none is to come: arrivals
-are queue events too), so the checks are dropped and the replay ends at its last
-real instant, never later.  Checks are
-queued lazily at the end of an instant, so one due before the first event is rolled
-forward by whole intervals: the pools are empty until then, and such a check would
-evict nothing and keep the base interval.  (Were a later after-instant hook to queue
-work after the checks were dropped, they restart the same way.)
+The events: every APC rank has one queued periodic check (events.py's `check`,
+`Replay.push_periodic`) at a time, which evicts through `ApcPool.evict` (TTL
+respected, `on_evict` told: write-through stores start at the check's instant)
+and queues the next.  The first check of a rank is due one base interval after
+the start.  Periodic events keep nothing alive: the replay ends at its last
+real instant, however many checks are queued.
 
 Fused decode passes (shell/macro.py) read and change the pool, so they must not
 reach past a check of their worker's ranks: `pass_limit` makes them end by it (a
@@ -36,11 +30,11 @@ replay ends and reports the request stalled.
 from __future__ import annotations
 
 from fractions import Fraction
-from heapq import heapify
+from functools import partial
 from math import floor
 from typing import NamedTuple
 
-from ..shell.events import APC_CHECK, WAKE
+from ..shell.events import CHECK, WAKE
 from .apc import ApcPool
 
 MIN_INTERVAL_NS = 100_000_000  # 0.1 s: the monitor never checks more often
@@ -82,7 +76,7 @@ class CheckRecord(NamedTuple):
 
 
 class ApcMonitor:
-    """The replay's `apc` (events.py's "apc.check"): each APC rank's pending check and the TTL wakes."""
+    """The replay's `apc`: each APC rank's next check and the TTL wakes."""
 
     def __init__(self, replay, threshold, base_interval_ns: int):
         self.replay = replay
@@ -90,17 +84,17 @@ class ApcMonitor:
         self.base_ns = base_interval_ns
         self.ranks = [rank for rank in replay.ranks() if isinstance(rank.pool, ApcPool)]
         self.due = {rank.index: base_interval_ns for rank in self.ranks}  # when its next check is (or would be)
-        self.pending: dict[int, bool] = dict.fromkeys(self.due, False)  # its check is queued
-        self.queued = 0  # checks in the replay's queue
         self.woken: dict[int, int] = {}  # worker -> the expiry its last TTL wake was queued for
         self.log: list | None = None  # set to a list to collect a CheckRecord per check that evicted
         self.checks = 0
 
+    def start(self) -> None:
+        """Queue each APC rank's first check, one base interval after the start."""
+        for rank in self.ranks:
+            self._queue(rank, self.base_ns)
+
     def check(self, rank, now: int) -> None:
-        """Event handler: one check of `rank`'s pool; queues the next."""
-        self.queued -= 1
-        self.replay.periodic -= 1
-        self.pending[rank.index] = False
+        """A periodic check (events.py's `check`) of `rank`'s pool; queues the next."""
         self.checks += 1
         pool = rank.pool
         free, idle = pool.plain_free, pool.idle_count
@@ -112,36 +106,18 @@ class ApcMonitor:
                 self.log.append(CheckRecord(now, rank.index, Fraction(idle, free + idle), self.threshold, victims,
                                             evicted, pool.plain_free, pool.pinned_count + pool.idle_count,
                                             pool.capacity, interval))
+            if rank.jobs:  # write-through stores of the victims start now
+                self.replay._start_jobs(self.replay.workers[rank.worker], now)
         self._queue(rank, now + interval)
 
     def _queue(self, rank, time_ns: int) -> None:
         self.due[rank.index] = time_ns
-        self.pending[rank.index] = True
-        self.queued += 1
-        self.replay.periodic += 1
-        self.replay.push(time_ns, APC_CHECK, rank)
+        self.replay.push_periodic(time_ns, CHECK, partial(self.check, rank))
 
     def after_instant(self, now: int) -> None:
-        """End of an instant: wake idle workers whose waiting request a TTL expiry may admit; drop the checks when
-        nothing else is queued, else make sure every APC rank has one queued."""
-        if self.replay.workers and self.ranks and self.ranks[0].pool.ttl_ns:
+        """End of an instant: wake idle workers whose waiting request a TTL expiry may admit."""
+        if self.ranks and self.ranks[0].pool.ttl_ns:
             self._wake_waiting(now)
-        replay = self.replay
-        queue = replay.queue
-        if len(queue) == replay.periodic:  # only periodic events: the replay has nothing left
-            if self.queued:
-                queue[:] = [event for event in queue if event[1] != APC_CHECK]
-                heapify(queue)
-                replay.periodic -= self.queued
-                self.queued = 0
-                self.pending = dict.fromkeys(self.pending, False)
-            return
-        for rank in self.ranks:
-            if not self.pending[rank.index]:
-                due = self.due[rank.index]
-                if due <= now:  # (lazily queued: see the module docstring)
-                    due += (now - due) // self.base_ns * self.base_ns + self.base_ns
-                self._queue(rank, due)
 
     def _wake_waiting(self, now: int) -> None:
         workers = self.replay.workers
@@ -155,18 +131,8 @@ class ApcMonitor:
 
     def pass_limit(self, worker) -> int | None:
         """The latest instant `worker`'s fused passes may end at: its ranks' next check (None: no limit)."""
-        dues = [self.due[rank.index] for rank in worker.ranks if self.pending.get(rank.index)]
+        dues = [self.due[rank.index] for rank in worker.ranks if rank.index in self.due]
         return min(dues) if dues else None
-
-
-class NoMonitor:
-    """A replay's `apc` without APC: no check is ever queued."""
-
-    def check(self, rank, now: int) -> None:
-        raise RuntimeError("an APC check was queued on a replay without APC")
-
-
-NO_MONITOR = NoMonitor()
 
 
 def use_apc(replay, apc_plan) -> ApcMonitor:
@@ -177,4 +143,5 @@ def use_apc(replay, apc_plan) -> ApcMonitor:
     replay.apc = monitor
     replay.after_instant.append(monitor.after_instant)
     replay.pass_limits.append(monitor.pass_limit)
+    monitor.start()
     return monitor

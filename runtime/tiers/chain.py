@@ -3,8 +3,9 @@
 The scheduler, the macro stepper, the router and the shell talk to a rank's
 tiers only through its chain: restore a prefix, offer what a pass computed,
 what a preemption waits for, whether fused decode passes are safe, how much of
-a prompt a peer could serve.  `NoTiers` answers for a rank with nothing
-behind G1, so no caller asks whether a tier exists.
+a prompt a peer could serve, how much the tiers hold beyond G1 (the router).
+`NoTiers` answers for a rank with nothing behind G1, so no caller asks whether
+a tier exists.
 
 A chain's first tier is filled from G1 by its connector's store policy
 (`offload.py`, `connectors.py`); each deeper tier is written in the background
@@ -91,6 +92,11 @@ class TierChain:
             held += 1
         return held
 
+    def held_beyond(self, rank, spec, g1_tokens: int) -> int:
+        """Tokens of `spec`'s prompt past the first `g1_tokens` (what G1 holds) that the tiers could serve now,
+        for the max_prefix router (0 here: opal's KVC tiers answer for themselves)."""
+        return 0
+
     def capture_events(self) -> None:
         for tier in self.tiers:
             if tier.kv_event_tier is not None:
@@ -133,6 +139,9 @@ class NoTiers:
         pass
 
     def peer_prefix(self, keys: list) -> int:
+        return 0
+
+    def held_beyond(self, rank, spec, g1_tokens: int) -> int:
         return 0
 
     def capture_events(self) -> None:
