@@ -64,11 +64,12 @@ def compile_bytes(data: bytes, source: str = "<input>", overrides: Sequence[str]
             document, spans = apply_overrides(loaded.document, loaded.spans, overrides)
             loaded = type(loaded)(document, spans, loaded.syntax)
         stage = "frontend"
-        spec = frontend.run(loaded, source)
+        base = Path(source).resolve().parent if base_dir is None else base_dir
+        spec = frontend.run(loaded, source, base)
         for stage, step in PASSES:
             spec = step(spec)
         stage = "traces"
-        rows = traces.run(spec, Path(source).resolve().parent if base_dir is None else base_dir)
+        rows = traces.run(spec, base)
         stage = "plan"
         return CompileResult(source, plan=plan.run(spec, rows), spec=spec, document=loaded.document)
     except CompileError as error:
