@@ -15,14 +15,12 @@ from typing import Iterator
 
 from ..diagnostics import Diagnostic, join_pointer, pointer_to_dotted
 from ..frontends.opal import formulas
+from ..frontends.opal.names import POLICIES, STAGE_TYPES, TIERS, policy_name
 from ..spec import Spec
 from .rule import Rule
 
 SECTION = "opal-reference.md: Validation"
 FRONTEND = "frontend"
-TIERS = ("CPUMemory", "LocalNVMe", "DistributedFS")
-POLICIES = {"roundrobin": "round_robin", "leastloaded": "least_loaded", "random": "random", "maxprefix": "max_prefix"}
-STAGE_TYPES = ("UniformReqRate", "ExponentialReqRate", "trace", "otel")
 
 
 @dataclass(frozen=True)
@@ -32,11 +30,6 @@ class OpalRule(Rule):
             pointer, details = found if isinstance(found, tuple) else (found, {})
             details = {"field": pointer_to_dotted(pointer), **details}
             yield Diagnostic(self.id, pointer, self.message.format(**details), self.hint.format(**details))
-
-
-def policy_name(written: str) -> str | None:
-    """RoundRobin, round_robin, ROUNDROBIN -> round_robin; None for an unknown policy."""
-    return POLICIES.get(str(written).replace("_", "").replace("-", "").lower())
 
 
 def _number(value) -> bool:
@@ -140,8 +133,7 @@ def _model_config(spec: Spec):
 def _routing_policy(spec: Spec):
     written = spec.get("/router/router_params/policy")
     if policy_name(written) is None:
-        close = difflib.get_close_matches(str(written), ("RoundRobin", "LeastLoaded", "Random", "MaxPrefix"), n=1,
-                                          cutoff=0.5)
+        close = difflib.get_close_matches(str(written), POLICIES, n=1, cutoff=0.5)
         yield "/router/router_params/policy", {"name": written,
                                                "suggestion": f"did you mean `{close[0]}`? " if close else ""}
 
