@@ -10,10 +10,11 @@ name, the path tried, the smallest memory that works).
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..diagnostics import Diagnostic, join_pointer, pointer_to_dotted
+from ..diagnostics import Diagnostic, join_pointer
 from ..frontends.opal import formulas
 from ..frontends.opal.names import POLICIES, STAGE_TYPES, TIERS, policy_name
 from ..spec import Spec
@@ -25,11 +26,17 @@ FRONTEND = "frontend"
 
 @dataclass(frozen=True)
 class OpalRule(Rule):
+    """A rule whose diagnostics fill its `template` and `hint_template` with what the check found (`message` and
+    `hint` are the same sentences for the rule table, with ``<name>`` where a detail goes)."""
+
+    template: str = ""
+    hint_template: str = ""
+
     def diagnostics(self, spec: Spec) -> Iterator[Diagnostic]:
         for found in self.check(spec):
             pointer, details = found if isinstance(found, tuple) else (found, {})
-            details = {"field": pointer_to_dotted(pointer), **details}
-            yield Diagnostic(self.id, pointer, self.message.format(**details), self.hint.format(**details))
+            details = {"field": pointer.rsplit("/", 1)[-1], **details}
+            yield Diagnostic(self.id, pointer, self.template.format(**details), self.hint_template.format(**details))
 
 
 def _number(value) -> bool:
@@ -171,8 +178,13 @@ def _gpu_too_small(spec: Spec):
                                        "positions": positions, "block_size": block_size}
 
 
-def _rule(rule_id: str, message: str, hint: str, check) -> OpalRule:
-    return OpalRule(rule_id, SECTION, message, hint, check, stage=FRONTEND)
+def _table(text: str) -> str:
+    return re.sub(r"\{(\w+)\}", r"<\1>", text).replace("<suggestion>", "")
+
+
+def _rule(rule_id: str, message: str, hint: str, check, summary: str = "") -> OpalRule:
+    return OpalRule(rule_id, SECTION, summary or _table(message), _table(hint), check, stage=FRONTEND,
+                    template=message, hint_template=hint)
 
 
 RULES = (
@@ -185,7 +197,7 @@ RULES = (
           "`kvc_tiers`", _tiers_without_section),
     _rule("OPAL-MODEL-CONFIG", "{problem}",
           "the model is <config_dir>/<name>/config.json (a Hugging Face config), relative to the config's folder "
-          "or the working directory", _model_config),
+          "or the working directory", _model_config, summary="the model's config.json is missing or unusable"),
     _rule("OPAL-NOT-POSITIVE", "`{field}` must be greater than 0", "give a positive value", _not_positive),
     _rule("OPAL-THRESHOLD", "`{field}` must be in (0, 1]", "give a fraction greater than 0 and at most 1",
           _thresholds),
