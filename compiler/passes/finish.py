@@ -17,6 +17,7 @@ from ..plan_records import (HandoffPlan, LinkPlan, ListedRequest, PeerFetchPlan,
                             RolePlan, SessionSource, SyntheticSource, TierPlan, TraceRow, TraceSource, TrafficPlan)
 from ..timing_inputs import timing_record
 from . import opal_finish
+from .opal_stages import read_stages
 from .traces import DEFAULT_BLOCK_SIZE, read_traces
 
 ROLE_ORDER = ("aggregated", "prefill", "decode")
@@ -154,7 +155,5 @@ def _finish(plan: dict, rows: tuple) -> ReplayPlan:
 def finish_plan(plan: dict, base_dir: Path = Path(".")) -> ReplayPlan:
     """The records of a plan given as data (e.g. a plan JSON read back), its traces read from `base_dir`."""
     if "opal" in plan:
-        from .opal_stages import read_stages
-
         return run(plan, read_stages(plan["opal"], base_dir))
     return run(plan, read_traces(plan["traffic"], base_dir))

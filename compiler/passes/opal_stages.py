@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 import orjson
+from pyrsistent import thaw
 
 from ..diagnostics import CompileError, Diagnostic, NamedBy, join_pointer
 from ..durations import scaled_to_ns
@@ -23,6 +24,7 @@ from ..load import read_bounded
 from ..opal_records import OtelSession, OtelTurn
 from ..plan_records import TraceRow
 from ..spans import Span
+from ..spec import Spec
 from .traces import MAX_REPORTED, MAX_TOKENS, MAX_TRACE_BYTES, check_row
 
 Problem = tuple[str, str, str]  # (field pointer, message, hint)
@@ -156,6 +158,11 @@ def read_otel_stage(file: StageFile, multiplier: float) -> tuple[OtelSession, ..
     return tuple(OtelSession(trace_id, tuple(OtelTurn(offset(start), offset(end), tuple(turn["hash_ids"]),
                                                        tuple(turn["output_token_ids"])) for start, end, turn in turns))
                  for trace_id, turns in sessions)
+
+
+def run(spec: Spec, base_dir: Path) -> tuple:
+    """The traces pass for an opal config (the pipeline calls it instead of `traces.run`)."""
+    return read_stages(thaw(spec.doc["opal"]), base_dir)
 
 
 def read_stages(opal: dict, base_dir: Path) -> tuple:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Mapping
 
 import orjson
-from pyrsistent import thaw
 
 from ..diagnostics import CompileError, Diagnostic, NamedBy, join_pointer
 from ..durations import ms_to_ns
@@ -116,10 +115,5 @@ def read_traces(traffic: Mapping, base_dir: Path) -> tuple[TraceRow, ...]:
     return tuple(rows)
 
 
-def run(spec: Spec, base_dir: Path) -> tuple:
-    """The rows of a predict config's trace; for an opal config, each stage's rows or sessions (`opal_stages`)."""
-    if "opal" in spec.doc:
-        from .opal_stages import read_stages
-
-        return read_stages(thaw(spec.doc["opal"]), base_dir)
+def run(spec: Spec, base_dir: Path) -> tuple[TraceRow, ...]:
     return read_traces(spec.doc.get("traffic", {}), base_dir)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..diagnostics import Diagnostic, join_pointer
-from ..frontends.opal import formulas
+from ..frontends.opal.formulas import blocks_needed, smallest_memory_gb, total_gpu_blocks
 from ..frontends.opal.names import POLICIES, STAGE_TYPES, TIERS, policy_name
 from ..spec import Spec
 from .rule import Rule
@@ -170,10 +170,10 @@ def _gpu_too_small(spec: Spec):
     if model.get("problem") or not (block_size > 0 and memory > 0):
         return
     positions = model.get("max_position_embeddings") or 1  # (unknown: the pool must hold one block at least)
-    needed = formulas.blocks_needed(positions, block_size)
-    blocks = formulas.total_gpu_blocks(memory, tp, model["model_bytes"], block_size, model["kv_bytes_per_token"])
+    needed = blocks_needed(positions, block_size)
+    blocks = total_gpu_blocks(memory, tp, model["model_bytes"], block_size, model["kv_bytes_per_token"])
     if blocks < needed:
-        smallest = formulas.smallest_memory_gb(needed, tp, model["model_bytes"], block_size, model["kv_bytes_per_token"])
+        smallest = smallest_memory_gb(needed, tp, model["model_bytes"], block_size, model["kv_bytes_per_token"])
         yield "/worker/hw/memory_gb", {"blocks": blocks, "needed": needed, "smallest": f"{smallest:g}",
                                        "positions": positions, "block_size": block_size}
 

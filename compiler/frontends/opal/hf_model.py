@@ -8,13 +8,13 @@ inline model record of the canonical Spec (`catalog_record`), or `problem` sayin
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path, PurePosixPath
 
 import orjson
 
 from ...load import MAX_BYTES, read_bounded
-from . import formulas
+from .formulas import (bytes_per_param, dtype_name, head_dim, kv_bytes_per_element, kv_bytes_per_token, kv_heads,
+                       missing_fields, mla, model_bytes, params)
 
 # the predict schema's inline model takes these weight dtypes; fp16 has bf16's width, which is all the roofline reads
 WEIGHT_DTYPES = {0.5: "fp4", 1.0: "fp8", 2.0: "bfloat16"}
@@ -57,7 +57,7 @@ def read(config_dir: str, name: str, base_dir: Path) -> dict:
                 "config": shown}
     if not isinstance(config, dict):
         return {"problem": f"the model config `{shown}` is not a JSON object", "config": shown}
-    missing = formulas.missing_fields(config)
+    missing = missing_fields(config)
     if missing:
         return {"problem": f"the model config `{shown}` lacks " + ", ".join(f"`{m}`" for m in missing)
                 + " (positive integers)", "config": shown}
@@ -66,14 +66,14 @@ def read(config_dir: str, name: str, base_dir: Path) -> dict:
 
 def facts(config: dict, shown: str) -> dict:
     """opal's numbers and the inline catalog record of a checked Hugging Face config."""
-    per_param = formulas.bytes_per_param(config)
-    kv_width = float(formulas.kv_bytes_per_element(config))
+    per_param = bytes_per_param(config)
+    kv_width = float(kv_bytes_per_element(config))
     max_position = config.get("max_position_embeddings")
     return {
-        "config": shown, "params": formulas.params(config), "bytes_per_param": float(per_param),
-        "kv_bytes_per_token": formulas.kv_bytes_per_token(config), "model_bytes": formulas.model_bytes(config),
+        "config": shown, "params": params(config), "bytes_per_param": float(per_param),
+        "kv_bytes_per_token": kv_bytes_per_token(config), "model_bytes": model_bytes(config),
         "max_position_embeddings": max_position if isinstance(max_position, int) and max_position > 0 else None,
-        "dtype": formulas.dtype_name(config), "catalog_record": catalog_record(config, shown, float(per_param), kv_width),
+        "dtype": dtype_name(config), "catalog_record": catalog_record(config, shown, float(per_param), kv_width),
     }
 
 
@@ -82,16 +82,16 @@ def catalog_record(config: dict, shown: str, per_param: float, kv_width: float) 
     record = {
         "name": PurePosixPath(shown).parent.name or "model", "num_layers": config["num_hidden_layers"],
         "hidden_size": config["hidden_size"], "num_attention_heads": config["num_attention_heads"],
-        "num_kv_heads": formulas.kv_heads(config), "head_dim": formulas.head_dim(config),
+        "num_kv_heads": kv_heads(config), "head_dim": head_dim(config),
         "intermediate_size": config["intermediate_size"], "vocab_size": config["vocab_size"],
-        "params": formulas.params(config), "tie_word_embeddings": bool(config.get("tie_word_embeddings")),
+        "params": params(config), "tie_word_embeddings": bool(config.get("tie_word_embeddings")),
         "weight_dtype": WEIGHT_DTYPES.get(per_param, "bfloat16"),
         # the roofline prices KV by its width; a width it has no dtype for (fp4 KV) counts as fp8
         "kv_dtype": KV_DTYPES.get(kv_width, "fp8" if kv_width < 1 else "bfloat16"),
     }
     if isinstance(config.get("max_position_embeddings"), int) and config["max_position_embeddings"] > 0:
         record["max_context"] = min(config["max_position_embeddings"], 2 ** 31 - 1)
-    if formulas.mla(config):
+    if mla(config):
         record.update(attention="mla", kv_lora_rank=config["kv_lora_rank"],
                       qk_rope_head_dim=config["qk_rope_head_dim"])
     return record

@@ -19,7 +19,7 @@ import math
 from pyrsistent import freeze
 
 from ...diagnostics import pointer_to_dotted
-from . import formulas
+from .formulas import total_gpu_blocks
 
 ROLE = "/engine/workers/aggregated"
 UNUSED = "; not used: total_gpu_blocks leaves gpu_memory_utilization out (opal ignores it too)"
@@ -63,7 +63,7 @@ def pool_formula(document: dict, model: dict, blocks: int) -> str:
 
 def derived(document: dict, model: dict) -> dict:
     hw, vllm = document["worker"]["hw"], document["worker"]["vllm_params"]
-    blocks = formulas.total_gpu_blocks(hw["memory_gb"], hw["tp"], model["model_bytes"], vllm["block_size"],
+    blocks = total_gpu_blocks(hw["memory_gb"], hw["tp"], model["model_bytes"], vllm["block_size"],
                                        model["kv_bytes_per_token"])
     return {"model_config": model["config"], "params": model["params"], "bytes_per_param": model["bytes_per_param"],
             "kv_bytes_per_token": model["kv_bytes_per_token"], "model_bytes": model["model_bytes"],
