@@ -15,6 +15,7 @@ from .runtime.outputs import metrics, sections
 from .runtime.build import ReplayUnsupported, build
 
 EXIT_OK, EXIT_RUN, EXIT_CONFIG = 0, 1, 2
+REPLAYS_OPAL = False  # the runtime's half of issue 12 (replaying `ReplayPlan.opal`) sets this to True
 
 
 def add_arguments(p, config_required: bool = True) -> None:
@@ -62,6 +63,10 @@ def run(args, config: str | None = None) -> int:
     plan = result.plan.records
     if plan is None:
         sys.stderr.write(f"kvreplay: {args.config}: this plan cannot be replayed: {result.plan.not_replayable}\n")
+        return EXIT_RUN
+    if plan.opal is not None and not REPLAYS_OPAL:
+        sys.stderr.write(f"kvreplay: {args.config}: opal configs compile (see `kvreplay compile` and `explain`) "
+                         "but this kvreplay does not replay their stages yet\n")
         return EXIT_RUN
     destination = Path(args.output_dir)
     if not args.overwrite and outputs.existing(destination):
