@@ -66,6 +66,8 @@ def compile_bytes(data: bytes, source: str = "<input>", overrides: Sequence[str]
         stage = "frontend"
         base = Path(source).resolve().parent if base_dir is None else base_dir
         spec = frontend.run(loaded, source, base)
+        if spec.frontend == "opal":  # the lowered Spec's pointers (`/engine/...`, `/opal/...`) at their opal source
+            spans = spec.spans
         for stage, step in PASSES:
             spec = step(spec)
         stage = "traces"

@@ -110,6 +110,12 @@ def _ranges(spec: Spec):
                 yield join_pointer("workload", "stages", i, "workload_params", low), {"high": high}
 
 
+def _max_workers(spec: Spec):
+    if spec.get("/router/router_params/enable_scaling") and \
+            spec.get("/router/router_params/max_workers") < spec.get("/simulation/num_workers"):
+        yield "/router/router_params/max_workers"
+
+
 def _apc_policy(spec: Spec):
     if str(spec.get("/worker/vllm_params/apc_eviction_policy", "lru")).lower() != "lru":
         yield "/worker/vllm_params/apc_eviction_policy"
@@ -209,6 +215,8 @@ RULES = (
           "write -1, or a positive number of seconds", _simulation_time),
     _rule("OPAL-COUNT", "`{field}` must be -1 (all) or greater than 0", "write -1, or a positive count", _counts),
     _rule("OPAL-STAGE-RANGE", "`{field}` is larger than `{high}`", "make the minimum at most the maximum", _ranges),
+    _rule("OPAL-MAX-WORKERS", "with `enable_scaling`, `max_workers` must be at least `simulation.num_workers`",
+          "raise `max_workers` to the number of workers scaling may reach", _max_workers),
     _rule("OPAL-ROUTING-POLICY", "unknown routing policy `{name}`",
           "{suggestion}policies: RoundRobin, LeastLoaded, Random, MaxPrefix (case-insensitive)", _routing_policy),
     _rule("OPAL-STAGE-TYPE", "unknown stage type `{name}`",

@@ -25,7 +25,6 @@ from ..replayspec import LoweredSpans
 from . import defaults, hf_model, lowering, schemas
 
 KIND = "opal"
-SECTIONS = ("simulation", "model", "router", "workload", "worker", "kvc")
 
 
 def detect(document: dict) -> bool:
