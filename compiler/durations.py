@@ -35,6 +35,13 @@ def seconds_to_ns(seconds: float) -> int:
     return to_ns(seconds, NS_PER_S)
 
 
+def scaled_to_ns(value: float, multiplier: float, unit_ns: int = NS_PER_S) -> int:
+    """`value` x `multiplier` units (seconds by default) in ns, both as written (opal's
+    `timestamp x multiplier_to_sec`), rounded half to even."""
+    exact = Decimal(repr(value)) * Decimal(repr(multiplier)) * unit_ns
+    return int(exact.to_integral_value(rounding=ROUND_HALF_EVEN))
+
+
 def ms_coefficients_to_ns(coefficients_ms: Sequence[float]) -> tuple[tuple[int, ...], int]:
     """(numerators, denominator) with coefficient_i in ns == numerators[i] / denominator exactly."""
     if not coefficients_ms:

@@ -1,8 +1,8 @@
 """Apply `--set PATH=VALUE` overrides to a loaded document, left to right.
 
 Each override is parsed with ``grammar/overrides.lark``; its path must exist in
-the predict schema, and a quantity (`80 GiB`, `32 GB/s`, `1.5 ms`) is converted
-to the unit its field is stored in (the schema's ``x-unit``).  Whether a value
+the predict schema (an opal config's: the opal schema), and a quantity (`80 GiB`,
+`32 GB/s`, `1.5 ms`) is converted to the unit its field is stored in (the schema's ``x-unit``).  Whether a value
 has the right type is left to the validate pass, which runs after all
 overrides; units are checked here because they are gone once converted.
 """
@@ -17,7 +17,7 @@ from lark import Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from ..grammar import OVERRIDES, parser
-from ..schema import PREDICT, load_schema
+from ..schema import OPAL, PREDICT, load_schema
 from . import finite
 from .diagnostics import CompileError, Diagnostic, join_pointer, pointer_to_dotted
 from .schema_check import describe, suggest
@@ -249,7 +249,9 @@ def apply_overrides(document: dict, spans: SpanTable | None,
                     overrides: Sequence[str]) -> tuple[dict, SpanTable]:
     """`document` with `overrides` applied left to right (a later one wins), and spans
     that point each overridden value at its `--set #i`. Raises CompileError with every problem."""
-    root = load_schema(PREDICT)
+    from .frontends.opal import detect as is_opal  # (an opal config's paths are the opal schema's)
+
+    root = load_schema(OPAL if is_opal(document) else PREDICT)
     result = copy.deepcopy(document)  # the caller's document is never changed
     written: dict[str, Span] = {}
     problems: list[Diagnostic] = []

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 from .diagnostics import CompileError, Diagnostic, locate
 from .load import MAX_BYTES, load_bytes, read_bounded
-from .passes import defaults, frontend, geometry, plan, resolve, rules, traces, validate
+from .passes import defaults, frontend, geometry, opal_stages, plan, resolve, rules, traces, validate
 from .passes.plan import Plan
 from .spec import Spec
 
@@ -64,11 +64,14 @@ def compile_bytes(data: bytes, source: str = "<input>", overrides: Sequence[str]
             document, spans = apply_overrides(loaded.document, loaded.spans, overrides)
             loaded = type(loaded)(document, spans, loaded.syntax)
         stage = "frontend"
-        spec = frontend.run(loaded, source)
+        base = Path(source).resolve().parent if base_dir is None else base_dir
+        spec = frontend.run(loaded, source, base)
+        if spec.frontend == "opal":  # the lowered Spec's pointers (`/engine/...`, `/opal/...`) at their opal source
+            spans = spec.spans
         for stage, step in PASSES:
             spec = step(spec)
         stage = "traces"
-        rows = traces.run(spec, Path(source).resolve().parent if base_dir is None else base_dir)
+        rows = (opal_stages if spec.frontend == "opal" else traces).run(spec, base)  # (an opal config: its stages)
         stage = "plan"
         return CompileResult(source, plan=plan.run(spec, rows), spec=spec, document=loaded.document)
     except CompileError as error:

@@ -60,6 +60,9 @@ def cmd_compile(args) -> int:
     if args.to == "replayspec":
         from .lower import lower
 
+        if result.spec.frontend == "opal":
+            sys.stderr.write(f"kvreplay: {args.file} is an opal config; --to replayspec lowers predict configs only\n")
+            return EXIT_USAGE
         if result.spec.frontend != "predict":
             sys.stderr.write(f"kvreplay: {args.file} is already a {result.spec.frontend}\n")
             return EXIT_USAGE

@@ -19,6 +19,8 @@ def rows(spec: Spec) -> list[dict]:
 
 
 def _show(value) -> str:
+    if isinstance(value, str) and ("\n" in value or len(value) > 200):  # (an opal plan's config_json: in the plan)
+        return f"({len(value)} characters of text; see the plan)"
     return orjson.dumps(value).decode() if not isinstance(value, str) else value
 
 

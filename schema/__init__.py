@@ -8,6 +8,7 @@ import orjson
 
 PREDICT = "predict.schema.json"
 REPLAYSPEC = "replayspec.schema.json"  # native ReplaySpec v1; its `engine` is $ref'd from PREDICT
+OPAL = "opal.schema.json"  # IBM opal simulator JSON configs (compiler/frontends/opal/)
 
 
 @lru_cache(maxsize=None)

@@ -21,7 +21,7 @@ from ruamel.yaml import YAML
 from kvreplay.cli import main
 from kvreplay.compiler.load import load_bytes
 from kvreplay.compiler.pipeline import compile_bytes
-from kvreplay.schema import PREDICT, REPLAYSPEC, load_schema
+from kvreplay.schema import OPAL, PREDICT, REPLAYSPEC, load_schema
 
 from .support import EXAMPLES
 from .test_properties import paths
@@ -47,7 +47,7 @@ def numeric_schemas(node, path=()):
             yield from numeric_schemas(value, path + (key,))
 
 
-@pytest.mark.parametrize("name", [PREDICT, REPLAYSPEC])
+@pytest.mark.parametrize("name", [PREDICT, REPLAYSPEC, OPAL])
 def test_every_numeric_field_has_a_finite_range(name):
     unbounded = [path for path, node in numeric_schemas(load_schema(name))
                  if path.rsplit("/", 1)[-1] not in BY_RULE
@@ -55,7 +55,8 @@ def test_every_numeric_field_has_a_finite_range(name):
     assert not unbounded
 
 
-BASES = [(p, load_bytes(p.read_bytes(), p.name).document) for p in sorted(EXAMPLES.glob("*.yaml"))]
+BASES = [(p, load_bytes(p.read_bytes(), p.name).document)
+         for p in sorted(EXAMPLES.glob("*.yaml")) + sorted((EXAMPLES / "opal").glob("*.json"))]
 
 
 def numeric_leaves(node):

@@ -13,7 +13,11 @@ from kvreplay.compiler.pipeline import compile_file
 from .golden import golden_extension
 from .support import EXAMPLES, ROOT
 
-EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
+EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml")) + sorted((EXAMPLES / "opal").glob("*.json"))  # + opal configs
+
+
+def golden_name(path) -> str:
+    return f"opal-{path.stem}" if path.parent.name == "opal" else path.stem
 
 
 @pytest.fixture
@@ -26,11 +30,11 @@ def test_there_are_at_least_nine_examples():
     assert (EXAMPLES / "host-offload-prediction.yaml").exists()
 
 
-@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=golden_name)
 def test_example_plan_is_golden(path, golden_plans):
     result = compile_file(path)
     assert result.ok, result.diagnostics
-    assert orjson.loads(result.plan.canonical_json()) == golden_plans(name=path.stem)
+    assert orjson.loads(result.plan.canonical_json()) == golden_plans(name=golden_name(path))
 
 
 def test_canonical_json_is_byte_identical_across_hash_seeds():

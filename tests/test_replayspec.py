@@ -230,8 +230,9 @@ def test_detection():
     assert frontend.detect({"version": 1, "requests": []}) == "replayspec"
     assert frontend.detect({"version": 1, "topology": {}}) == "replayspec"
     assert frontend.detect({"engine": {}}) == "predict"
-    result = compile_bytes(b'{"worker": {"vllm_params": {}}}', "opal.json")
-    assert codes(result) == {"FRONTEND-UNSUPPORTED"}
+    assert frontend.detect({"worker": {"vllm_params": {}}}) == "opal"
+    result = compile_bytes(b'{"worker": {"vllm_params": {}}}', "opal.json")  # (the opal front-end's own schema)
+    assert codes(result) == {"SCHEMA-REQUIRED"}
 
 
 # ------------------------------------------------------------------ the checks, with positions

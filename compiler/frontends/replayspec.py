@@ -252,7 +252,8 @@ def _stop(diagnostics) -> None:
         raise CompileError(diagnostics)
 
 
-def lower(loaded: Loaded, source: str) -> Spec:
+def lower(loaded: Loaded, source: str, base_dir=None) -> Spec:
+    """The checked, lowered Spec (a ReplaySpec names no files: `base_dir` is unused)."""
     document = loaded.document
     written = Spec(doc=pmap({k: v for k, v in document.items() if k == "version"}), source=source,
                    frontend=KIND, spans=loaded.spans)

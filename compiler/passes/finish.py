@@ -16,6 +16,8 @@ from ..durations import ms_to_ns, seconds_to_ns
 from ..plan_records import (HandoffPlan, LinkPlan, ListedRequest, PeerFetchPlan, ReplayPlan, RequestListSource,
                             RolePlan, SessionSource, SyntheticSource, TierPlan, TraceRow, TraceSource, TrafficPlan)
 from ..timing_inputs import timing_record
+from . import opal_finish
+from .opal_stages import read_stages
 from .traces import DEFAULT_BLOCK_SIZE, read_traces
 
 ROLE_ORDER = ("aggregated", "prefill", "decode")
@@ -133,19 +135,25 @@ def run(plan: dict, rows: tuple[TraceRow, ...] = ()) -> ReplayPlan:
         raise NotReplayable(str(error)) from None
 
 
-def _finish(plan: dict, rows: tuple[TraceRow, ...]) -> ReplayPlan:
+def _finish(plan: dict, rows: tuple) -> ReplayPlan:
+    """`rows`: a predict trace's rows; for an opal plan (`plan["opal"]`), the payload of each stage."""
     engine = plan["engine"]
     roles = engine["workers"]
     context = engine.get("context_length")
+    opal = plan.get("opal")
+    traffic = opal_finish.traffic_plan(opal) if opal else _traffic(plan["traffic"], rows)
     return ReplayPlan(
         plan_version=plan["kvreplay_plan"], roles=tuple(_role(plan, name) for name in ROLE_ORDER if name in roles),
-        handoff=_handoff(plan) if "prefill" in roles else None, traffic=_traffic(plan["traffic"], rows),
+        handoff=_handoff(plan) if "prefill" in roles else None, traffic=traffic,
         context_length=context if isinstance(context, int) else None,
         enable_chunked_prefill=engine.get("enable_chunked_prefill", True),
         placement=engine.get("placement", "round_robin"), eviction_policy=engine.get("kv_eviction_policy", "lru"),
-        record_per_request=plan["traffic"].get("replay", {}).get("record_per_request", False))
+        record_per_request=plan["traffic"].get("replay", {}).get("record_per_request", False),
+        opal=opal_finish.opal_plan(opal, rows) if opal else None)
 
 
 def finish_plan(plan: dict, base_dir: Path = Path(".")) -> ReplayPlan:
     """The records of a plan given as data (e.g. a plan JSON read back), its traces read from `base_dir`."""
+    if "opal" in plan:
+        return run(plan, read_stages(plan["opal"], base_dir))
     return run(plan, read_traces(plan["traffic"], base_dir))

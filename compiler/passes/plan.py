@@ -48,8 +48,9 @@ def run(spec: Spec, trace_rows: tuple[TraceRow, ...] = ()) -> Plan:
         "catalog": {"model": thaw(spec.model), "hardware": thaw(spec.hardware)},
         "provenance": thaw(spec.origin),
     }
-    if "recommend" in spec.doc:
-        data["recommend"] = thaw(spec.doc["recommend"])
+    for section in ("recommend", "opal"):  # (`opal`: an opal config's own settings, see compiler/frontends/opal/)
+        if section in spec.doc:
+            data[section] = thaw(spec.doc[section])
     try:
         return Plan(freeze(data), finish.run(data, trace_rows))
     except finish.NotReplayable as error:
