@@ -97,8 +97,9 @@ def _handoff(plan) -> Handoff:
 
 
 def make_traffic(plan):
-    """What arrives: an opal config's workload stages one after another, else the plan's traffic record."""
-    if plan.opal is not None:
+    """What arrives: an opal config's workload stages one after another, else the plan's traffic record (a test may
+    give a plan with opal's parts other traffic)."""
+    if plan.traffic.kind == "opal-stages":
         return StagedTraffic(plan.opal)
     return Traffic(plan.traffic)
 

@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 
 from kvreplay.runtime.outputs.metrics import request_record
-from kvreplay.runtime.shell.events import APC_CHECK
+from kvreplay.runtime.shell.events import CHECK
 from kvreplay.runtime.tiers.apc_log import format_proactive
 from kvreplay.runtime.tiers.apc_monitor import MIN_INTERVAL_NS, exact, step
 
@@ -47,6 +47,9 @@ def test_the_threshold_is_the_decimal_it_prints_as_and_intervals_round_down():
 def built(tmp_path, g1_blocks: int, ttl_ms: float = 0, threshold: float = 0.9):
     """A replay with one APC rank, not run: a test sets its pool up and calls the check handler."""
     replay = apc_build(tmp_path, [row(0, 4, 1, [1])], opal_with(ttl_ms, threshold), g1_blocks)
+    assert [(t, kind) for t, kind, _, _ in replay.queue] == [(S, CHECK)]  # the first check, one interval in
+    replay.queue.clear()  # (the test calls the checks itself)
+    replay.background = 0
     rank = replay.ranks()[0]
     return replay, rank, rank.pool
 
@@ -58,7 +61,7 @@ def idle_blocks(pool, count: int, first_key: int = 1000) -> None:
 
 
 def checks_queued(replay) -> list[int]:
-    return sorted(t for t, kind, _, _ in replay.queue if kind == APC_CHECK)
+    return sorted(t for t, kind, _, check in replay.queue if kind == CHECK and check.func == replay.apc.check)
 
 
 def test_a_check_at_util_93_6_percent_evicts_36_blocks_and_comes_back_after_0_64_s(tmp_path):

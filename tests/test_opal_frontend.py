@@ -248,10 +248,3 @@ def test_bytes_in_place_of_a_file_are_read_as_opal():
     assert result.ok and result.spec.frontend == "opal"
 
 
-def test_predict_says_when_the_runtime_does_not_replay_opal_stages_yet(capsys, tmp_path):
-    from kvreplay import predict
-
-    if predict.REPLAYS_OPAL:
-        pytest.skip("the runtime replays opal plans")
-    code, out = run(capsys, "predict", "--no-progress", "-c", OPAL / "defaults.json", "--output-dir", tmp_path / "o")
-    assert code == 1 and "Traceback" not in out and "does not replay their stages yet" in out

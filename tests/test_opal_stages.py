@@ -304,7 +304,9 @@ traffic:
 def replay_stages(opal: OpalPlan, single_step: bool, config: str = CONFIG):
     result = compile_yaml(config)
     assert result.plan is not None, [str(d) for d in result.diagnostics]
-    replay = build(dataclasses.replace(result.plan.records, opal=opal), single_step=single_step)
+    records = result.plan.records
+    traffic = dataclasses.replace(records.traffic, kind="opal-stages")  # what an opal config compiles to
+    replay = build(dataclasses.replace(records, opal=opal, traffic=traffic), single_step=single_step)
     replay.run()
     return replay, sorted(replay.requests, key=lambda r: r.spec.index)
 
