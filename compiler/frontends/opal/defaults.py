@@ -3,7 +3,8 @@
 The defaults are the `default` values of schema/opal.schema.json (one table: what `kvreplay schema`-style
 tools show is what is applied).  Every object the schema describes is filled where the document leaves a
 key out: the sections themselves (`router.router_params`, `simulation`, ...), each stage's
-`workload_params` by its type, and each KVC tier section that is present.  Returns the filled document and
+`workload_params` by its type (arrays are not walked, so stages are filled here), and each KVC tier
+section that is present.  Returns the filled document and
 ``{pointer: "default(opal: <path> = <value>)"}`` for what was added; anything else the user wrote.
 """
 from __future__ import annotations
@@ -65,7 +66,4 @@ def apply(document: dict) -> tuple[dict, dict]:
         params = _stage_params(stage)
         if params is not None:
             _fill(stage["workload_params"], params, join_pointer("workload", "stages", index, "workload_params"), origin)
-    for tier in ("CPUMemory", "LocalNVMe", "DistributedFS"):
-        if tier in filled["kvc"]:
-            _fill(filled["kvc"][tier], schema()["$defs"]["tier"], join_pointer("kvc", tier), origin)
     return filled, origin
