@@ -17,9 +17,7 @@ from kvreplay.runtime.build import build
 from kvreplay.runtime.outputs.metrics import request_record
 from kvreplay.runtime.serving.requests import Content, RequestSpec
 from kvreplay.runtime.traffic import block_keys as blocks
-from kvreplay.runtime.traffic.opal_stage_runs import ARRIVAL, stream, uniform_int
 from kvreplay.runtime.traffic.opal_stages import StagedTraffic
-from kvreplay.runtime.traffic.rng import exponential
 from kvreplay.runtime.virtual_time import seconds_to_ns
 
 from .support import ROOT, compile_yaml
@@ -52,9 +50,9 @@ def test_uniform_stage_spacing_lengths_and_tokens():
     specs = StagedTraffic(opal_plan(rate())).start()
     assert [s.arrival_ns for s in specs] == [0, S // 2, S, 3 * S // 2, 2 * S]  # i / rate, i from 0
     assert [s.index for s in specs] == [0, 1, 2, 3, 4] and {s.stage for s in specs} == {0}
-    # seeded draws (seed 42): pinned, so a change of the RNG use shows
-    assert [s.prompt_len for s in specs] == [3056, 11805, 8304, 5356, 3793]
-    assert [s.output_len for s in specs] == [76, 101, 63, 55, 128]
+    # opal's draws (numpy's PCG64 seeded 42; prompt then output per request): pinned, so a change shows
+    assert [s.prompt_len for s in specs] == [1491, 10736, 7113, 1437, 3326]
+    assert [s.output_len for s in specs] == [107, 74, 115, 99, 41]
     for spec in specs:  # the prompt is token ids 0..n-1, the output the request's own
         ids = tokens(spec)
         assert len(ids) == spec.prompt_len + spec.output_len
@@ -65,38 +63,33 @@ def test_uniform_stage_spacing_lengths_and_tokens():
     a, b = specs[0], specs[1]
     shared = min(a.prompt_len, b.prompt_len) // 16
     assert a.keys(16)[:shared] == b.keys(16)[:shared]
-    assert a.keys(16)[shared] != b.keys(16)[shared]  # 3056 = 191 * 16: block 191 holds a's own output
+    assert a.keys(16)[shared] != b.keys(16)[shared]  # block 93 holds a's last 3 prompt tokens and its output
 
 
 def test_uniform_lengths_are_inclusive_and_exact():
     specs = StagedTraffic(opal_plan(rate(total=400, prompt=(5, 7), output=(1, 2)))).start()
     assert {s.prompt_len for s in specs} == {5, 6, 7}
     assert {s.output_len for s in specs} == {1, 2}
-    assert uniform_int(42, 7, 0, 3, 3) == 3  # a one-value range
-    # the largest 53-bit draw still lands on `high`: integer arithmetic, no float rounding past it
-    assert max(uniform_int(1, 2, c, 0, 2**40) for c in range(1000)) <= 2**40
+    one = StagedTraffic(opal_plan(rate(total=3, prompt=(3, 3), output=(9, 9)))).start()
+    assert [(s.prompt_len, s.output_len) for s in one] == [(3, 9)] * 3  # a one-value range
 
 
 def test_exponential_stage_first_at_start_then_seeded_gaps():
     stage = rate("exponential", request_rate=4.0, prompt=(10, 20), output=(1, 3))
     specs = StagedTraffic(opal_plan(stage)).start()
-    assert [s.arrival_ns for s in specs] == [0, 285260079, 562223555, 1060747954, 1104689165]
-    elapsed, expected = 0.0, [0]
-    for i in range(1, 5):  # gap i (before request i) is draw i of stage 0's arrival stream
-        elapsed += exponential(42, stream(0, ARRIVAL), i, 4.0)
-        expected.append(seconds_to_ns(elapsed))
-    assert [s.arrival_ns for s in specs] == expected
-    assert [s.prompt_len for s in specs] == [12, 17, 15, 13, 12]
-    assert [s.output_len for s in specs] == [2, 3, 1, 1, 3]
+    # per request: its prompt, its output, then the gap to the next (mean 1 / rate), from one PCG64 seeded 42
+    assert [s.arrival_ns for s in specs] == [0, 584047414, 653995986, 1017161115, 1798235104]
+    assert [s.prompt_len for s in specs] == [10, 14, 12, 18, 15]
+    assert [s.output_len for s in specs] == [3, 3, 1, 3, 1]
 
 
-def test_streams_differ_per_stage_and_purpose():
-    assert len({stream(k, p) for k in range(4) for p in (1, 2, 3)}) == 12
+def test_each_stage_draws_from_a_fresh_generator_of_the_seed():
     traffic = StagedTraffic(opal_plan(rate(total=3), rate(total=3)))
     first = traffic.start()
     for spec in first:
         second = traffic.after(spec, 10 * S, True)
-    assert [s.prompt_len for s in second] != [s.prompt_len for s in first]  # stage 1 draws its own lengths
+    # as in opal, every stage draws from a fresh generator of the simulation's seed: the same lengths again
+    assert [s.prompt_len for s in second] == [s.prompt_len for s in first] == [1491, 10736, 7113]
 
 
 # ------------------------------------------------------------------ trace stages
@@ -188,45 +181,79 @@ def run_ends(traffic: StagedTraffic, first: list, durations: dict, completed=lam
 def test_otel_all_sessions_at_once_turn_gaps_and_tokens():
     traffic = StagedTraffic(opal_plan(OtelStage(SESSIONS, None, 2.0, None)))
     first = traffic.start()
-    assert [(s.session_id, s.turn_index, s.arrival_ns) for s in first] == [("A", 0, S), ("B", 0, S // 2),
-                                                                            ("C", 0, 3 * S)]
+    # no cap: every session has a slot at t0 = 0, so every first turn arrives then (not at 1, 0.5 and 3 s)
+    assert [(s.session_id, s.turn_index, s.index, s.arrival_ns) for s in first] == [("A", 0, 0, 0), ("B", 0, 1, 0),
+                                                                                    ("C", 0, 2, 0)]
     done = run_ends(traffic, first, {})
     got = [(s.session_id, s.turn_index, s.arrival_ns, s.think_ns, end) for s, end in done]
+    # each turn takes 1 s; equal ends go in index order (A0, B0, C0 all end at 1 s)
     assert got == [
-        ("B", 0, S // 2, 0, 3 * S // 2),
-        ("A", 0, S, 0, 2 * S),
-        ("C", 0, 3 * S, 0, 4 * S),
-        ("C", 1, 4 * S, 0, 5 * S),  # starts before turn 0 ended: the gap clamps at 0
-        ("A", 1, 2 * S + 6 * S, 6 * S, 9 * S),  # (5 - 2) s * 2 after turn 0 ended at 2 s
+        ("A", 0, 0, 0, S),
+        ("B", 0, 0, 0, S),  # B's only turn: its session ends, and none is waiting
+        ("C", 0, 0, 0, S),
+        ("C", 1, S, 0, 2 * S),  # 3.5 - 4.0 < 0 (turn 1 starts before turn 0 ended): the gap clamps at 0
+        ("A", 1, S + 6 * S, 6 * S, 8 * S),  # (5 - 2) s * 2 after turn 0 ended at 1 s
     ]
-    a0, a1 = done[1][0], done[4][0]
+    a0, a1 = done[0][0], done[4][0]
     assert tokens(a0) == [1, 2, 3, 4, 5, 6] and (a0.prompt_len, a0.output_len) == (4, 2)
     assert tokens(a1) == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     assert a1.keys(2)[:3] == a0.keys(2)  # turn 0's prompt and output blocks are turn 1's prefix
     c0 = done[2][0]
     assert (c0.prompt_len, c0.output_len) == (2, 1) and tokens(c0)[:2] == [9, 9]  # an empty output: one own token
-    assert traffic.stage_bounds == [[0, 9 * S]]
+    assert traffic.stage_bounds == [[0, 8 * S]]
 
 
 def test_otel_concurrency_cap_starts_sessions_in_file_order_when_one_ends():
     traffic = StagedTraffic(opal_plan(OtelStage(SESSIONS, 1, 1.0, None)))
     first = traffic.start()
-    assert [(s.session_id, s.arrival_ns) for s in first] == [("A", S)]
+    assert [(s.session_id, s.arrival_ns) for s in first] == [("A", 0)]  # one slot: the file's first session only
     done = run_ends(traffic, first, {})
     got = [(s.session_id, s.turn_index, s.arrival_ns) for s, _ in done]
-    # A: 1 s, ends 2 s; turn 1 at 2 + 3 = 5 s, ends 6 s; B (offset 0.5 s) starts late, at 6 s; C at its 3 s
-    # offset is long past too: when B ends, 7 s
-    assert got == [("A", 0, S), ("A", 1, 5 * S), ("B", 0, 6 * S), ("C", 0, 7 * S), ("C", 1, 8 * S)]
+    # A: turn 0 at 0, ends 1 s; turn 1 at 1 + (5 - 2) = 4 s, ends 5 s.  Then B (next in the file, though its turn
+    # starts at 0.5 s, before A's) at the instant A ended, 5 s, ends 6 s; C when B ended, 6 s, ends 7 s; C's
+    # turn 1 at once (gap clamped at 0), 7 s
+    assert got == [("A", 0, 0), ("A", 1, 4 * S), ("B", 0, 5 * S), ("C", 0, 6 * S), ("C", 1, 7 * S)]
     assert [s.index for s, _ in done] == [0, 1, 2, 3, 4]
+    assert [end for _, end in done] == [S, 5 * S, 6 * S, 7 * S, 8 * S]
+    assert traffic.stage_bounds == [[0, 8 * S]]
 
 
 def test_otel_total_requests_caps_turns_and_a_rejected_turn_ends_its_session():
     traffic = StagedTraffic(opal_plan(OtelStage(SESSIONS, 2, 1.0, 3)))
     done = run_ends(traffic, traffic.start(), {})
-    assert [(s.session_id, s.turn_index) for s, _ in done] == [("B", 0), ("A", 0), ("C", 0)]
+    # two slots: A0 and B0 at 0 (2 issued), both end at 1 s; A1 is the third and last, at 1 + 3 = 4 s, ends 5 s.
+    # B's end frees a slot, but the cap is reached: C never starts
+    assert [(s.session_id, s.turn_index, s.arrival_ns) for s, _ in done] == [("A", 0, 0), ("B", 0, 0),
+                                                                              ("A", 1, 4 * S)]
+    assert traffic.stage_bounds == [[0, 5 * S]]
     traffic = StagedTraffic(opal_plan(OtelStage(SESSIONS, None, 1.0, None)))
     done = run_ends(traffic, traffic.start(), {}, completed=lambda spec: spec.session_id != "A")
-    assert [(s.session_id, s.turn_index) for s, _ in done] == [("B", 0), ("A", 0), ("C", 0), ("C", 1)]
+    # A0, B0, C0 at 0, ending at 1 s; A0 is rejected, so A1 is never issued; C1 follows C0 at once, ends 2 s
+    assert [(s.session_id, s.turn_index, s.arrival_ns) for s, _ in done] == [("A", 0, 0), ("B", 0, 0),
+                                                                              ("C", 0, 0), ("C", 1, S)]
+    assert [s.index for s, _ in done] == [0, 1, 2, 3] and traffic.stage_bounds == [[0, 2 * S]]
+
+
+def test_otel_spacing_between_sessions_in_the_file_is_not_replayed():
+    day = 86_400.0
+    x = OtelSession("X", (turn(0.0, 1.0, [1, 2], [3]),))
+    y = OtelSession("Y", (turn(day, day + 1.0, [4, 5], [6]), turn(day + 3.0, day + 4.0, [4, 5, 6, 7], [8])))
+    traffic = StagedTraffic(opal_plan(rate(total=1), OtelStage((x, y), None, 1.0, None)))
+    (first,) = traffic.start()
+    # the otel stage starts at t0 = 7 s: X's and Y's first turns both arrive then, though a day apart in the file
+    x0, y0 = traffic.after(first, 7 * S, True)
+    assert [(s.session_id, s.turn_index, s.stage, s.arrival_ns) for s in (x0, y0)] == [("X", 0, 1, 7 * S),
+                                                                                        ("Y", 0, 1, 7 * S)]
+    assert traffic.after(x0, 8 * S, True) == []
+    # within a session the spacing is kept: Y1 comes (day + 3) - (day + 1) = 2 s after Y0 ended at 9 s
+    (y1,) = traffic.after(y0, 9 * S, True)
+    assert (y1.session_id, y1.turn_index, y1.arrival_ns, y1.think_ns) == ("Y", 1, 11 * S, 2 * S)
+    # one slot: Y starts when X ends (at 1 s), not a day after X started
+    traffic = StagedTraffic(opal_plan(OtelStage((x, y), 1, 1.0, None)))
+    (x0,) = traffic.start()
+    assert (x0.session_id, x0.arrival_ns) == ("X", 0)
+    (y0,) = traffic.after(x0, S, True)
+    assert (y0.session_id, y0.turn_index, y0.arrival_ns) == ("Y", 0, S)
 
 
 # ------------------------------------------------------------------ stages one after another
@@ -241,9 +268,10 @@ def test_the_next_stage_starts_when_the_last_request_of_this_one_ends():
     second = traffic.after(first[1], 7 * S, True)
     assert [(s.index, s.stage, s.arrival_ns) for s in second] == [(3, 1, 7 * S), (4, 1, 7 * S + 2 * MS)]
     assert traffic.after(second[0], 8 * S, True) == []
-    # stage 2 has no requests: it ends as it starts, and stage 3 starts at the same instant
+    # stage 2 has no requests: it ends as it starts, and stage 3 starts at the same instant; its session's first
+    # turn arrives right then (not 0.5 s later, where B's turn starts in the file)
     (third,) = traffic.after(second[1], 10 * S, True)
-    assert (third.index, third.stage, third.arrival_ns) == (5, 3, 10 * S + S // 2)
+    assert (third.index, third.stage, third.arrival_ns) == (5, 3, 10 * S)
     assert traffic.after(third, 11 * S, True) == []
     assert traffic.stage_bounds == [[0, 7 * S], [7 * S, 10 * S], [10 * S, 10 * S], [10 * S, 11 * S]]
 

@@ -20,6 +20,9 @@ from collections import OrderedDict
 class BlockPool:
     __slots__ = ("capacity", "caching", "cached", "free", "ref", "key_of", "created", "events", "evictions",
                  "copying", "awaited")
+    # what opal's GPU APC (apc.py) counts besides `evictions`: vLLM's pool has no eviction monitor and no TTL
+    proactive_evictions = 0
+    ttl_skipped = 0
 
     def __init__(self, capacity: int, caching: bool = True):
         self.capacity = capacity

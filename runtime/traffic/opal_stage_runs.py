@@ -8,33 +8,25 @@ the simulation's stop time dropped some of the stage's arrivals: such a stage
 never ends, so no later stage may start.  `StagedTraffic` (opal_stages.py)
 chains the runs; this module only knows one stage at a time.
 
-Draws come from the counter-based RNG seeded with the plan's seed; the stream
-is `STREAM_BASE + STREAM_STRIDE * stage + purpose`, so stages and purposes
-never share a stream, and the counter is the request's position in its stage.
+A rate stage draws as opal does, so the same config gives opal's request
+lengths: a fresh numpy `Generator(PCG64(seed))` per stage (numpy is a
+dependency for exactly this), and per request its prompt length, then its
+output length, each `integers(low, high + 1)`; an exponential stage then
+draws the gap to the next request from the same generator (opal draws it from
+numpy's unseeded global generator, so its arrivals differ run to run).
 """
 from __future__ import annotations
 
 from collections import deque
 
+import numpy
+
 from ..serving.requests import Content, RequestSpec
 from ..virtual_time import seconds_to_ns
 from .generator import SRC_REQUEST
-from .rng import bits, exponential
 
-STREAM_BASE = 0x0A5A_0000  # far from the streams the other traffic uses
-STREAM_STRIDE = 16
-ARRIVAL, PROMPT, OUTPUT = 1, 2, 3  # purposes of a rate stage's draws
 TRACE_TOKEN_SOURCE = 1 << 31  # trace ids keyed as tokens (see TraceRun); outputs are below, at 2**20 + 2 * index
 PROMPT_SOURCE = 0  # token p of source 0 has id p: every rate prompt is 0..n-1 (block_keys.token_ids)
-
-
-def stream(stage: int, purpose: int) -> int:
-    return STREAM_BASE + STREAM_STRIDE * stage + purpose
-
-
-def uniform_int(seed: int, stream_id: int, counter: int, low: int, high: int) -> int:
-    """An integer uniform in [low, high], both inclusive; integer arithmetic, so exact on every platform."""
-    return low + (((bits(seed, stream_id, counter) >> 11) * (high - low + 1)) >> 53)
 
 
 def output_source(index: int) -> int:
@@ -56,28 +48,26 @@ class RateRun:
     """UniformReqRate / ExponentialReqRate: `total_requests` requests, all known when the stage starts.
 
     Request i arrives at t0 + i / rate (uniform), or after i exponential gaps of mean 1 / rate (exponential:
-    the first at t0 too, so request i's mean arrival is the uniform stage's; the gaps are summed in seconds and
-    rounded once, as the synthetic Poisson load does)."""
+    the first at t0 too, as opal sends a request and then waits; the gaps are summed in seconds and rounded
+    once, as the synthetic Poisson load does)."""
 
     def __init__(self, stage, position: int, owner):
         self.stage, self.position, self.owner = stage, position, owner
         self.cut = False
 
     def begin(self, t0: int) -> list[RequestSpec]:
-        stage, seed, k, stop_ns = self.stage, self.owner.seed, self.position, self.owner.stop_ns
+        stage, k, stop_ns = self.stage, self.position, self.owner.stop_ns
+        draws = numpy.random.Generator(numpy.random.PCG64(self.owner.seed))
         out, elapsed = [], 0.0
         for i in range(stage.total_requests):
-            if stage.kind == "uniform":
-                offset = seconds_to_ns(i / stage.request_rate)
-            else:
-                if i:
-                    elapsed += exponential(seed, stream(k, ARRIVAL), i, stage.request_rate)
-                offset = seconds_to_ns(elapsed)
+            offset = seconds_to_ns(i / stage.request_rate if stage.kind == "uniform" else elapsed)
             if _past(stop_ns, t0 + offset):  # arrivals only grow: none of the rest arrives either
                 self.cut = True
                 break
-            prompt = uniform_int(seed, stream(k, PROMPT), i, stage.prompt_min, stage.prompt_max)
-            output = uniform_int(seed, stream(k, OUTPUT), i, stage.output_min, stage.output_max)
+            prompt = int(draws.integers(stage.prompt_min, stage.prompt_max + 1))
+            output = int(draws.integers(stage.output_min, stage.output_max + 1))
+            if stage.kind == "exponential":
+                elapsed += float(draws.exponential(1.0 / stage.request_rate))
             index = self.owner.new_index()
             content = Content(segments=((PROMPT_SOURCE, 0, prompt), (output_source(index), 0, output)))
             out.append(RequestSpec(index, prompt, output, content, arrival_ns=t0 + offset, stage=k))
@@ -134,8 +124,9 @@ class TraceRun:
 class OtelRun:
     """A pretokenized otel stage: sessions in file order, at most `max_concurrent_sessions` at once.
 
-    A session's first turn arrives at t0 + its start offset, or when a slot frees if that is later (a session
-    the cap held back starts at max(t0 + offset, now)).  Turn i > 0 arrives
+    A session's first turn arrives as soon as it has a slot (at the stage's start, or when a session ends): as in
+    opal, a session's times count from its own first turn, so the spacing between sessions in the file (a day,
+    in the shipped one) is not replayed.  Turn i > 0 arrives
     max(0, start_i - end_{i-1}) * inter_turn_multiplier after turn i - 1 ended.  A rejected turn ends its
     session (its later turns' prompts hold the output it never made), as the synthetic sessions do.  At most
     `total_requests` turns are issued over the stage.  Tokens: the turn's prompt ids then its output ids, as
@@ -173,7 +164,7 @@ class OtelRun:
             return None
         session = self.pending.popleft()
         self.active += 1
-        return self._turn(session, 0, max(self.t0 + session.turns[0].start_ns, now_ns), 0)
+        return self._turn(session, 0, now_ns, 0)
 
     def begin(self, t0: int) -> list[RequestSpec]:
         self.t0 = t0
