@@ -24,6 +24,11 @@ the queue is protected, the number of protected idle blocks it left in place
 (what opal's full scan would have skipped); 0 for an eviction that got all it
 asked for.  Inline evictions (for an admission) never stop short: the scheduler
 asks `can_allocate` first, so protection makes a request wait instead.
+
+`on_evict(pool, [(key, writer, position)])` per batch: the RequestSpec whose content
+wrote the block (`register_run`'s `writer`), the block's index in its chain, and
+`pool.now()` the eviction's instant: fused decode passes apply later passes early and
+`at` tells the pool each one's instant, so stamps and evictions are single stepping's.
 """
 from __future__ import annotations
 
