@@ -172,3 +172,17 @@ def test_eviction_lines_of_a_replay(tmp_path):
     first = next(m for _, _, m in lines if m.startswith("[APC]"))
     record = replay.apc.log[0]
     assert f"Proactively migrated {record.evicted} block(s) ({record.evicted * 4 / 1024:.1f} MB) to CPU DRAM" in first
+
+
+def test_checks_start_one_interval_after_the_start_and_end_with_the_work(tmp_path):
+    """One request decoding for 2.5 s: checks at 1 s and 2 s (nothing idle: the base interval each time), none
+    after its last token; the replay ends with it, at its last pass."""
+    replay = apc_build(tmp_path, [row(0, 16, 2500, [1, 2, 3, 4])], opal_with(0), g1_blocks=700)
+    seen = []
+    check = replay.apc.check
+    replay.apc.check = lambda rank, now: (seen.append(now), check(rank, now))
+    replay.run()
+    (request,) = replay.requests
+    assert seen == [S, 2 * S] and request.status == "completed"
+    assert replay.now == request.terminal_ns == 10 * MS + 2499 * MS
+    assert replay.queue == [] and replay.periodic == 0
