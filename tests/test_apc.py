@@ -63,8 +63,8 @@ def test_eviction_takes_never_used_then_free_memory_then_the_lru_end():
     assert apc.match([10], 1) == []
 
 
-def test_a_matched_idle_block_becomes_the_newest():
-    apc, clock = pool(4)
+def test_with_a_ttl_a_matched_idle_block_becomes_the_newest():
+    apc, clock = pool(4, ttl_ns=1)
     a = written(apc, [1, 2], "A")
     b = written(apc, [3, 4], "B")
     apc.release(a)
@@ -74,7 +74,17 @@ def test_a_matched_idle_block_becomes_the_newest():
     assert apc.match([1, 2], 2) == [0, 1]  # a lookup is an access (it waits: no touch)
     assert apc.idle_blocks() == [3, 2, 1, 0]
     assert apc.evict(2) == 2 and apc.idle_blocks() == [1, 0] and apc.proactive_evictions == 2
-    assert sorted(apc.free) == [2, 3] and apc.free_count == 4
+    assert sorted(apc.free) == [2, 3] and apc.free_count == 2  # the looked-up pair is protected until 6 ns
+    clock.now = 6
+    assert apc.free_count == 4
+
+
+def test_without_a_ttl_a_lookup_leaves_the_order_as_vllm_does():
+    apc, clock = pool(4)
+    apc.release(written(apc, [1, 2], "A"))
+    apc.release(written(apc, [3, 4], "B"))
+    clock.now = 5
+    assert apc.match([1, 2], 2) == [0, 1] and apc.idle_blocks() == [1, 0, 3, 2]
 
 
 # ---------------------------------------------------------------- TTL

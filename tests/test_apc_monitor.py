@@ -125,24 +125,28 @@ def workload() -> list[dict]:
     return rows
 
 
+@pytest.mark.parametrize("parallelism", ["", "replicas: 2", "attention_data: 2"])
 @pytest.mark.parametrize("hooked", [False, True], ids=["no-hook", "on_evict"])
 @pytest.mark.parametrize("ttl_ms, threshold", [(0, 0.9), (0, 0.3), (300, 0.3), (1500, 0.5)])
-def test_macro_steps_and_single_steps_agree_with_apc(tmp_path, ttl_ms, threshold, hooked):
-    """Every record, eviction (with its instant and victims), check and the end time are the same.  Without a hook
-    fused passes evict inline (at their own pass's instant); with one they stop before an eviction."""
+def test_macro_steps_and_single_steps_agree_with_apc(tmp_path, ttl_ms, threshold, hooked, parallelism):
+    """Every record, eviction (with its instant and victims), check and the end time are the same, on one rank,
+    two workers (each with its checks) or two DP ranks of one worker.  Without a hook fused passes evict inline
+    (at their own pass's instant); with one they stop before an eviction."""
     runs = []
     for single in (False, True):
         log, hooks = [], []
-        replay = apc_build(tmp_path, workload(), opal_with(ttl_ms, threshold), g1_blocks=60, single_step=single)
-        pool = replay.ranks()[0].pool
-        pool.evict_log = log
-        if hooked:
-            pool.on_evict = lambda p, batch, hooks=hooks: hooks.append((p.now(), tuple(batch)))
+        replay = apc_build(tmp_path, workload(), opal_with(ttl_ms, threshold), g1_blocks=60, single_step=single,
+                           parallelism=parallelism)
+        for rank in replay.ranks():
+            rank.pool.evict_log = log
+            if hooked:
+                rank.pool.on_evict = lambda p, batch, hooks=hooks: hooks.append((p.now(), tuple(batch)))
         replay.apc.log = []
         replay.run()
+        pools = [rank.pool for rank in replay.ranks()]
         runs.append((replay, [request_record(r) for r in replay.requests], log, hooks, replay.apc.log,
-                     (pool.inline_evictions, pool.proactive_evictions, pool.ttl_skipped, replay.apc.checks),
-                     replay.now))
+                     (sum(p.inline_evictions for p in pools), sum(p.proactive_evictions for p in pools),
+                      sum(p.ttl_skipped for p in pools), replay.apc.checks), replay.now))
     (fused, *rest), (single, *expected) = runs
     assert rest == expected
     assert fused.seq < single.seq  # (decode passes were fused)
@@ -171,3 +175,15 @@ def test_eviction_lines_of_a_replay(tmp_path):
     first = next(m for _, _, m in lines if m.startswith("[APC]"))
     record = replay.apc.log[0]
     assert f"Proactively migrated {record.evicted} block(s) ({record.evicted * 4 / 1024:.1f} MB) to CPU DRAM" in first
+
+
+def test_checks_start_one_interval_after_the_start_and_end_with_the_work(tmp_path):
+    """One request decoding for 2.5 s: checks at 1 s and 2 s (nothing idle: the base interval each time), none
+    after its last token; the replay ends with it, at its last pass."""
+    replay = apc_build(tmp_path, [row(0, 16, 2500, [1, 2, 3, 4])], opal_with(0), g1_blocks=700)
+    replay.run()
+    (request,) = replay.requests
+    assert replay.apc.checks == 2 and replay.apc.due == {0: 3 * S} and request.status == "completed"
+    assert replay.now == request.terminal_ns == 10 * MS + 2499 * MS
+    # the check due at 3 s is still queued, and alone it kept nothing going
+    assert [(t, kind) for t, kind, _, _ in replay.queue] == [(3 * S, CHECK)] and replay.background == 1

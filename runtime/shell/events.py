@@ -4,10 +4,12 @@ The queue orders events by ``(time_ns, kind, seq)``, so a kind's number is its
 rank: at one instant pass ends come first, then copies starting to move bytes
 and copies landing, handoffs landing, workers waking, arrivals and last workers
 leaving, so that a request arriving exactly when a pass ends joins the next
-pass; periodic checks (the APC eviction monitor, opal's scaling) come last, after every
-arrival, completion and release of the instant.  `handler` names the method (on the replay, or on the part of it that
-owns that state) called as ``handler(payload, now)``; `concerns` says which
-workers' fused decode passes an event may cut short (see horizons.py).
+pass; periodic checks (the APC eviction monitor, opal's scaling) come last, after
+every arrival, completion and release of the instant.  `handler` names the method
+(on the replay, or on the part of it that owns that state) called as
+``handler(payload, now)``; `concerns` says which workers' fused decode passes an
+event may cut short (see horizons.py; an APC check also makes its worker's fused
+passes end by it: `Replay.pass_limits`).
 """
 from __future__ import annotations
 

@@ -24,6 +24,11 @@ the queue is protected, the number of protected idle blocks it left in place
 (what opal's full scan would have skipped); 0 for an eviction that got all it
 asked for.  Inline evictions (for an admission) never stop short: the scheduler
 asks `can_allocate` first, so protection makes a request wait instead.
+
+`on_evict(pool, [(key, writer, position)])` per batch: the RequestSpec whose content
+wrote the block (`register_run`'s `writer`), the block's index in its chain, and
+`pool.now()` the eviction's instant: fused decode passes apply later passes early and
+`at` tells the pool each one's instant, so stamps and evictions are single stepping's.
 """
 from __future__ import annotations
 
@@ -158,9 +163,11 @@ class ApcPool(BlockPool):
         return count
 
     def match(self, keys, limit: int) -> list[int]:
-        """The cached prefix (as BlockPool's); a lookup is an access: matched idle blocks become the newest."""
+        """The cached prefix (as BlockPool's); with a TTL a lookup is an access: matched idle blocks become the
+        newest.  (Without one, only holds and releases order the queue, as in vLLM: a request that waits for
+        memory looks its prefix up at every pass, which need not cost a pass over its blocks.)"""
         found = super().match(keys, limit)
-        if found and self._live:
+        if found and self._live and self.ttl_ns:
             now, ref = self.now(), self.ref
             if self._looked_at != now:
                 self._looked.clear()
