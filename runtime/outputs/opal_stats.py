@@ -57,21 +57,29 @@ def per_second(requests: list, start_ns: int, end_ns: int, workers: list) -> tup
     throughput, active, busy = [], [], []
     second = start_ns // 1_000_000_000 + 1
     position = 0
-    while second * 1_000_000_000 <= end_ns:
-        tick = second * 1_000_000_000
+    ticks = range(second * 1_000_000_000, end_ns + 1, 1_000_000_000)
+    busy_at = [_busy_until(w.busy_spans, ticks) for w in workers]
+    for number, tick in enumerate(ticks):
         count = 0
         while position < len(done) and done[position] <= tick:
             position += 1
             count += 1
         throughput.append(count)
         active.append(sum(1 for w in workers if w.placeable(tick, False)))
-        busy.append(sum(_busy_until(w, tick) for w in workers) / len(workers) * 100 / tick if workers else 0.0)
-        second += 1
+        busy.append(sum(b[number] for b in busy_at) / len(workers) * 100 / tick if workers else 0.0)
     return throughput, active, busy
 
 
-def _busy_until(worker, tick: int) -> int:
-    return sum(min(end, tick) - start for start, end in worker.busy_spans if start < tick)
+def _busy_until(spans: list, ticks: range) -> list[int]:
+    """A worker's busy ns from 0 up to each tick (its spans are in time order and do not overlap)."""
+    out, done, index = [], 0, 0
+    for tick in ticks:
+        while index < len(spans) and spans[index][1] <= tick:
+            done += spans[index][1] - spans[index][0]
+            index += 1
+        partial = tick - spans[index][0] if index < len(spans) and spans[index][0] < tick else 0
+        out.append(done + partial)
+    return out
 
 
 def stage_stats(requests: list, start_ns: int, end_ns: int, workers: list, tier_tokens: dict) -> dict:

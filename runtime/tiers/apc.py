@@ -155,6 +155,8 @@ class ApcPool(BlockPool):
 
     def free_among(self, blocks: list[int]) -> int:
         """How many of `blocks` `free_count` counts (touching them takes them out of it)."""
+        if not self.ttl_ns:  # every idle block counts: BlockPool's count of unreferenced ones
+            return super().free_among(blocks)
         self._expire(self.now())
         ref, entry, boundary, count = self.ref, self._entry, self._boundary, 0
         for b in blocks:

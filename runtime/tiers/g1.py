@@ -15,6 +15,11 @@ observationally pure (the old state is never read again).
 from __future__ import annotations
 
 from collections import OrderedDict
+from functools import partial
+from itertools import takewhile
+from operator import is_not
+
+NOT_NONE = partial(is_not, None)
 
 
 class BlockPool:
@@ -52,14 +57,8 @@ class BlockPool:
         """Blocks holding the longest cached prefix of `keys`, at most `limit` blocks; stops at the first miss."""
         if not self.caching:
             return []
-        found = []
-        cached = self.cached
-        for key in keys[:limit]:
-            block = cached.get(key)
-            if block is None:
-                break
-            found.append(block)
-        return found
+        # (the blocks of the keys up to the first miss, in C: a prompt's prefix may be thousands of blocks)
+        return list(takewhile(NOT_NONE, map(self.cached.get, keys[:limit])))
 
     def advance(self, position: int) -> None:
         """The newest admitted request's input position (only Belady eviction looks at it)."""

@@ -117,7 +117,7 @@ def store(rank, keys: list, first: int = 0, stop: int | None = None) -> None:
     tiers = chain.tiers[first:stop]
     offered = list(dict.fromkeys(keys))
     for offset, tier in enumerate(tiers):
-        lacking = [key for key in offered if not tier.holds(key)]
+        lacking = tier.lacking(offered)
         if not lacking:
             return
         lru = chain.lru[first + offset]

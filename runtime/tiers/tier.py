@@ -87,6 +87,10 @@ class Tier:
     def holds(self, key) -> bool:
         return self.order.holds(key)
 
+    def lacking(self, keys: list) -> list:
+        """The keys of `keys` the tier does not hold, in order."""
+        return list(filterfalse(self.order.holds, keys))
+
     def ready(self, key) -> bool:
         """Held, and not still being copied in."""
         return key not in self._flight and self.order.holds(key)
