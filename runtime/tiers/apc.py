@@ -32,6 +32,9 @@ wrote the block (`register_run`'s `writer`), the block's index in its chain, and
 """
 from __future__ import annotations
 
+from itertools import compress, repeat
+from operator import not_
+
 from .apc_log import EvictStats
 from .g1 import BlockPool
 
@@ -158,11 +161,12 @@ class ApcPool(BlockPool):
         if not self.ttl_ns:  # every idle block counts: BlockPool's count of unreferenced ones
             return super().free_among(blocks)
         self._expire(self.now())
-        ref, entry, boundary, count = self.ref, self._entry, self._boundary, 0
-        for b in blocks:
-            if ref[b] == 0 and (b in self.free or entry.get(b, boundary) < boundary):
-                count += 1
-        return count
+        ref, entry, boundary = self.ref, self._entry, self._boundary
+        # (in C, as the match before it: a prefix may be thousands of blocks) unreferenced blocks that are free
+        # memory, or idle with an expired entry
+        idle = list(compress(blocks, map(not_, map(ref.__getitem__, blocks))))
+        return sum(map(self.free.__contains__, idle)) + \
+            sum(map(boundary.__gt__, map(entry.get, idle, repeat(boundary))))
 
     def match(self, keys, limit: int) -> list[int]:
         """The cached prefix (as BlockPool's); with a TTL a lookup is an access: matched idle blocks become the
@@ -174,12 +178,32 @@ class ApcPool(BlockPool):
             if self._looked_at != now:
                 self._looked.clear()
                 self._looked_at = now
-            for b in reversed(found):  # tail first, as a release enters them
-                if ref[b] == 0:
-                    self._dequeue(b)
-                    self._enqueue(b, now)
-                    self._looked[b] = None
+            tail_first = found[::-1]  # as a release enters them
+            idle = list(compress(tail_first, map(not_, map(ref.__getitem__, tail_first))))
+            if idle:
+                self._refresh(idle, now)
+                self._looked.update(dict.fromkeys(idle))
         return found
+
+    def _refresh(self, blocks: list[int], now: int) -> None:
+        """Idle `blocks` move to the queue's newest end, in this order, stamped `now` (`_dequeue` then `_enqueue`
+        of each, in C: a waiting request looks its whole prefix up at every pass)."""
+        entry, q = self._entry, self._q
+        end = self._base + len(q)
+        first = end - len(blocks)
+        if entry.get(blocks[0]) == first and first >= self._boundary and \
+                list(map(entry.get, blocks)) == list(range(first, end)):
+            # they are the newest entries already, in this order (the same request looked them up last time):
+            # restamped in place, no dead entry left behind (stamps stay in order: `now` is the latest)
+            q[first - self._base:] = zip(repeat(now), blocks)
+            return
+        numbers = list(map(entry.pop, blocks))
+        self._expired -= sum(map(self._boundary.__gt__, numbers))
+        first = self._base + len(self._q)
+        self._q.extend(zip(repeat(now), blocks))
+        entry.update(zip(blocks, range(first, first + len(blocks))))
+        if len(self._q) - (self._head - self._base) > 2 * self._live + 64:
+            self._compact()
 
     def next_expiry(self) -> int | None:
         """When the oldest protected idle block expires, leaving out blocks only a lookup refreshed just now (a
