@@ -100,6 +100,8 @@ def run(args, config: str | None = None) -> int:
     ordered = sorted(replay.requests, key=lambda r: r.spec.index)
     capture = args.capture_per_request or plan.record_per_request
     records = [metrics.request_record(r) for r in ordered] if capture else None
+    if records is not None and plan.opal is not None:
+        records = [{**record, **opal_run.request_fields(r)} for record, r in zip(records, ordered)]
     try:
         outputs.write(destination, prediction,
                       {"requests.jsonl": records, "kv-events.jsonl": kv_log.records if kv_log else None},

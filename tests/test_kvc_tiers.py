@@ -162,3 +162,49 @@ def test_cpu_memory_is_one_pool_per_worker(tmp_path):
     assert first.tiers[0] is not second.tiers[0]
     assert served(replay, 1) == ()
     assert (first.tiers[0].resident, second.tiers[0].resident) == (4, 4)
+
+
+def chain_of_one_rank(tiers, chunk_size: int):
+    """A rank (just what the KVC chain reads) with its chain of `tiers`."""
+    from types import SimpleNamespace
+
+    from kvreplay.runtime.shell.clock import Clock
+    from kvreplay.runtime.tiers.kvc_chain import attach_kvc
+
+    rank = SimpleNamespace(index=0, worker=0, name="worker0.dp0", block_size=4, jobs=[])
+    attach_kvc([rank], KvcPlan(chunk_size, True, tuple(tiers), LinkPlan(1.0, None, 1000, None)), Clock())
+    return rank
+
+
+def test_write_through_stores_only_up_to_the_largest_chunk_aligned_end_of_what_apc_evicted():
+    from kvreplay.runtime.serving.requests import Content, RequestSpec
+    from kvreplay.runtime.tiers.kvc import write_through
+
+    rank = chain_of_one_rank([tier("CPUMemory", 10, chunk_bytes=2 * CHUNK_BYTES)], chunk_size=8)
+    # 8 prompt tokens and 9 output tokens: blocks 0-1 are the prompt, 2-3 its first 8 output tokens
+    a = RequestSpec(0, 8, 9, Content(segments=((0, 0, 8), (7, 0, 9))))
+    b = RequestSpec(1, 8, 9, Content(segments=((1, 0, 8), (8, 0, 9))))
+    # a's blocks 3 (ends at 16: a chunk boundary), 2 (12: none) and 1 (8: a boundary); b's block 2 only
+    write_through(rank, [("k3", a, 3), ("k2", a, 2), ("k1", a, 1), ("b2", b, 2)])
+    chain = rank.chain
+    assert chain.counters.write_through_stores == 1  # b had no evicted block ending on a boundary
+    (copy,) = rank.jobs
+    assert copy.keys == a.keys(8)[:2]  # a's prefix up to 16 tokens: its prompt chunk and first output chunk
+    assert chain.tiers[0].resident == 2
+    write_through(rank, [("k1", a, 1)])  # the prompt chunk is in the tier already: nothing is copied again
+    assert chain.counters.write_through_stores == 2 and len(rank.jobs) == 1
+
+
+def test_max_prefix_routing_counts_what_the_tiers_hold_past_g1():
+    from kvreplay.runtime.serving.requests import Content, RequestSpec
+    from kvreplay.runtime.tiers.kvc import store
+
+    rank = chain_of_one_rank([tier("CPUMemory", 2), tier("LocalNVMe", 10)], chunk_size=4)
+    spec = RequestSpec(0, 18, 1, Content(segments=((0, 0, 18), (9, 0, 1))))
+    store(rank, rank.chain.keys(spec))  # 4 full chunks and the partial one: 2 in CPUMemory, 3 in LocalNVMe
+    for tier_ in rank.chain.tiers:  # (held keys are ready once their copies land)
+        tier_.landed(list(tier_.in_flight))
+    assert rank.chain.held_beyond(rank, spec, 0) == 18
+    assert rank.chain.held_beyond(rank, spec, 8) == 10  # past a G1 prefix of two blocks
+    other = RequestSpec(1, 18, 1, Content(segments=((3, 0, 18), (9, 0, 1))))
+    assert rank.chain.held_beyond(rank, other, 0) == 0

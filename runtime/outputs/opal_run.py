@@ -66,6 +66,12 @@ class StageLedger:
         self.occupancy.append(occupancy(self.replay))
 
 
+def request_fields(request) -> dict:
+    """What requests.jsonl adds for an opal run: the request's stage and the tokens each cache served it."""
+    apc, tiers = hit_tokens(request)
+    return {"stage": request.spec.stage, "tier_hit_tokens": {"apc": apc, **tiers}}
+
+
 def attach_ledger(replay) -> StageLedger:
     ledger = StageLedger(replay)
     replay.after_instant.append(ledger.after_instant)

@@ -2,8 +2,9 @@
 
 Every tier reports through the same table: its spec names its section and
 the section's layout (`host`: one entry per pool, as `g2_domains`; `storage`:
-counters added up over the pools, as `g3_offload`), and the layout's fields
-are read off the tier shape.
+counters added up over the pools, as `g3_offload`; `tiers`: the storage
+counters added up per tier, one entry per tier label, as opal's `kvc_tiers`),
+and the layout's fields are read off the tier shape.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ LAYOUTS = {
         ("read_bandwidth_wait_ms", lambda t: t.read.waited_ns / MS),
         ("write_bandwidth_wait_ms", lambda t: t.write.waited_ns / MS), ("bypassed_restores", lambda t: t.bypassed))),
 }
+LAYOUTS["tiers"] = (False, LAYOUTS["storage"][1])
 ONLY_IF_NONZERO = ("bypassed_restores",)
 
 
@@ -43,7 +45,10 @@ def tier_sections(ranks: list) -> dict:
     for (section, layout), found in by_section.items():
         each, fields = LAYOUTS[layout]
         tiers = list(found.values())
-        if each:
+        if layout == "tiers":
+            labels = dict.fromkeys(tier.label for tier in tiers)
+            out[section] = {label: _summed([t for t in tiers if t.label == label], fields) for label in labels}
+        elif each:
             out[section] = [_entry(tier, fields) for tier in tiers]
         else:
             out[section] = _summed(tiers, fields)

@@ -63,7 +63,8 @@ def stage_entry(index: int, kind: str, requests: list, start_ns: int, end_ns: in
         "duration_s": (end_ns - start_ns) / 1e9,
         "input_tokens": input_tokens, "output_tokens": sum(r.generated for r in requests),
         "prefix_hit_tokens": hits, "prefix_hit_rate": rate(hits),
-        "tier_hit_tokens": by_tier, "tier_hit_rates": {name: rate(tokens) for name, tokens in by_tier.items()},
+        # a list, so that the order (APC first, then the tiers fastest first) survives prediction.json's sorted keys
+        "tier_hits": [{"tier": name, "tokens": tokens, "rate": rate(tokens)} for name, tokens in by_tier.items()],
         "hit_types": types,
         **latency_stats(requests),
         **activity,

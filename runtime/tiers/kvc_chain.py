@@ -100,7 +100,7 @@ def tier_spec(tier) -> TierSpec:
         link = type(link)(None, link.bandwidth_gbps, link.latency_ns, link.slots)
     return TierSpec(tier.name, "cluster_shared" if tier.shared else "worker_local", tier.shared, "worker",
                     tier.chunks, tier.chunk_bytes, KVC_RULES, tier.eviction, "opal_kvc", write=link, read=link,
-                    section="kvc_tiers", layout="storage")
+                    section="kvc_tiers", layout="tiers")
 
 
 def attach_kvc(ranks: list, kvc_plan, clock) -> dict:
