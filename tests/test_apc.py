@@ -148,7 +148,7 @@ def test_dead_entries_are_compacted_and_counts_stay_right():
         hits = apc.match([100, 101], 2)
         apc.touch(hits)
         apc.release(hits)
-    assert len(apc._q) < 100
+    assert len(apc.queue.q) < 100
     clock.now = 430
     assert apc.free_count == 6 and apc.protected_count == 2 and apc.next_expiry() == 449
     assert apc.idle_blocks()[-2:] == [1, 0]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import json
 
-from ..tiers.apc_log import format_lru_evict, format_proactive
+from ..tiers import apc_log
 from . import opal_stats, sim_log
 from .stage_stats import hit_tokens, stage_entry
 
@@ -73,6 +73,9 @@ def request_fields(request) -> dict:
 
 
 def attach_ledger(replay) -> StageLedger:
+    """Before `run`: the stage ledger, and APC's eviction records for the log."""
+    if replay.apc is not None:
+        apc_log.collect(replay)
     ledger = StageLedger(replay)
     replay.after_instant.append(ledger.after_instant)
     return ledger
@@ -130,7 +133,10 @@ def opal_outputs(replay, opal, ledger: StageLedger, end_ns: int, output_dir: str
         files[f"stage_{index}/opal_stats.json"] = opal_stats.compact(stats).encode()
         stages.append(entry)
         printouts += sim_log.printout(index, entry, totals)
-    events += eviction_lines(replay, opal)
+    if replay.apc is not None:
+        block_bytes = block_size * opal.kv_bytes_per_token
+        first = opal.kvc.tiers[0].name if opal.kvc.tiers else None
+        events += [(at, sim_log.line(at, text)) for at, _, text in apc_log.eviction_lines(replay, block_bytes, first)]
     events.sort(key=lambda event: event[0])  # (stable: same-instant lines keep the order they were added in)
     lines = [text for _, text in events]
     lines += [sim_log.line(end_ns, "Workload orchestration finished"), sim_log.line(end_ns, "Simulation is finished now!"),
@@ -138,17 +144,3 @@ def opal_outputs(replay, opal, ledger: StageLedger, end_ns: int, output_dir: str
     files["sim_config.json"] = sim_config(config).encode()
     files["simulation.log"] = ("\n".join(lines + printouts) + "\n").encode()
     return stages, files
-
-
-def eviction_lines(replay, opal) -> list:
-    """[LRU.evict] of every eviction batch and [APC] [Evict] of every check that evicted, with their times."""
-    out = []
-    block_bytes = replay.ranks()[0].block_size * opal.kv_bytes_per_token
-    first = opal.kvc.tiers[0].name if opal.kvc.tiers else None
-    for rank in replay.ranks():
-        for stats in getattr(rank.pool, "evict_log", None) or ():
-            out.append((stats.time_ns, sim_log.line(stats.time_ns, format_lru_evict(stats))))
-    monitor = getattr(replay, "apc", None)
-    for record in getattr(monitor, "log", None) or ():
-        out.append((record.time_ns, sim_log.line(record.time_ns, format_proactive(record, block_bytes, first))))
-    return out

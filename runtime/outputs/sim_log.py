@@ -10,6 +10,8 @@ then by the order opal writes them.  The printout follows opal's layout
 """
 from __future__ import annotations
 
+from ..tiers.apc_log import format_apc_enabled
+
 ORIGIN = "kvreplay:0"
 GIB = 1 << 30
 
@@ -31,8 +33,7 @@ def startup_lines(opal, workers: list, block_size: int, blocks: int, output_dir:
                    f"free_memory={free / GIB:.2f}GB, block_size={block_size} tokens, "
                    f"block_size_bytes={block_size * opal.kv_bytes_per_token / 1024:.2f}KB, total_blocks={blocks}")
         if opal.apc is not None:
-            out.append(f"GPU APC enabled: policy=LRUPolicy, block_size={block_size}, kvc_chunk={opal.kvc.chunk_size}, "
-                       f"blocks_per_victim=1, ttl={_number(opal.apc.ttl_ns / 1e9)}")
+            out.append(format_apc_enabled(block_size, opal.kvc.chunk_size, opal.apc.ttl_ns))
     out.append(f"Created {len(workers)} workers")
     return out
 

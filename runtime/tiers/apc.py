@@ -13,11 +13,8 @@ looking at pinned ones.
 TTL (`ttl_ns` > 0): an idle block is immune until ``last access + ttl_ns``.  The
 queue is in access order, so the protected blocks are its newest end: eviction
 stops at the first one, and `free_count` (what can be handed out now) counts
-free + unprotected idle only.  The queue is a list of (stamp, block) entries read
-from `_head` on, with a `_boundary` below which every entry is expired; a block
-leaving the queue early (a hit) leaves a dead entry behind, skipped when met and
-compacted away when dead entries outnumber live ones.  Time only grows, so the
-boundary only moves forward: every query costs O(1) amortised.
+free + unprotected idle only.  The queue (apc_queue.py) costs O(1) amortised per
+query and change.
 
 ttl_skipped: when an eviction stops short of what was asked because the rest of
 the queue is protected, the number of protected idle blocks it left in place
@@ -36,24 +33,20 @@ from itertools import compress, repeat
 from operator import not_
 
 from .apc_log import EvictStats
+from .apc_queue import IdleQueue
 from .g1 import BlockPool
 
 
 class ApcPool(BlockPool):
-    __slots__ = ("clock", "ttl_ns", "advanced_to", "_q", "_base", "_head", "_boundary", "_expired", "_live",
-                 "_entry", "_looked", "_looked_at", "writer", "on_evict", "evict_log", "inline_evictions",
-                 "proactive_evictions", "ttl_skipped")
+    __slots__ = ("clock", "ttl_ns", "advanced_to", "queue", "_looked", "_looked_at", "writer", "on_evict", "evict_log",
+                 "inline_evictions", "proactive_evictions", "ttl_skipped")
 
     def __init__(self, capacity: int, clock=None, ttl_ns: int = 0):
         super().__init__(capacity, True)
         self.clock = clock  # the replay's Clock (`.now`); None: time stays 0
         self.ttl_ns = ttl_ns
         self.advanced_to = 0  # a macro step applies later passes early: the latest instant it applied (see `at`)
-        self._q: list = []  # (stamp, block) in access order; entry i has the absolute number _base + i
-        self._base = self._head = self._boundary = 0  # absolute numbers: first kept, first unread, first unexpired
-        self._expired = 0  # live entries in [_head, _boundary)
-        self._live = 0  # idle blocks
-        self._entry: dict[int, int] = {}  # idle block -> the absolute number of its live entry
+        self.queue = IdleQueue(ttl_ns)  # the idle blocks, in last-access order
         self._looked: dict[int, None] = {}  # idle blocks a lookup at `_looked_at` refreshed without holding them
         self._looked_at = -1
         self.writer: dict[int, tuple] = {}  # keyed block -> (RequestSpec that wrote it, its index in that chain)
@@ -70,71 +63,16 @@ class ApcPool(BlockPool):
         if time_ns > self.advanced_to:
             self.advanced_to = time_ns
 
-    def _enqueue(self, block: int, now: int) -> None:
-        self._entry[block] = self._base + len(self._q)
-        self._q.append((now, block))
-        self._live += 1
-
-    def _dequeue(self, block: int) -> None:
-        """`block` leaves the queue from anywhere (a hit): its entry goes dead."""
-        number = self._entry.pop(block)
-        self._live -= 1
-        if number < self._boundary:
-            self._expired -= 1
-        if len(self._q) - (self._head - self._base) > 2 * self._live + 64:
-            self._compact()
-
-    def _expire(self, now: int) -> None:
-        q, entry, base, limit = self._q, self._entry, self._base, now - self.ttl_ns
-        boundary, end = self._boundary, self._base + len(self._q)
-        while boundary < end:
-            stamp, block = q[boundary - base]
-            if stamp > limit:  # immune until stamp + ttl: this one and every newer one are protected
-                break
-            if entry.get(block) == boundary:
-                self._expired += 1
-            boundary += 1
-        self._boundary = boundary
-
-    def _compact(self) -> None:
-        """Keep only live entries, renumbered after every number used so far (old numbers never match again)."""
-        entry, first = self._entry, self._base + len(self._q)
-        start = self._head - self._base
-        live = [(stamp, block) for offset, (stamp, block) in enumerate(self._q[start:], self._head)
-                if entry.get(block) == offset]
-        for i, (_, block) in enumerate(live):
-            entry[block] = first + i
-        self._q, self._base, self._head = live, first, first
-        self._boundary = first + self._expired  # the expired live entries are the oldest ones
-
-    def _pop_expired(self, count: int, now: int) -> list[int]:
-        """Up to `count` unprotected idle blocks from the oldest end, out of the queue."""
-        self._expire(now)
-        q, entry, out = self._q, self._entry, []
-        while len(out) < count and self._expired:
-            number = self._head
-            block = q[number - self._base][1]
-            self._head = number + 1
-            if entry.get(block) == number:
-                del entry[block]
-                self._live -= 1
-                self._expired -= 1
-                out.append(block)
-        if self._head - self._base > 64 and 2 * (self._head - self._base) > len(q):
-            del q[:self._head - self._base]
-            self._base = self._head
-        return out
-
     # ------------------------------------------------------------------ queries
     @property
     def free_count(self) -> int:
         """Blocks that can be handed out now: free ones and idle ones outside their TTL window."""
-        self._expire(self.now())
-        return self.capacity - self.created + len(self.free) + self._expired
+        self.queue.expire(self.now())
+        return self.capacity - self.created + len(self.free) + self.queue.expired
 
     @property
     def idle_count(self) -> int:
-        return self._live
+        return self.queue.live
 
     @property
     def plain_free(self) -> int:
@@ -143,25 +81,25 @@ class ApcPool(BlockPool):
 
     @property
     def pinned_count(self) -> int:
-        return self.created - len(self.free) - self._live
+        return self.created - len(self.free) - self.queue.live
 
     def idle_blocks(self) -> list[int]:
         """The eviction queue, oldest first."""
-        q, entry, base = self._q, self._entry, self._base
-        return [block for number, (_, block) in enumerate(q[self._head - base:], self._head)
+        q, entry, base = self.queue.q, self.queue.entry, self.queue.base
+        return [block for number, (_, block) in enumerate(q[self.queue.head - base:], self.queue.head)
                 if entry.get(block) == number]
 
     @property
     def protected_count(self) -> int:
-        self._expire(self.now())
-        return self._live - self._expired
+        self.queue.expire(self.now())
+        return self.queue.live - self.queue.expired
 
     def free_among(self, blocks: list[int]) -> int:
         """How many of `blocks` `free_count` counts (touching them takes them out of it)."""
         if not self.ttl_ns:  # every idle block counts: BlockPool's count of unreferenced ones
             return super().free_among(blocks)
-        self._expire(self.now())
-        ref, entry, boundary = self.ref, self._entry, self._boundary
+        self.queue.expire(self.now())
+        ref, entry, boundary = self.ref, self.queue.entry, self.queue.boundary
         # (in C, as the match before it: a prefix may be thousands of blocks) unreferenced blocks that are free
         # memory, or idle with an expired entry
         idle = list(compress(blocks, map(not_, map(ref.__getitem__, blocks))))
@@ -173,7 +111,7 @@ class ApcPool(BlockPool):
         newest.  (Without one, only holds and releases order the queue, as in vLLM: a request that waits for
         memory looks its prefix up at every pass, which need not cost a pass over its blocks.)"""
         found = super().match(keys, limit)
-        if found and self._live and self.ttl_ns:
+        if found and self.queue.live and self.ttl_ns:
             now, ref = self.now(), self.ref
             if self._looked_at != now:
                 self._looked.clear()
@@ -181,39 +119,19 @@ class ApcPool(BlockPool):
             tail_first = found[::-1]  # as a release enters them
             idle = list(compress(tail_first, map(not_, map(ref.__getitem__, tail_first))))
             if idle:
-                self._refresh(idle, now)
+                self.queue.refresh(idle, now)
                 self._looked.update(dict.fromkeys(idle))
         return found
-
-    def _refresh(self, blocks: list[int], now: int) -> None:
-        """Idle `blocks` move to the queue's newest end, in this order, stamped `now` (`_dequeue` then `_enqueue`
-        of each, in C: a waiting request looks its whole prefix up at every pass)."""
-        entry, q = self._entry, self._q
-        end = self._base + len(q)
-        first = end - len(blocks)
-        if entry.get(blocks[0]) == first and first >= self._boundary and \
-                list(map(entry.get, blocks)) == list(range(first, end)):
-            # they are the newest entries already, in this order (the same request looked them up last time):
-            # restamped in place, no dead entry left behind (stamps stay in order: `now` is the latest)
-            q[first - self._base:] = zip(repeat(now), blocks)
-            return
-        numbers = list(map(entry.pop, blocks))
-        self._expired -= sum(map(self._boundary.__gt__, numbers))
-        first = self._base + len(self._q)
-        self._q.extend(zip(repeat(now), blocks))
-        entry.update(zip(blocks, range(first, first + len(blocks))))
-        if len(self._q) - (self._head - self._base) > 2 * self._live + 64:
-            self._compact()
 
     def next_expiry(self) -> int | None:
         """When the oldest protected idle block expires, leaving out blocks only a lookup refreshed just now (a
         waiting request's own hits: their protection never keeps it waiting, and each retry refreshes them, so
         waking for them could repeat forever); None: nothing to wait for."""
         now = self.now()
-        self._expire(now)
+        self.queue.expire(now)
         looked = self._looked if self._looked_at == now else {}
-        q, entry, base = self._q, self._entry, self._base
-        for number in range(self._boundary, base + len(q)):
+        q, entry, base = self.queue.q, self.queue.entry, self.queue.base
+        for number in range(self.queue.boundary, base + len(q)):
             stamp, block = q[number - base]
             if entry.get(block) == number and block not in looked:
                 return stamp + self.ttl_ns
@@ -221,11 +139,11 @@ class ApcPool(BlockPool):
 
     # ------------------------------------------------------------------ transitions
     def touch(self, blocks: list[int]) -> None:
-        ref, free, entry = self.ref, self.free, self._entry
+        ref, free, entry = self.ref, self.free, self.queue.entry
         for b in blocks:
             if ref[b] == 0:
                 if b in entry:
-                    self._dequeue(b)
+                    self.queue.dequeue(b)
                     self._looked.pop(b, None)
                 else:
                     del free[b]
@@ -244,7 +162,7 @@ class ApcPool(BlockPool):
             plain = min(rest, len(self.free))
             taken = [self.free.popitem(False)[0] for _ in range(plain)]
             if rest > plain:
-                victims = self._pop_expired(rest - plain, self.now())
+                victims = self.queue.pop_expired(rest - plain, self.now())
                 if len(victims) < rest - plain:
                     raise RuntimeError("ApcPool.allocate: fewer blocks than free_count promised")
                 self._drop(victims, rest - plain, proactive=False)
@@ -260,8 +178,8 @@ class ApcPool(BlockPool):
     def evict(self, count: int, now: int | None = None) -> int:
         """Evict up to `count` unprotected idle blocks (the monitor's way in): they become free; returns how many."""
         now = self.now() if now is None else now
-        victims = self._pop_expired(count, now)
-        skipped = self._live - self._expired if len(victims) < count else 0
+        victims = self.queue.pop_expired(count, now)
+        skipped = self.queue.live - self.queue.expired if len(victims) < count else 0
         self.ttl_skipped += skipped
         for block in victims:
             self.free[block] = None
@@ -292,8 +210,8 @@ class ApcPool(BlockPool):
             scanned = len(victims) + (1 if skipped else 0)
             pinned = self.pinned_count
             self.evict_log.append(EvictStats(self.now() if now is None else now, proactive, requested,
-                                             len(victims), scanned, skipped, self._live, pinned,
-                                             pinned + self._live))
+                                             len(victims), scanned, skipped, self.queue.live, pinned,
+                                             pinned + self.queue.live))
         if self.on_evict is not None and evicted:
             self.on_evict(self, evicted)
 
@@ -321,4 +239,4 @@ class ApcPool(BlockPool):
                 else:
                     if now is None:
                         now = self.now()
-                    self._enqueue(b, now)
+                    self.queue.enqueue(b, now)
