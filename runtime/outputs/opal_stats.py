@@ -30,8 +30,15 @@ def compact(value: dict) -> str:
 
 def _one_line(value) -> str:
     if isinstance(value, (list, tuple)):
+        if all(type(item) in (int, float) for item in value):  # (a long list of numbers: json's own text of each)
+            return "[" + ", ".join(map(_number, value)) + "]"
         return "[" + ", ".join(_one_line(item) for item in value) + "]"
     return json.dumps(value)
+
+
+def _number(value) -> str:
+    """json.dumps of a finite int or float, without its per-call overhead (the same text: Python's repr)."""
+    return repr(value)
 
 
 def _histogram(latencies: list[float]) -> list[float]:

@@ -229,7 +229,7 @@ class ApcPool(BlockPool):
         """Drop one reference each; a freed keyed block joins the queue's newest end (tail first), stamped now;
         a freed unkeyed one is free memory."""
         ref, free, key_of = self.ref, self.free, self.key_of
-        now = None
+        idle = []
         for b in reversed(blocks):
             left = ref[b] - 1
             ref[b] = left
@@ -237,6 +237,6 @@ class ApcPool(BlockPool):
                 if key_of[b] is None:
                     free[b] = None
                 else:
-                    if now is None:
-                        now = self.now()
-                    self.queue.enqueue(b, now)
+                    idle.append(b)
+        if idle:
+            self.queue.enqueue_all(idle, self.now())

@@ -28,6 +28,13 @@ class IdleQueue:
         self.q.append((now, block))
         self.live += 1
 
+    def enqueue_all(self, blocks: list[int], now: int) -> None:
+        """`enqueue` of each of `blocks`, in this order (in C: a request frees its whole prefix at once)."""
+        first = self.base + len(self.q)
+        self.entry.update(zip(blocks, range(first, first + len(blocks))))
+        self.q.extend(zip(repeat(now), blocks))
+        self.live += len(blocks)
+
     def dequeue(self, block: int) -> None:
         """`block` leaves the queue from anywhere (a hit): its entry goes dead."""
         number = self.entry.pop(block)

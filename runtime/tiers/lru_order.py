@@ -12,6 +12,7 @@ eviction stops at the first key still inside its window.
 from __future__ import annotations
 
 from collections import OrderedDict
+from itertools import filterfalse
 
 
 class LruOrder:
@@ -38,6 +39,10 @@ class LruOrder:
                 break
             found += 1
         return found
+
+    def lacking(self, keys: list) -> list:
+        """The keys of `keys` not held, in order."""
+        return list(filterfalse(self._keys.__contains__, keys))
 
     def held(self) -> list:
         return list(self._keys)

@@ -18,7 +18,7 @@ and one whose owner lost nothing since costs O(1) however long the prompt.
 from __future__ import annotations
 
 from collections import deque
-from itertools import compress, islice, repeat, takewhile
+from itertools import compress, filterfalse, islice, repeat, takewhile
 from operator import is_, is_not, not_
 
 from .run_claims import UnheldClaim, Run, Placer, notify
@@ -46,6 +46,10 @@ class RunOrder(EvictionScan):
         self._owners: dict = {}  # id(key list) -> its owner token
         self._kept = Placer()  # the token of `_front`
         self._pushed = 0  # runs pushed so far
+
+    def lacking(self, keys: list) -> list:
+        """The keys of `keys` not held, in order."""
+        return list(filterfalse(self.holds, keys))
 
     def holds(self, key) -> bool:
         claim = self._slot.get(key)

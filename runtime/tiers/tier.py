@@ -89,7 +89,7 @@ class Tier:
 
     def lacking(self, keys: list) -> list:
         """The keys of `keys` the tier does not hold, in order."""
-        return list(filterfalse(self.order.holds, keys))
+        return self.order.lacking(keys)
 
     def ready(self, key) -> bool:
         """Held, and not still being copied in."""
