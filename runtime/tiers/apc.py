@@ -151,13 +151,8 @@ class ApcPool(BlockPool):
 
     def allocate(self, count: int) -> list[int]:
         """`count` blocks: never-used ones, then free ones (first freed first), then unprotected idle ones."""
-        fresh = min(count, self.capacity - self.created)
-        out = list(range(self.created, self.created + fresh))
-        if fresh:
-            self.created += fresh
-            self.ref.extend([1] * fresh)
-            self.key_of.extend([None] * fresh)
-        rest = count - fresh
+        out = self._fresh(count)
+        rest = count - len(out)
         if rest:
             plain = min(rest, len(self.free))
             taken = [self.free.popitem(False)[0] for _ in range(plain)]

@@ -78,15 +78,20 @@ class BlockPool:
                 del free[b]
             ref[b] += 1
 
-    def allocate(self, count: int) -> list[int]:
-        """`count` blocks for new KV: never-used blocks first, then the LRU head (evicting its key)."""
+    def _fresh(self, count: int) -> list[int]:
+        """Up to `count` never-used blocks, in id order, held once each."""
         fresh = min(count, self.capacity - self.created)
         out = list(range(self.created, self.created + fresh))
         if fresh:
             self.created += fresh
             self.ref.extend([1] * fresh)
             self.key_of.extend([None] * fresh)
-        rest = count - fresh
+        return out
+
+    def allocate(self, count: int) -> list[int]:
+        """`count` blocks for new KV: never-used blocks first, then the LRU head (evicting its key)."""
+        out = self._fresh(count)
+        rest = count - len(out)
         if rest:
             pop, ref, key_of, cached = self.free.popitem, self.ref, self.key_of, self.cached
             taken = [pop(False)[0] for _ in range(rest)]
