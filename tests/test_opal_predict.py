@@ -157,3 +157,17 @@ def test_an_opal_run_goes_to_opal_s_folder_by_default(tmp_path):
     (run,) = (tmp_path / "simulation-runs").iterdir()
     assert run.name.startswith("sim-") and len(run.name) == len("sim-26-12-02_01_52_00")
     assert {p.name for p in run.iterdir()} >= {"prediction.json", "sim_config.json", "simulation.log", "stage_0"}
+
+
+def test_scaling_adds_workers_after_the_latency_and_the_log_says_so(tmp_path):
+    summary, out = predict(tmp_path, "defaults_apc.json", "--set", "router.router_params.enable_scaling=true",
+                           "--set", "router.router_params.max_queue_threshold=1", "--set",
+                           "router.router_params.scale_latency=2", "--set", "router.router_params.max_workers=3",
+                           "--set", "router.router_params.policy=LeastLoaded")
+    periods = [(w["periods"][0]["joined_ms"], w["periods"][0]["ready_ms"]) for w in summary["workers"]]
+    # the checks at 1 s and 4 s saw more than one outstanding request; each worker takes requests 2 s later
+    assert periods == [(0.0, 0.0), (1000.0, 3000.0), (4000.0, 6000.0)]
+    log = (out / "simulation.log").read_text()
+    assert "Created 1 workers" in log and log.count("GPU memory blocks initialized") == 1
+    assert "INFO [   1.0 s](kvreplay:0): ** adding 1 workers, so far now 2" in log
+    assert "INFO [   4.0 s](kvreplay:0): ** adding 1 workers, so far now 3" in log

@@ -110,8 +110,12 @@ def opal_outputs(replay, opal, ledger: StageLedger, end_ns: int, output_dir: str
     tier_names = [tier.name for tier in opal.kvc.tiers]
     rank = replay.ranks()[0]
     block_size, blocks = rank.block_size, rank.pool.capacity
-    events = [(0, sim_log.line(0, text)) for text in sim_log.startup_lines(opal, replay.workers, block_size, blocks,
+    initial = [w for w in replay.workers if any(joined == 0 for joined, _, _ in w.periods)]
+    events = [(0, sim_log.line(0, text)) for text in sim_log.startup_lines(opal, initial, block_size, blocks,
                                                                             output_dir)]
+    joins = sorted(joined for w in replay.workers for joined, _, _ in w.periods if joined)
+    events += [(at, sim_log.line(at, f"** adding 1 workers, so far now {len(initial) + n}"))
+               for n, at in enumerate(joins, 1)]  # (opal's wording, scaling one worker at a time)
     bounds = replay.traffic.stage_bounds
     stages, files, printouts = [], {}, []
     for index, stage in enumerate(opal.stages[:len(bounds)]):
