@@ -61,7 +61,7 @@ def main() -> None:
             walls = sorted(r[0] for r in runs)
             summary = runs[0][2]
             print(f"{label}: {summary['num_requests']} requests, {summary['completed_requests']} completed, "
-                  f"prefix hit rate {summary.get('opal', {}).get('prefix_hit_rate')}; wall best {walls[0]:.2f} s, "
+                  f"prefix hit rate {summary['stages'][0]['prefix_hit_rate']:.4f}; wall best {walls[0]:.2f} s, "
                   f"median {statistics.median(walls):.2f} s; peak RSS {max(r[1] for r in runs):.0f} MB")
         ratios = [b[0] / a[0] for a, b in zip(*results.values())]
         print(f"TTL {args.ttl:g} s / TTL 0 wall: median {statistics.median(ratios):.3f} (target < 1.2)")
