@@ -23,7 +23,7 @@ COUNTERS = ("write_through_stores", "retirement_stores", "demotions", "promotion
 def counters(replay) -> dict:
     """The caches' cumulative counters now, over every rank (and every worker's KV-cache manager)."""
     pools = [rank.pool for rank in replay.ranks()]
-    managers = {id(c): c for c in (getattr(rank.chain, "counters", None) for rank in replay.ranks()) if c}
+    managers = {id(c): c for c in (rank.chain.counters for rank in replay.ranks()) if c is not None}
     out = {"inline": sum(p.evictions - p.proactive_evictions for p in pools),
            "proactive": sum(p.proactive_evictions for p in pools), "ttl_skipped": sum(p.ttl_skipped for p in pools)}
     out.update({name: sum(getattr(m, name) for m in managers.values()) for name in COUNTERS})

@@ -19,6 +19,7 @@ from . import offload
 
 
 class TierChain:
+    counters = None  # what opal's KV-cache manager counts (kvc_chain.KvcCounters), on its chains only
     __slots__ = ("tiers", "top", "profile", "prefix_sources", "copies_in_since_load", "kvcr", "name", "_below",
                  "restore", "admitting", "drop_restore_holds", "after_pass", "on_finish", "preemption_wait")
 
@@ -111,6 +112,7 @@ class NoTiers:
     """The chain of a rank with nothing behind G1."""
 
     __slots__ = ()
+    counters = None
     tiers = ()
     prefix_sources = ()
     kvcr = None
