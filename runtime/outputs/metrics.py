@@ -139,11 +139,18 @@ def summary(requests: list[Request], end_ns: int, policy: str = "lru") -> dict:
         "kv_eviction_assumption": EVICTION_ASSUMPTIONS[policy],
         "preemptions": sum(max(0, len(r.admissions) - 1) for r in requests),
     }
-    out.update(weighted_stats("ttft", [((r.first_token_ns - r.arrival_ns) / MS, 1) for r in completed]))
-    out.update(weighted_stats("ttst", [((r.second_token_ns - r.first_token_ns) / MS, 1) for r in completed
-                                       if r.second_token_ns is not None]))
-    out.update(weighted_stats("tpot", [((r.last_token_ns - r.first_token_ns) / MS / (r.generated - 1), 1)
-                                       for r in completed if r.generated > 1]))
-    out.update(weighted_stats("itl", [(gap / MS, count) for r in completed for gap, count in r.gaps]))
-    out.update(weighted_stats("e2e_latency", [((r.last_token_ns - r.arrival_ns) / MS, 1) for r in completed]))
+    for name, runs in latency_samples(completed).items():
+        out.update(weighted_stats(name, runs))
     return out
+
+
+def latency_samples(completed: list[Request]) -> dict[str, list[tuple[float, int]]]:
+    """Each latency's sample (ms) over completed requests, as (value, count) runs, in the summary's order."""
+    return {
+        "ttft": [((r.first_token_ns - r.arrival_ns) / MS, 1) for r in completed],
+        "ttst": [((r.second_token_ns - r.first_token_ns) / MS, 1) for r in completed if r.second_token_ns is not None],
+        "tpot": [((r.last_token_ns - r.first_token_ns) / MS / (r.generated - 1), 1) for r in completed
+                 if r.generated > 1],
+        "itl": [(gap / MS, count) for r in completed for gap, count in r.gaps],
+        "e2e_latency": [((r.last_token_ns - r.arrival_ns) / MS, 1) for r in completed],
+    }

@@ -73,9 +73,11 @@ def request_fields(request) -> dict:
 
 
 def attach_ledger(replay) -> StageLedger:
-    """Before `run`: the stage ledger, and APC's eviction records for the log."""
+    """Before `run`: the stage ledger, the workers' busy spans, and APC's eviction records for the log."""
     if replay.apc is not None:
         apc_log.collect(replay)
+    for worker in replay.workers:  # (opal_stats' GPU utilisation; other runs keep no spans)
+        worker.busy_spans = []
     ledger = StageLedger(replay)
     replay.after_instant.append(ledger.after_instant)
     return ledger

@@ -12,7 +12,7 @@ A request's hits are those of its first admission.
 """
 from __future__ import annotations
 
-from .metrics import MS, weighted_stats
+from .metrics import latency_samples, weighted_stats
 
 LATENCIES = ("ttft", "tpot", "itl", "e2e_latency")
 KEPT = ("mean", "median", "p99")
@@ -26,13 +26,7 @@ def hit_tokens(request) -> tuple[int, dict]:
 
 
 def latency_stats(requests: list) -> dict:
-    done = [r for r in requests if r.status == "completed"]
-    samples = {
-        "ttft": [((r.first_token_ns - r.arrival_ns) / MS, 1) for r in done],
-        "tpot": [((r.last_token_ns - r.first_token_ns) / MS / (r.generated - 1), 1) for r in done if r.generated > 1],
-        "itl": [(gap / MS, count) for r in done for gap, count in r.gaps],
-        "e2e_latency": [((r.last_token_ns - r.arrival_ns) / MS, 1) for r in done],
-    }
+    samples = latency_samples([r for r in requests if r.status == "completed"])
     out = {}
     for name in LATENCIES:
         stats = weighted_stats(name, samples[name])

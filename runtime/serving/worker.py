@@ -19,7 +19,7 @@ class Worker:
     periods: list = field(default_factory=lambda: [(0, 0, None)])
     removed: list = field(default_factory=list)  # per period: when it was removed after leaving (see scaling.py)
     scaled: bool = False  # its role has a scaling schedule
-    busy_spans: list = field(default_factory=list)  # (start, end) ns of its passes (a macro step is one span)
+    busy_spans: list | None = None  # when a list: (start, end) ns of its passes (a macro step is one span)
 
     def placeable(self, now: int, ready: bool) -> bool:
         return any(start <= now and (end is None or now < end) and (not ready or up <= now)

@@ -129,7 +129,7 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
 def _fusable_free(pool) -> int:
     """Blocks fused passes may allocate: all free ones, but none an eviction would free when someone is told of
     evictions (APC's `on_evict` starts a write-through, which must start at its own pass, not at the run's)."""
-    return pool.free_count if getattr(pool, "on_evict", None) is None else pool.plain_free
+    return pool.free_count if pool.on_evict is None else pool.plain_free
 
 
 def _copies_harmless(rank: Rank) -> bool:
@@ -154,7 +154,7 @@ def apply(macro: Macro) -> list[tuple[object, int]]:
     gaps = _runs([b - a for a, b in zip(ends, ends[1:])])
     finished = []
     for (rank, batch), events in zip(macro.active, macro.events):
-        at = getattr(rank.pool, "at", None)  # a pool that stamps changes with their time (APC's TTL) is told it
+        at = rank.pool.at  # a pool that stamps changes with their time (APC's TTL) is told it (None: it does not)
         for j, kind, _, request in events:
             if kind == 0:
                 if at is not None:

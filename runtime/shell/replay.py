@@ -209,14 +209,16 @@ class Replay:
             worker.batches = []
             worker.pass_ends = fused.ends
             worker.passes += len(fused.ends)
-            worker.busy_spans.append((now, fused.ends[-1]))
+            if worker.busy_spans is not None:
+                worker.busy_spans.append((now, fused.ends[-1]))
             self.push(fused.ends[-1], PASS_END, worker)
             return
         duration = max(worker.timing(b.work) for b in batches if b)
         worker.batches = batches
         worker.pass_ends = [now + duration]
         worker.passes += 1
-        worker.busy_spans.append((now, now + duration))
+        if worker.busy_spans is not None:
+            worker.busy_spans.append((now, now + duration))
         self.push(now + duration, PASS_END, worker)
 
     def _pass_stop(self, worker, horizon: int | None) -> int | None:

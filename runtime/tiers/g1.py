@@ -25,9 +25,12 @@ NOT_NONE = partial(is_not, None)
 class BlockPool:
     __slots__ = ("capacity", "caching", "cached", "free", "ref", "key_of", "created", "events", "evictions",
                  "copying", "awaited")
-    # what opal's GPU APC (apc.py) counts besides `evictions`: vLLM's pool has no eviction monitor and no TTL
+    # what opal's GPU APC (apc.py) has besides: vLLM's pool has no eviction monitor and no TTL, tells no one of its
+    # evictions, and stamps nothing with a time (fused passes need not say when each change happens: `at`)
     proactive_evictions = 0
     ttl_skipped = 0
+    on_evict = None
+    at = None
 
     def __init__(self, capacity: int, caching: bool = True):
         self.capacity = capacity
