@@ -12,6 +12,8 @@ from . import report
 from .compiler.pipeline import compile_file
 from .runtime.outputs import files as outputs
 from .runtime.outputs import metrics, opal_run, sections
+from .runtime.outputs.record_spool import RecordSpool
+from .runtime.outputs.request_log import RequestLog
 from .runtime.build import ReplayUnsupported, build
 
 EXIT_OK, EXIT_RUN, EXIT_CONFIG = 0, 1, 2
@@ -46,7 +48,7 @@ class Progress:
         self.ticks += 1
         if self.ticks % 2000:
             return
-        done = sum(1 for r in replay.requests if r.terminal_ns is not None)
+        done = replay.log.total
         total = f"/{self.total}" if self.total else ""
         sys.stderr.write(f"\rreplaying: {done}{total} requests done, t = {replay.now / 1e9:,.1f} s virtual")
         sys.stderr.flush()
@@ -82,30 +84,40 @@ def run(args, config: str | None = None) -> int:
         return EXIT_CONFIG
     kv_log = replay.capture_kv_events() if args.capture_kv_events else None
     ledger = opal_run.attach_ledger(replay) if plan.opal is not None else None
+    capture = args.capture_per_request or plan.record_per_request
+    record_of = opal_run.request_record if plan.opal is not None else metrics.request_record
     progress = None
     if sys.stderr.isatty() and not args.no_progress:
         progress = Progress(replay.traffic.request_limit)
         replay.on_progress = progress
-    replay.run()
-    if progress:
-        progress.close()
-    end_ns = replay.close()
-    summary = metrics.summary(replay.requests, end_ns, plan.eviction_policy)
+    spool = None
+    try:
+        if capture:
+            spool = RecordSpool(outputs.partial_path(destination, "requests.jsonl"), record_of)
+        # (opal's per-stage outputs read every request; other runs keep none: memory follows the requests in flight)
+        replay.log = RequestLog(keep=plan.opal is not None, spool=spool)
+        replay.run()
+        end_ns = replay.close()
+    except outputs.OutputError as error:  # requests.jsonl could not be written as the requests ended
+        sys.stderr.write(f"kvreplay: {error}\n")
+        return EXIT_RUN
+    except BaseException:
+        if spool is not None:
+            spool.discard()
+        raise
+    finally:
+        if progress:
+            progress.close()
+    summary = metrics.summary(replay.log, end_ns, plan.eviction_policy)
     summary.update(sections.summary_sections(replay))
     opal_files = None
     if ledger is not None:
         ledger.close()
         summary["stages"], opal_files = opal_run.opal_outputs(replay, plan.opal, ledger, end_ns, str(destination))
     prediction = {"summary": summary, "kvreplay_plan_version": plan.plan_version}
-    ordered = sorted(replay.requests, key=lambda r: r.spec.index)
-    capture = args.capture_per_request or plan.record_per_request
-    records = [metrics.request_record(r) for r in ordered] if capture else None
-    if records is not None and plan.opal is not None:
-        records = [{**record, **opal_run.request_fields(r)} for record, r in zip(records, ordered)]
     try:
-        outputs.write(destination, prediction,
-                      {"requests.jsonl": records, "kv-events.jsonl": kv_log.records if kv_log else None},
-                      args.overwrite, opal_files)
+        outputs.write(destination, prediction, {"kv-events.jsonl": kv_log.records if kv_log else None},
+                      args.overwrite, opal_files, {"requests.jsonl": spool.finish()} if spool else None)
     except outputs.OutputExists as error:
         sys.stderr.write(f"kvreplay: {error}\n")
         return EXIT_CONFIG
@@ -124,14 +136,14 @@ def run(args, config: str | None = None) -> int:
 
 def why_none_completed(replay) -> str:
     """What a user needs to know when a run completed nothing."""
-    requests = replay.requests
-    rejected = [r for r in requests if r.status == "rejected"]
-    if not requests:
+    log = replay.log
+    rejected = log.statuses.get("rejected", 0)
+    if not log.total:
         return "the traffic made no request (check traffic.stop and the trace)"
-    if len(rejected) == len(requests):
-        return f"all {len(requests)} requests were rejected on arrival, e.g. {rejected[0].spec.index}: " \
-               f"{rejected[0].reason}"
+    if rejected == log.total:
+        return f"all {log.total} requests were rejected on arrival, e.g. {log.first_rejected.spec.index}: " \
+               f"{log.first_rejected.reason}"
     if replay.stopped_at is not None:
         return (f"the run stopped at {replay.stopped_at / 1e9:g} s of virtual time before any request finished "
                 "(traffic.stop.max_virtual_time_seconds)")
-    return f"{len(requests) - len(rejected)} request(s) were admitted but none finished"
+    return f"{log.total - rejected} request(s) were admitted but none finished"

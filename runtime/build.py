@@ -164,7 +164,7 @@ def attach_peer_fetch(replay: Replay, role) -> None:
 
 def use_belady(replay: Replay) -> None:
     """Give every rank a Belady pool that knows the whole (open-loop) request list."""
-    replay.initial = replay.traffic.start()
+    replay.initial = list(replay.traffic.start())
     rank = replay.ranks()[0]  # Belady runs one fixed aggregated worker with one rank
     admitted = [spec for spec in replay.initial if not replay.never_fits(rank, spec)]  # rejected ones use nothing
     uses = future_uses(admitted, replay.block_size)

@@ -4,6 +4,7 @@ files that look current."""
 from __future__ import annotations
 
 import errno
+import io
 from pathlib import Path
 
 import pytest
@@ -43,14 +44,19 @@ def test_a_full_disk_leaves_no_complete_looking_outputs(tmp_path, capsys, monkey
     out = tmp_path / "out"
     assert predict(out) == 0 and sorted(p.name for p in out.iterdir()) == ["prediction.json", "requests.jsonl"]
     capsys.readouterr()
-    real = Path.write_bytes
+    real = Path.open
 
-    def full_disk(path, data):
-        if path.name.startswith(".requests.jsonl.partial"):  # prediction.json's temporary file is written already
+    class FullDisk(io.BytesIO):
+        def writelines(self, lines):
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real(path, data)
 
-    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    def full_disk(path, mode="r", *args, **kwargs):  # requests.jsonl's records are written as requests end
+        if path.name.startswith(".requests.jsonl.partial"):
+            real(path, mode).close()  # (the file exists, as on a disk that fills up while it is written)
+            return FullDisk()
+        return real(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", full_disk)
     assert predict(out, "--overwrite") == 1
     err = capsys.readouterr().err
     assert err == f"kvreplay: cannot write {out}: No space left on device\n"

@@ -85,10 +85,17 @@ def prepare(directory: Path, overwrite: bool) -> None:
         raise OutputError(f"cannot remove {directory}'s earlier outputs: {error.strerror or error}") from None
 
 
+def partial_path(directory: Path, name: str) -> Path:
+    """Where output `name` is written until every output is complete (a name no output has)."""
+    target = directory / name
+    return target.with_name(f".{target.name}.partial-{os.getpid()}")
+
+
 def write(directory: Path, prediction: dict, line_files: dict[str, list[dict] | None], overwrite: bool,
-          other_files: dict[str, bytes] | None = None) -> list[Path]:
+          other_files: dict[str, bytes] | None = None, written: dict[str, Path] | None = None) -> list[Path]:
     """prediction.json, plus one JSON-lines file per entry of `line_files` that is not None, plus `other_files`
-    (path relative to `directory` -> bytes: opal's layout).
+    (path relative to `directory` -> bytes: opal's layout), plus the files already `written` to their
+    `partial_path` while the replay ran (name -> that path: requests.jsonl's record spool).
 
     All are written under temporary names first; only when every one is complete do they replace the files of
     an earlier run (whose prediction.json goes first and comes back last), so an interrupted or failed write
@@ -96,11 +103,14 @@ def write(directory: Path, prediction: dict, line_files: dict[str, list[dict] | 
     contents = {"prediction.json": canonical(prediction)}
     contents.update({name: jsonl(records) for name, records in line_files.items() if records is not None})
     contents.update(other_files or {})
-    targets = [directory / name for name in contents]
+    written = written or {}
+    targets = [directory / name for name in [*contents, *written]]
     clobbered = [t for t in targets if t.exists()]
     if clobbered and not overwrite:
+        for partial in written.values():
+            partial.unlink(missing_ok=True)
         raise OutputExists(f"{clobbered[0]} exists; pass --overwrite or choose another --output-dir")
-    pending = [(target, target.with_name(f".{target.name}.partial-{os.getpid()}")) for target in targets]
+    pending = [(directory / name, partial_path(directory, name)) for name in [*contents, *written]]
     try:
         directory.mkdir(parents=True, exist_ok=True)
         for (_, partial), data in zip(pending, contents.values()):

@@ -14,8 +14,8 @@ from bisect import bisect_right
 from itertools import accumulate
 
 from ..serving.requests import Request
+from .request_log import MS, LatencySamples, RequestLog
 
-MS = 1e6
 EVICTION_ASSUMPTIONS = {
     "lru": "least recently used unused block first (vLLM)",
     "belady": "offline optimal: the unused block whose next use in request input order is farthest away",
@@ -104,53 +104,41 @@ def _pd_fields(request: Request, pd) -> dict:
     }
 
 
-def summary(requests: list[Request], end_ns: int, policy: str = "lru") -> dict:
-    completed = [r for r in requests if r.status == "completed"]
-    admitted = [r for r in requests if r.admissions]
-    start_ns = min((r.arrival_ns for r in requests), default=0)
+def summary(log: RequestLog, end_ns: int, policy: str = "lru") -> dict:
+    """The summary of a finished replay, from its request log's aggregates."""
+    start_ns = log.start_ns or 0
     duration_s = max(end_ns - start_ns, 0) / 1e9
-    input_tokens = sum(r.spec.prompt_len for r in admitted)
-    output_tokens = sum(r.generated for r in requests)
-    committed = sum(r.committed_prefill for r in admitted)
-    admitted_prompts = sum(r.spec.prompt_len * len(r.admissions) for r in admitted)
-    first_reused = sum(r.first_reused_tokens or 0 for r in admitted)
-    first_host = sum(r.first_host_tokens or 0 for r in admitted)
-    statuses = {}
-    for r in requests:
-        statuses[r.status] = statuses.get(r.status, 0) + 1
+    input_tokens, output_tokens = log.input_tokens, log.output_tokens
+    rejected = log.statuses.get("rejected", 0)
     out = {
-        "num_requests": len(requests),
-        "completed_requests": len(completed),
-        "rejected_requests": statuses.get("rejected", 0),
-        "incomplete_requests": len(requests) - len(completed) - statuses.get("rejected", 0),
+        "num_requests": log.total,
+        "completed_requests": log.completed,
+        "rejected_requests": rejected,
+        "incomplete_requests": log.total - log.completed - rejected,
         "duration_ms": duration_s * 1e3,
         "total_input_tokens": input_tokens,
         "total_output_tokens": output_tokens,
-        "request_throughput_rps": len(completed) / duration_s if duration_s else None,
+        "request_throughput_rps": log.completed / duration_s if duration_s else None,
         "output_throughput_tok_s": output_tokens / duration_s if duration_s else None,
         "total_throughput_tok_s": (input_tokens + output_tokens) / duration_s if duration_s else None,
-        "committed_prefill_tokens": committed,
+        "committed_prefill_tokens": log.committed,
         # every admission (readmissions too) brings its prompt and commits what it does not reuse
-        "prefix_cache_reused_ratio": 1 - committed / admitted_prompts if admitted_prompts else None,
-        "first_admission_prefix_cache_reused_ratio": first_reused / input_tokens if input_tokens else None,
-        "first_admission_g1_reused_tokens": first_reused - first_host,
-        "first_admission_host_reused_tokens": first_host,
+        "prefix_cache_reused_ratio": 1 - log.committed / log.admitted_prompts if log.admitted_prompts else None,
+        "first_admission_prefix_cache_reused_ratio": log.first_reused / input_tokens if input_tokens else None,
+        "first_admission_g1_reused_tokens": log.first_reused - log.first_host,
+        "first_admission_host_reused_tokens": log.first_host,
         "kv_eviction_policy": policy,
         "kv_eviction_assumption": EVICTION_ASSUMPTIONS[policy],
-        "preemptions": sum(max(0, len(r.admissions) - 1) for r in requests),
+        "preemptions": log.preemptions,
     }
-    for name, runs in latency_samples(completed).items():
+    for name, runs in log.latencies.runs().items():
         out.update(weighted_stats(name, runs))
     return out
 
 
 def latency_samples(completed: list[Request]) -> dict[str, list[tuple[float, int]]]:
-    """Each latency's sample (ms) over completed requests, as (value, count) runs, in the summary's order."""
-    return {
-        "ttft": [((r.first_token_ns - r.arrival_ns) / MS, 1) for r in completed],
-        "ttst": [((r.second_token_ns - r.first_token_ns) / MS, 1) for r in completed if r.second_token_ns is not None],
-        "tpot": [((r.last_token_ns - r.first_token_ns) / MS / (r.generated - 1), 1) for r in completed
-                 if r.generated > 1],
-        "itl": [(gap / MS, count) for r in completed for gap, count in r.gaps],
-        "e2e_latency": [((r.last_token_ns - r.arrival_ns) / MS, 1) for r in completed],
-    }
+    """Each latency's sample (ms) over `completed` requests, as (value, count) runs, in the summary's order."""
+    samples = LatencySamples()
+    for request in completed:
+        samples.add(request)
+    return samples.runs()

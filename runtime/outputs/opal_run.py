@@ -13,7 +13,7 @@ import datetime
 import json
 
 from ..tiers import apc_log
-from . import opal_stats, sim_log
+from . import metrics, opal_stats, sim_log
 from .stage_stats import hit_tokens, stage_entry
 
 STAGE_TYPES = {"RateStage": None, "TraceStage": "trace", "OtelStage": "otel"}
@@ -66,10 +66,11 @@ class StageLedger:
         self.occupancy.append(occupancy(self.replay))
 
 
-def request_fields(request) -> dict:
-    """What requests.jsonl adds for an opal run: the request's stage and the tokens each cache served it."""
+def request_record(request) -> dict:
+    """A request's requests.jsonl record in an opal run: every run's fields, plus its stage and the tokens each
+    cache served it."""
     apc, tiers = hit_tokens(request)
-    return {"stage": request.spec.stage, "tier_hit_tokens": {"apc": apc, **tiers}}
+    return {**metrics.request_record(request), "stage": request.spec.stage, "tier_hit_tokens": {"apc": apc, **tiers}}
 
 
 def attach_ledger(replay) -> StageLedger:

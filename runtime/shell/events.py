@@ -29,7 +29,7 @@ EVENTS = (
     EventKind("copy_done", "copies.done", "link", "(link, version): the link's next completion"),
     EventKind("handoff_done", "handoffs.landed", "everyone", "the request whose P/D transfer landed"),
     EventKind("wake", "wake", "everyone", "a worker that became ready (scaled roles)"),
-    EventKind("arrival", "arrive", "everyone", "the RequestSpec arriving"),
+    EventKind("arrival", "arrivals.arrive", "everyone", "the RequestSpec arriving"),
     EventKind("leave", "draining.leave", "everyone", "(worker, period): it leaves its role"),
     # last of an instant: a check reads the state after the instant's arrivals, completions and releases
     EventKind("check", "periodic", "everyone", "the periodic check to call (tiers/apc_monitor.py, serving/opal_scaling.py)"),

@@ -23,19 +23,20 @@ from heapq import heappop, heappush
 
 from ..links.copies import Copies
 from ..outputs.kv_events import KvEventLog
+from ..outputs.request_log import RequestLog
 from ..serving.disaggregation import Disaggregation
 from ..serving.handoff import HandoffTransfer, PrefillMove
-from ..serving.never_fits import never_fits
 from ..serving.placement import Router
 from ..serving.requests import Request
 from ..serving.scaling import Draining
-from ..serving.pass_results import close, finish_pass, reject
+from ..serving.pass_results import finish_pass
 from ..serving.scheduler import schedule
 from ..tiers.copy_jobs import Copy
 from ..tiers.offload import blocked
 from . import macro
+from .arrivals import Arrivals
 from .clock import Clock
-from .events import ARRIVAL, EVENTS, PASS_END, WAKE, handlers
+from .events import EVENTS, PASS_END, WAKE, handlers
 from .horizons import EVERYONE, Horizons
 
 
@@ -49,7 +50,8 @@ class Replay:
         self.single_step = single_step
         self.handoff = handoff  # serving.handoff.Handoff when prefill and decode are disaggregated
         self.router = router or Router(workers)  # placement and KVCR hints
-        self.requests: list[Request] = []
+        self.log = RequestLog()  # told of each request when it ends (the summary and requests.jsonl read it)
+        self.arrivals = Arrivals(self)
         self.queue: list = []  # a heap of (time_ns, kind, seq, payload); seq makes keys unique
         self.seq = 0
         self.clock = clock or Clock()  # the instant being handled (tiers with a TTL read it too)
@@ -77,6 +79,11 @@ class Replay:
         self.fuse_to_events = self.router.reads_state  # fused passes end by the next event (see the docstring)
 
     @property
+    def requests(self) -> list[Request]:
+        """Every request, in arrival order (only when the log keeps them: `RequestLog(keep=True)`)."""
+        return self.log.requests
+
+    @property
     def now(self) -> int:
         return self.clock.now
 
@@ -99,11 +106,14 @@ class Replay:
                 self.kv_log.add(now, rank.index, events, label)
 
     # ------------------------------------------------------------------ queue
-    def push(self, time_ns: int, kind: int, payload) -> None:
-        heappush(self.queue, (time_ns, kind, self.seq, payload))
+    def push(self, time_ns: int, kind: int, payload, seq: int | None = None) -> None:
+        """Queue an event; `seq`: its own sequence number (the first arrivals', arrivals.py), else the next one."""
+        if seq is None:
+            seq = self.seq
+            self.seq += 1
+        heappush(self.queue, (time_ns, kind, seq, payload))
         if self.horizons is not None:
-            self.horizons.add(time_ns, self.seq, self._concerns(kind, payload))
-        self.seq += 1
+            self.horizons.add(time_ns, seq, self._concerns(kind, payload))
 
     def push_periodic(self, time_ns: int, kind: int, check) -> None:
         """Queue a periodic event: `check(now)` is called then; it keeps nothing alive (see the docstring)."""
@@ -133,33 +143,9 @@ class Replay:
             return self.horizons.next(worker, now)
         return self.queue[0][0] if self.queue else None
 
-    # ------------------------------------------------------------------ arrivals and ends
-    def arrive(self, spec, now: int) -> None:
-        first = self.handoffs.first_role
-        rank = self.router.place(first, now, *((spec.prefill_dp_rank, spec.prefill_worker_idx) if first == "prefill"
-                                               else (spec.dp_rank, spec.worker_idx)), spec=spec)
-        keys = spec.keys(rank.block_size)
-        hint = self.router.hint(rank, spec, keys, now, rank.chain.kvcr.busy_workers) if rank.chain.wants_hint else None
-        request = Request(spec, now, rank.index, rank.block_size, hint, self.handoffs.stop_after(spec))
-        self.requests.append(request)
-        if self.kv_log is not None:
-            self.kv_log.learn(request)
-        reason = self.never_fits(rank, spec)
-        if reason:
-            reject(request, reason, now)
-            self._ended(request, now, completed=False)
-            return
-        self.handoffs.placed(request, rank)
-        rank.waiting.append(request)
-
+    # ------------------------------------------------------------------ arrivals and ends (arrivals.py)
     def never_fits(self, rank, spec) -> str:
-        ranks = (rank,) if self.handoff is None else \
-            tuple(self.router.members(role)[0].ranks[0] for role in ("prefill", "decode"))  # P/D: each role's first
-        return never_fits(spec, ranks, self.context_limit)
-
-    def _ended(self, request: Request, now: int, completed: bool) -> None:
-        for spec in self.traffic.after(request.spec, now, completed):
-            self.push(spec.arrival_ns if spec.arrival_ns is not None else now, ARRIVAL, spec)
+        return self.arrivals.never_fits(rank, spec)
 
     def wake(self, worker, now: int) -> None:
         """Event handler: the worker is ready; the sweep after this instant's events starts it if it has work."""
@@ -205,7 +191,7 @@ class Replay:
             self.traffic.open_loop)
         if fused is not None:
             for request, end in macro.apply(fused):
-                self._ended(request, end, completed=True)
+                self.arrivals.ended(request, end, completed=True)
             worker.batches = []
             worker.pass_ends = fused.ends
             worker.passes += len(fused.ends)
@@ -243,7 +229,7 @@ class Replay:
                 if request.status == "transferring":
                     self.handoffs.prefilled(rank, request, now)
                 else:
-                    self._ended(request, now, completed=True)
+                    self.arrivals.ended(request, now, completed=True)
             self._drain(rank, now)
         for hook in self.after_pass:
             hook(worker, now)
@@ -274,7 +260,7 @@ class Replay:
     def close(self) -> int:
         """After `run`: when the replay ended; requests still open are incomplete then."""
         end_ns = self.stopped_at if self.stopped_at is not None else self.now
-        close(self.requests, end_ns, bool(self.stalled))
+        self.arrivals.close(end_ns, bool(self.stalled))
         return end_ns
 
     def _loop(self) -> None:
@@ -283,8 +269,7 @@ class Replay:
             for _, ready, _ in worker.periods:
                 if ready:
                     self.push(ready, WAKE, worker)
-        for spec in self.initial if self.initial is not None else self.traffic.start():
-            self.push(spec.arrival_ns or 0, ARRIVAL, spec)
+        self.arrivals.start(self.initial if self.initial is not None else self.traffic.start())
         stop = self.traffic.stop_ns
         queue, handle, horizons, clock = self.queue, handlers(self), self.horizons, self.clock
         after_instant, on_progress = self.after_instant, self.on_progress

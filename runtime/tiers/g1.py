@@ -14,12 +14,18 @@ observationally pure (the old state is never read again).
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from functools import partial
-from itertools import takewhile
-from operator import is_not
+from itertools import compress, islice, repeat, takewhile
+from operator import add, eq, is_not, not_, sub
 
 NOT_NONE = partial(is_not, None)
+
+
+def consume(iterator) -> None:
+    """Run `iterator` to its end in C, keeping nothing: the pool's per-block steps are maps over whole runs of
+    blocks, since a prompt at block 16 is thousands of blocks and a Python loop over them dominated the replay."""
+    deque(iterator, maxlen=0)
 
 
 class BlockPool:
@@ -75,11 +81,11 @@ class BlockPool:
 
     # ------------------------------------------------------------------ transitions
     def touch(self, blocks: list[int]) -> None:
-        ref, free = self.ref, self.free
-        for b in blocks:
-            if ref[b] == 0:
-                del free[b]
-            ref[b] += 1
+        """Hold each of `blocks` (distinct) once more; idle ones leave the free queue."""
+        ref = self.ref
+        held = list(map(ref.__getitem__, blocks))
+        consume(map(self.free.__delitem__, compress(blocks, map(not_, held))))
+        consume(map(ref.__setitem__, blocks, map(add, held, repeat(1))))
 
     def _fresh(self, count: int) -> list[int]:
         """Up to `count` never-used blocks, in id order, held once each."""
@@ -96,15 +102,13 @@ class BlockPool:
         out = self._fresh(count)
         rest = count - len(out)
         if rest:
-            pop, ref, key_of, cached = self.free.popitem, self.ref, self.key_of, self.cached
-            taken = [pop(False)[0] for _ in range(rest)]
-            keys = [key_of[b] for b in taken]
-            evicted = [k for k in keys if k is not None]  # only the block a key maps to carries it
-            for key in evicted:
-                del cached[key]
-            for block in taken:
-                key_of[block] = None
-                ref[block] = 1
+            free, key_of = self.free, self.key_of
+            taken = list(islice(free, rest))
+            consume(map(free.__delitem__, taken))
+            evicted = list(filter(NOT_NONE, map(key_of.__getitem__, taken)))  # only the block a key maps to has it
+            consume(map(self.cached.__delitem__, evicted))
+            consume(map(key_of.__setitem__, taken, repeat(None)))
+            consume(map(self.ref.__setitem__, taken, repeat(1)))
             self.evictions += len(evicted)
             if self.events is not None and evicted:
                 self.events.append(("Removed", evicted))
@@ -128,28 +132,20 @@ class BlockPool:
         `writer` (the request's spec) is for pools that remember who wrote a block (apc.ApcPool)."""
         if not self.caching:
             return
-        cached, key_of = self.cached, self.key_of
-        stored = [] if self.events is not None else None
-        for index in range(start, stop):
-            key = keys[index]
-            if key not in cached:
-                block = blocks[index]
-                cached[key] = block
-                key_of[block] = key
-                if stored is not None:
-                    stored.append(key)
-        if stored:
-            self.events.append(("Stored", stored))
+        run_keys, run_blocks = keys[start:stop], blocks[start:stop]
+        # a key cached already keeps its block; the run's blocks are new here, so "got my block" means "stored"
+        stored = list(map(eq, map(self.cached.setdefault, run_keys, run_blocks), run_blocks))
+        consume(map(self.key_of.__setitem__, compress(run_blocks, stored), compress(run_keys, stored)))
+        if self.events is not None and any(stored):
+            self.events.append(("Stored", list(compress(run_keys, stored))))
 
     def release(self, blocks: list[int]) -> None:
         """Drop one reference from each block; freed ones join the queue tail last block first,
         so a request's last blocks are evicted before its first ones."""
-        ref, free = self.ref, self.free
-        for b in reversed(blocks):
-            left = ref[b] - 1
-            ref[b] = left
-            if not left:
-                free[b] = None
+        ref, order = self.ref, blocks[::-1]
+        left = list(map(sub, map(ref.__getitem__, order), repeat(1)))
+        consume(map(ref.__setitem__, order, left))
+        self.free.update(dict.fromkeys(compress(order, map(not_, left))))
 
     def register_restored(self, blocks: list[int], keys: list[int], start: int, stop: int) -> None:
         """Blocks a tier restored for the request with `keys`: discoverable like any computed block."""

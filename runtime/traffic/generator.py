@@ -12,6 +12,7 @@ counter-based), `constant_rate`, `trace_timestamps` (with speedup).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Iterable, Iterator
 
 from ..serving.requests import Content, RequestSpec
 from ..virtual_time import seconds_to_ns
@@ -106,7 +107,8 @@ class Traffic:
         if position >= len(requests):
             return None
         item = requests[position]
-        index = self._new_index()
+        index = position  # (its place in the list, whenever it is made)
+        self.next_index = max(self.next_index, position + 1)
         self.requests_made += 1
         own = SRC_REQUEST + 2 * index
         ids = item.input_token_ids
@@ -143,21 +145,15 @@ class Traffic:
             self.arrival_counter += 1
             yield seconds_to_ns(t)
 
-    def start(self) -> list[RequestSpec]:
-        """All arrivals known up front (open loop) or the first of each closed-loop slot."""
-        load = self.load
+    def start(self) -> Iterable[RequestSpec]:
+        """The first arrivals: every arrival of an open-loop load, made one at a time as they are asked for (a
+        trace may hold millions), or the first request of each closed-loop slot and session."""
+        if self.open_loop:
+            return self._open_loop_arrivals()
         sessions = self.kind == "synthetic-session"
-        out: list[RequestSpec] = []
         if self.kind == "requests":
-            if self.max_in_flight is None:  # open loop: every request at its own arrival time
-                position = 0
-                while (spec := self._listed(position, None)) is not None:
-                    if self.stop_ns is not None and spec.arrival_ns > self.stop_ns:
-                        break
-                    out.append(spec)
-                    position += 1
-                return out
             self.list_position = 0
+            out = []
             for _ in range(self.max_in_flight):
                 spec = self._listed(self.list_position, None)
                 if spec is None:
@@ -166,37 +162,52 @@ class Traffic:
                 out.append(spec)
             return out
         if self.kind == "trace":
-            if load == "trace_timestamps":
-                for position, row in enumerate(self.rows):
-                    arrival = row.timestamp_ns
-                    if self.stop_ns is not None and arrival > self.stop_ns:
-                        break
-                    out.append(self._trace_row(position, arrival))
-            else:
-                self.trace_position = 0
-                for _ in range(self.plan.concurrency):
-                    spec = self._trace_row(self.trace_position, 0)
-                    if spec is None:
-                        break
-                    self.trace_position += 1
-                    out.append(spec)
+            self.trace_position = 0
+            out = []
+            for _ in range(self.plan.concurrency):
+                spec = self._trace_row(self.trace_position, 0)
+                if spec is None:
+                    break
+                self.trace_position += 1
+                out.append(spec)
             return out
-        if load == "concurrency":
+        if self.load == "concurrency":
+            out = []
             for slot in range(self.plan.concurrency):
                 spec = self._start_session(slot, 0) if sessions else self._next_synthetic(0)
                 if spec is None:
                     break
                 out.append(spec)
             return out
-        rate = self.plan.rate
-        limit = self.session_limit if sessions else self.request_limit
-        times = self._rate_times(rate)
-        while limit is None or len(out) < limit:
+        # sessions at a rate: every first turn now, so that request indices count first turns before later ones
+        return list(self._rate_arrivals(self.session_limit, lambda at: self._start_session(-1, at)))
+
+    def _open_loop_arrivals(self) -> Iterator[RequestSpec]:
+        if self.kind == "requests":  # a list need not be in arrival order: its requests arrive in time order
+            requests = self.source.requests
+            for position in sorted(range(len(requests)), key=lambda p: requests[p].arrival_ns):  # (stable)
+                if self.stop_ns is not None and requests[position].arrival_ns > self.stop_ns:
+                    return
+                yield self._listed(position, None)
+        elif self.kind == "trace":
+            for position, row in enumerate(self.rows):
+                arrival = row.timestamp_ns
+                if self.stop_ns is not None and arrival > self.stop_ns:
+                    return
+                yield self._trace_row(position, arrival)
+        else:
+            yield from self._rate_arrivals(self.request_limit, self._synthetic)
+
+    def _rate_arrivals(self, limit: int | None, make) -> Iterator[RequestSpec]:
+        """`make(arrival_ns)` at each arrival time of the load's rate, until `limit` or the stop time."""
+        times = self._rate_times(self.plan.rate)
+        made = 0
+        while limit is None or made < limit:
             arrival = next(times)
             if self.stop_ns is not None and arrival > self.stop_ns:
-                break
-            out.append(self._start_session(-1, arrival) if sessions else self._synthetic(arrival))
-        return out
+                return
+            made += 1
+            yield make(arrival)
 
     def after(self, spec: RequestSpec, now_ns: int, completed: bool) -> list[RequestSpec]:
         """Arrivals caused by `spec` ending at `now_ns` (closed loops and session turns)."""

@@ -1,0 +1,90 @@
+"""The replay's account of its requests: told of each one when it ends, it keeps what the outputs need of it.
+
+What the summary reports is kept as exact aggregates (integer sums and counts,
+and each latency's sample as value -> count), so memory grows with the
+distinct latency values, not with the requests or their tokens.  With a
+`RecordSpool`, each request's requests.jsonl record is written as the request
+ends.  Only a log that `keep`s them (tests, opal's per-stage outputs, the
+ReplaySpec lowering) holds on to the requests themselves; otherwise a request
+the replay has finished with is freed, keys and all.
+"""
+from __future__ import annotations
+
+from .record_spool import RecordSpool
+
+MS = 1e6
+LATENCIES = ("ttft", "ttst", "tpot", "itl", "e2e_latency")
+
+
+def _count(counts: dict, value) -> None:
+    counts[value] = counts.get(value, 0) + 1
+
+
+class LatencySamples:
+    """Each latency's sample over completed requests: TTFT, TTST and E2E per request, TPOT per request of more
+    than one output token, ITL every gap between consecutive tokens (all integer ns but TPOT, a ratio)."""
+
+    def __init__(self):
+        self.counts: dict[str, dict] = {name: {} for name in LATENCIES}
+
+    def add(self, request) -> None:
+        counts = self.counts
+        _count(counts["ttft"], request.first_token_ns - request.arrival_ns)
+        if request.second_token_ns is not None:
+            _count(counts["ttst"], request.second_token_ns - request.first_token_ns)
+        if request.generated > 1:
+            _count(counts["tpot"], (request.last_token_ns - request.first_token_ns) / MS / (request.generated - 1))
+        itl = counts["itl"]
+        for gap, count in request.gaps:
+            itl[gap] = itl.get(gap, 0) + count
+        _count(counts["e2e_latency"], request.last_token_ns - request.arrival_ns)
+
+    def runs(self) -> dict[str, list[tuple[float, int]]]:
+        """Each sample in ms as (value, count) runs, in the summary's order."""
+        return {name: list(counts.items()) if name == "tpot" else [(ns / MS, n) for ns, n in counts.items()]
+                for name, counts in self.counts.items()}
+
+
+class RequestLog:
+    """Aggregates over every request told (`ended`), its records on a spool if any, and the requests if `keep`."""
+
+    def __init__(self, keep: bool = True, spool: RecordSpool | None = None):
+        self.requests: list | None = [] if keep else None  # (arrival order, as the replay made them)
+        self.spool = spool
+        self.total = self.completed = 0
+        self.statuses: dict[str, int] = {}
+        self.first_rejected = None  # (why nothing completed, when nothing did)
+        self.start_ns: int | None = None
+        self.input_tokens = self.output_tokens = self.committed = self.admitted_prompts = 0
+        self.first_reused = self.first_host = self.preemptions = 0
+        self.latencies = LatencySamples()
+
+    def arrived(self, request) -> None:
+        if self.requests is not None:
+            self.requests.append(request)
+
+    def ended(self, request) -> None:
+        """`request` reached its terminal status (completed, rejected, incomplete): count it, write its record."""
+        self.total += 1
+        status = request.status
+        self.statuses[status] = self.statuses.get(status, 0) + 1
+        if status == "rejected" and self.first_rejected is None:
+            self.first_rejected = request
+        arrival = request.arrival_ns
+        if self.start_ns is None or arrival < self.start_ns:
+            self.start_ns = arrival
+        self.output_tokens += request.generated
+        admissions = len(request.admissions)
+        if admissions:
+            prompt = request.spec.prompt_len
+            self.input_tokens += prompt
+            self.committed += request.committed_prefill
+            self.admitted_prompts += prompt * admissions
+            self.first_reused += request.first_reused_tokens or 0
+            self.first_host += request.first_host_tokens or 0
+            self.preemptions += admissions - 1
+        if status == "completed":
+            self.completed += 1
+            self.latencies.add(request)
+        if self.spool is not None:
+            self.spool.add(request)

@@ -1,0 +1,84 @@
+"""Requests coming and going: the traffic's arrivals queued as the replay reaches them, and each request's end.
+
+The traffic's first arrivals (all of an open-loop trace: perhaps a million)
+are queued one at a time, each when the one before it arrives, so that a spec
+exists only from its predecessor's arrival on.  They take sequence numbers of
+their own, below every other event's and in arrival order: the order they
+had when all were queued first, so the replay handles the same events in the
+same order.  A request that arrived is `open` until it ends (completed,
+rejected, or incomplete when the replay closes); then the request log
+(outputs/request_log.py) is told, and the replay holds it no more.
+"""
+from __future__ import annotations
+
+from ..serving.never_fits import never_fits
+from ..serving.pass_results import close, reject
+from ..serving.requests import Request
+from .events import ARRIVAL
+
+FIRST_SEQ = -(1 << 62)  # the first arrival's sequence number (every other event's is >= 0)
+
+
+class Arrivals:
+    def __init__(self, replay):
+        self.replay = replay
+        self.open: dict[int, Request] = {}  # id -> every request that arrived and has not ended, in arrival order
+        self.specs = iter(())  # the first arrivals not queued yet
+        self.queued = None  # the one queued
+        self.seq = FIRST_SEQ
+
+    def start(self, specs) -> None:
+        self.specs = iter(specs)
+        self._queue_next()
+
+    def _queue_next(self) -> None:
+        spec = self.queued = next(self.specs, None)
+        if spec is not None:
+            self.replay.push(spec.arrival_ns or 0, ARRIVAL, spec, self.seq)
+            self.seq += 1
+
+    def arrive(self, spec, now: int) -> None:
+        """Event handler: `spec` arrives; it is placed, or rejected when it can never fit."""
+        if spec is self.queued:
+            self._queue_next()
+        replay = self.replay
+        handoffs, router = replay.handoffs, replay.router
+        first = handoffs.first_role
+        rank = router.place(first, now, *((spec.prefill_dp_rank, spec.prefill_worker_idx) if first == "prefill"
+                                          else (spec.dp_rank, spec.worker_idx)), spec=spec)
+        keys = spec.keys(rank.block_size)
+        hint = router.hint(rank, spec, keys, now, rank.chain.kvcr.busy_workers) if rank.chain.wants_hint else None
+        request = Request(spec, now, rank.index, rank.block_size, hint, handoffs.stop_after(spec))
+        self.open[id(request)] = request
+        replay.log.arrived(request)
+        if replay.kv_log is not None:
+            replay.kv_log.learn(request)
+        reason = self.never_fits(rank, spec)
+        if reason:
+            reject(request, reason, now)
+            self.ended(request, now, completed=False)
+            return
+        handoffs.placed(request, rank)
+        rank.waiting.append(request)
+
+    def never_fits(self, rank, spec) -> str:
+        replay = self.replay
+        ranks = (rank,) if replay.handoff is None else \
+            tuple(replay.router.members(role)[0].ranks[0] for role in ("prefill", "decode"))  # P/D: each role's first
+        return never_fits(spec, ranks, replay.context_limit)
+
+    def ended(self, request: Request, now: int, completed: bool) -> None:
+        """`request` completed or was rejected at `now`: the log is told, and the traffic says who follows."""
+        del self.open[id(request)]
+        replay = self.replay
+        replay.log.ended(request)
+        for spec in replay.traffic.after(request.spec, now, completed):
+            replay.push(spec.arrival_ns if spec.arrival_ns is not None else now, ARRIVAL, spec)
+
+    def close(self, end_ns: int, stalled: bool) -> None:
+        """The replay ended at `end_ns`: requests still open are incomplete."""
+        still_open = list(self.open.values())
+        self.open.clear()
+        close(still_open, end_ns, stalled)
+        for request in still_open:
+            self.replay.log.ended(request)
