@@ -7,12 +7,16 @@ the config names already parsed.  The runtime reads attributes of these and neve
 module, so it never needs the compiler.
 
 Records are frozen dataclasses with slots; a trace row is a `NamedTuple`, which is as
-immutable and typed but cheaper to build for the ~10^4 rows of a trace.
+immutable and typed but cheaper to build, and a predict trace's rows are kept in columns
+(`trace_table.TraceTable`), which give them one at a time.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Union
+from typing import TYPE_CHECKING, NamedTuple, Union
+
+if TYPE_CHECKING:  # (it reads TraceRow from here)
+    from .trace_table import TraceTable
 
 
 # ------------------------------------------------------------------ timing
@@ -172,7 +176,7 @@ class SessionSource:
 @dataclass(frozen=True, slots=True)
 class TraceSource:
     block_size: int  # tokens per hash id
-    rows: tuple[TraceRow, ...]
+    rows: TraceTable  # (a sequence of TraceRow; a tuple of them in tests)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,20 +9,21 @@ that named the file (`traffic.source.paths[i]`); all problems of a file are repo
 """
 from __future__ import annotations
 
+from itertools import count
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 import orjson
 
 from ..diagnostics import CompileError, Diagnostic, NamedBy, join_pointer
 from ..durations import ms_to_ns
-from ..load import read_bounded
-from ..plan_records import TraceRow
 from ..spans import Span
 from ..spec import Spec
+from ..trace_table import TraceTable
 
 MAX_REPORTED = 20
 MAX_TRACE_BYTES = 4 * 1024 ** 3  # a trace larger than this is refused (read lazily, never all of /dev/zero)
+MAX_LINE_BYTES = 64 * 1024 ** 2  # a row this long would name millions of blocks: it is refused, not read on
 MAX_TOKENS = 2 ** 31 - 1  # as the configs' token fields (schema): more cannot be meant, and would not fit
 DEFAULT_BLOCK_SIZE = 512  # the defaults pass's value, for plans written without it
 
@@ -54,66 +55,88 @@ def check_row(row, block_size: int) -> tuple[str, str, str] | None:
     return None
 
 
-def read_trace(path: Path, block_size: int, speedup: float = 1.0, named_by: NamedBy | None = None) -> list[TraceRow]:
+def _lines(handle, problem) -> Iterator[tuple[int, bytes]]:
+    """(number, line) of an open trace, read a line at a time (never the whole file at once): each line at most
+    MAX_LINE_BYTES, all of them at most MAX_TRACE_BYTES (else CompileError)."""
+    total = 0
+    for number in count(1):
+        line = handle.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        total += len(line)
+        if total > MAX_TRACE_BYTES:
+            raise CompileError([problem("TRACE-FILE", 1, "", f"the trace is larger than {MAX_TRACE_BYTES} bytes",
+                                        "split it, or replay a part of it")])
+        if len(line) > MAX_LINE_BYTES:
+            raise CompileError([problem("TRACE-ROW", number, "", f"the line is longer than {MAX_LINE_BYTES} bytes",
+                                        "a Mooncake trace holds one JSON object per line")])
+        yield number, line
+
+
+def read_trace(path: Path, block_size: int, speedup: float = 1.0, named_by: NamedBy | None = None) -> TraceTable:
     """The checked rows of one trace file, timestamps in ns after `speedup`; CompileError on any problem."""
     def problem(code: str, line: int, field: str, message: str, hint: str) -> Diagnostic:
         return Diagnostic(code, f"/{field}" if field else "", message, hint, span=Span(line, 1), source=str(path),
                           named_by=named_by)
 
     try:
-        data = read_bounded(path, MAX_TRACE_BYTES)
+        handle = path.open("rb")
     except OSError as error:
         raise CompileError([problem("TRACE-FILE", 1, "", f"cannot read the trace: {error.strerror or error}",
                                     "check `traffic.source.paths` (relative to the config file)")]) from None
-    if len(data) > MAX_TRACE_BYTES:
-        raise CompileError([problem("TRACE-FILE", 1, "", f"the trace is larger than {MAX_TRACE_BYTES} bytes",
-                                    "split it, or replay a part of it")])
-    rows, problems, last_timestamp = [], [], 0.0
-    for number, line in enumerate(data.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-        except orjson.JSONDecodeError as error:
-            found = ("", f"not valid JSON: {error}", "fix the line")
-        else:
-            found = check_row(row, block_size)
-            if found is None and row["timestamp"] < last_timestamp:
-                found = ("timestamp", "timestamps must not decrease", "sort the trace by timestamp")
-        if found:
-            problems.append(problem("TRACE-ROW", number, *found))
-            if len(problems) >= MAX_REPORTED:  # (the first ones say what to fix; a million would say nothing more)
-                break
-            continue
-        last_timestamp = row["timestamp"]
-        rows.append(TraceRow(ms_to_ns(last_timestamp, speedup), row["input_length"], row["output_length"],
-                             tuple(row["hash_ids"]), row.get("session_id")))
+    rows, problems, last_timestamp = TraceTable(), [], 0.0
+    with handle:
+        for number, line in _lines(handle, problem):
+            if not line.strip():
+                continue
+            try:
+                row = orjson.loads(line)
+            except orjson.JSONDecodeError as error:
+                found = ("", f"not valid JSON: {error}", "fix the line")
+            else:
+                found = check_row(row, block_size)
+                if found is None and row["timestamp"] < last_timestamp:
+                    found = ("timestamp", "timestamps must not decrease", "sort the trace by timestamp")
+            if found:
+                problems.append(problem("TRACE-ROW", number, *found))
+                if len(problems) >= MAX_REPORTED:  # (the first ones say what to fix; a million would say nothing more)
+                    break
+                continue
+            last_timestamp = row["timestamp"]
+            rows.append(ms_to_ns(last_timestamp, speedup), row["input_length"], row["output_length"],
+                        row["hash_ids"], row.get("session_id"))
     if problems:
         raise CompileError(problems)
-    if not rows:
+    if not len(rows):
         raise CompileError([problem("TRACE-EMPTY", 1, "", "the trace has no rows",
                                     "a Mooncake trace holds one JSON object per line")])
     return rows
 
 
-def read_traces(traffic: Mapping, base_dir: Path) -> tuple[TraceRow, ...]:
+def read_traces(traffic: Mapping, base_dir: Path) -> TraceTable:
     """The rows of every file of a `trace` source (paths relative to `base_dir`), in file order."""
+    rows = TraceTable()
     source = traffic.get("source", {})
     if source.get("type") != "trace":  # also a valid plan whose traffic has no source
-        return ()
+        return rows
     block_size = source.get("block_size", DEFAULT_BLOCK_SIZE)
     speedup = traffic.get("load", {}).get("speedup", 1.0)
-    rows, problems = [], []
+    problems = []
     for index, name in enumerate(source["paths"]):
         path = Path(name) if Path(name).is_absolute() else base_dir / name
         try:
-            rows.extend(read_trace(path, block_size, speedup, NamedBy(join_pointer("traffic", "source", "paths", index))))
+            found = read_trace(path, block_size, speedup, NamedBy(join_pointer("traffic", "source", "paths", index)))
         except CompileError as error:
             problems.extend(error.diagnostics)
+            continue
+        if len(rows):
+            rows.extend(found)
+        else:
+            rows = found
     if problems:
         raise CompileError(problems)
-    return tuple(rows)
+    return rows
 
 
-def run(spec: Spec, base_dir: Path) -> tuple[TraceRow, ...]:
+def run(spec: Spec, base_dir: Path) -> TraceTable:
     return read_traces(spec.doc.get("traffic", {}), base_dir)
