@@ -11,6 +11,7 @@ as `LocalNVMe` (or `DistributedFS` when shared), keyed by G1 blocks and evicting
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 
 import orjson
 
@@ -31,8 +32,6 @@ NO_FIELD = {  # role fields opal has no knob for, and why
     "kv_cache/host_offload/scope": "opal's CPUMemory tier is one per worker",
     "kv_cache/host_offload/shared_d2h_bandwidth_gbps": "opal's CPUMemory tier has no shared link",
     "kv_cache/host_offload/shared_h2d_bandwidth_gbps": "opal's CPUMemory tier has no shared link",
-    "kv_cache/g3_offload/shared_read_bandwidth_gbps": "opal's tiers have one link each",
-    "kv_cache/g3_offload/shared_write_bandwidth_gbps": "opal's tiers have one link each",
     "kv_cache/kvcr": "opal has no peer fetch between workers' CPU memories",
     "kv_cache/state_cache": "opal has no per-request state cache",
     "kv_cache/groups": "opal has one KV cache group",
@@ -110,6 +109,10 @@ def _kvc(c: Carry, block_size: int, chunk_bytes: int) -> dict:
             c.drop(role_pointer(ROLE, "kv_cache", "g3_offload", "write_bandwidth_gbps"),
                    "an opal tier has one bandwidth; `read_bandwidth_gbps` is written", always=True)
         name = "DistributedFS" if g3["scope"] == "cluster_shared" else "LocalNVMe"
+        for link in ("shared_read_bandwidth_gbps", "shared_write_bandwidth_gbps"):
+            if g3.get(link, g3["read_bandwidth_gbps"]) != g3["read_bandwidth_gbps"]:
+                c.drop(role_pointer(ROLE, "kv_cache", "g3_offload", link), "opal's DistributedFS is one device "
+                       "with one bandwidth: the per-worker `read_bandwidth_gbps` is written", always=True)
         out[name] = _tier(g3["read_bandwidth_gbps"], g3["latency_to_first_byte_ms"], g3["num_g3_blocks"], chunk_bytes)
         tiers.append(name)
     return {"kvc_tiers": tiers, **out}
@@ -169,7 +172,7 @@ def opal_config(result, c: Carry, trace_file: str, chunk: int) -> tuple[dict, di
         c.drop("/traffic/load", "opal's trace stage replays arrival times: the closed loop is written as the times "
                "kvreplay's replay gave its requests", always=True)
     config = {
-        "description": f"compiled by kvreplay from {result.source}",
+        "description": f"compiled by kvreplay from {Path(result.source).name}",
         "simulation": {"simulation_time": -1.0 if stop is None else float(stop), "num_workers": par("replicas")},
         "model": {"model_params": {"name": _model_folder(c), "config_dir": "./model-configs/"}},
         "router": {"router_params": {"policy": "RoundRobin", "enable_scaling": False}},

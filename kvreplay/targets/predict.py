@@ -180,6 +180,6 @@ def emit(result, c: Carry, output) -> dict:
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
     text = io.StringIO()
-    text.write(f"# compiled by kvreplay from {result.source}\n")
+    text.write(f"# compiled by kvreplay from {os.path.basename(result.source)}\n")
     yaml.dump(document, text)
     return {output: text.getvalue().encode(), **files}
