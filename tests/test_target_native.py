@@ -13,7 +13,7 @@ from kvreplay.compiler.pipeline import compile_file
 from kvreplay.targets import compile_to
 
 from .golden import golden_extension
-from .support import EXAMPLES
+from .support import EXAMPLES, ROOT
 
 SYNTHETIC = ("deepseek-v4-flash-state-cache", "disaggregated-kimi-state", "disaggregated-pd", "g1-default-capacity",
              "g2-cluster-shared", "g3-storage", "host-offload-prediction", "kimi-k3-state-cache", "kvcr-peer-fetch",
@@ -33,6 +33,31 @@ def test_every_synthetic_example_compiles_to_a_golden_execution_spec(name, snaps
     spec, dropped = compiled(name)
     golden = snapshot.use_extension(golden_extension("targets/aisimulate-native"))(name=name)
     assert {"execution_spec": spec, "dropped": dropped} == golden
+
+
+REPLAYSPECS = ("aggregated-belady", "aggregated-lengths", "disaggregated")
+
+
+@pytest.mark.parametrize("name", REPLAYSPECS)
+def test_native_replayspecs_compile_to_golden_execution_specs(name, snapshot):
+    result = compile_file(ROOT / "golden" / "specs" / "replayspec" / f"{name}.json")
+    files, carry = compile_to(result, "aisimulate-native", None)
+    dropped = [(d.dotted, d.message) for d in carry.diagnostics()]
+    golden = snapshot.use_extension(golden_extension("targets/aisimulate-native"))(name=f"replayspec-{name}")
+    assert {"execution_spec": orjson.loads(files[None]), "dropped": dropped} == golden
+
+
+def test_a_replayspec_keeps_its_requests_and_belady_travels_as_the_engine_policy():
+    result = compile_file(ROOT / "golden" / "specs" / "replayspec" / "aggregated-belady.json")
+    files, _ = compile_to(result, "aisimulate-native", None)
+    spec = orjson.loads(files[None])["spec"]
+    assert spec["engine"]["kv_eviction_policy"] == "belady" and spec["max_sim_time_ms"] == 60000.0
+    assert [r["id"] for r in spec["requests"]] == ["a-0", "b-0", "a-1"]
+    assert spec["requests"][2]["input_token_ids"] == [1, 2, 3, 4, 5, 6, 7, 8, 21, 22, 23, 24]
+    result = compile_file(ROOT / "golden" / "specs" / "replayspec" / "aggregated-lengths.json")
+    files, carry = compile_to(result, "aisimulate-native", None)
+    assert [d.dotted for d in carry.diagnostics()] == ["traffic.source.requests[1].kv_hints"]
+    assert all("kv_hints" not in r for r in orjson.loads(files[None])["spec"]["requests"])
 
 
 def test_the_host_offload_example_as_aisimulate_predict_hands_it_to_its_runtime():
@@ -112,4 +137,5 @@ def test_a_trace_travels_as_explicit_requests(capsys):
 
 def test_configs_of_other_front_ends_are_refused(capsys):
     assert main(["compile", str(EXAMPLES / "opal" / "defaults.json"), "--to", "aisimulate-native"]) == 2
-    assert "is a opal config; --to aisimulate-native reads predict configs" in capsys.readouterr().err
+    assert "is an opal config; --to aisimulate-native reads predict configs or replayspec configs" in \
+        capsys.readouterr().err

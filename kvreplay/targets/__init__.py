@@ -26,7 +26,8 @@ def compile_to(result, target: str, output: str | None):
     """(files to write, located diagnostics of what did not carry over); raises `Refusal`."""
     module = _module(target)
     if result.spec.frontend not in module.FRONTENDS:
-        raise Refusal(f"{result.source} is a {result.spec.frontend} config; --to {target} reads "
+        article = "an" if result.spec.frontend[0] in "aeiou" else "a"
+        raise Refusal(f"{result.source} is {article} {result.spec.frontend} config; --to {target} reads "
                       + " or ".join(f"{f} configs" for f in module.FRONTENDS))
     carry = Carry(result.spec, module.NAME, getattr(module, "IGNORE", ()))
     files = module.emit(result, carry, None if output is None else Path(output))

@@ -126,41 +126,43 @@ def _engine(c: Carry, role: str, worker_type: str) -> dict:
 
 
 def _pool(c: Carry, role: str) -> dict:
-    return {"initial_workers": c.take(role_pointer(role, "parallelism", "replicas")), "startup_delay_ms": 0.0}
+    delay = c.take(f"/traffic/replay/startup_delay_ms/{role}", 0.0)  # (a ReplaySpec's pool; predict: none)
+    return {"initial_workers": c.take(role_pointer(role, "parallelism", "replicas")), "startup_delay_ms": delay}
 
 
 def native_spec(result, c: Carry) -> dict:
     """The execution spec (as a dict) of a compiled predict config."""
     for pointer in ("/engine/enable_chunked_prefill", "/engine/kv_eviction_policy", "/engine/mode"):
         c.take(pointer)  # (the native scheduler always chunks prefills and evicts LRU, as kvreplay's defaults)
-    if c.take("/engine/kv_eviction_policy") != "lru":
-        c.drop("/engine/kv_eviction_policy", "the native spec takes Belady only with explicit requests")
     placement = c.take("/engine/placement")
     if placement != "round_robin":
         c.drop("/engine/placement", f"`{placement}` placement is a kvreplay extension; round robin is used")
     if c.spec.get("/engine/mode") == "disaggregated":
         topology = {"kind": "disaggregated", "prefill": _pool(c, "prefill"), "decode": _pool(c, "decode"),
-                    "handoff_latency_ms": 0.0}
+                    "handoff_latency_ms": c.take("/traffic/replay/handoff_latency_ms", 0.0)}
         engine = {"prefill": _engine(c, "prefill", "prefill"), "decode": _engine(c, "decode", "decode")}
     else:
         topology = {"kind": "aggregated", "workers": _pool(c, "aggregated")}
         engine = _engine(c, "aggregated", "aggregated")
+    if c.take("/engine/kv_eviction_policy") != "lru":
+        engine = {**engine, "kv_eviction_policy": c.take("/engine/kv_eviction_policy")}
     spec = {"version": 1, "topology": topology, "engine": engine,
             "adapters": {"placement": {"provider": "round_robin", "config": None},
                          "scaling": {"provider": "none", "config": None}},
-            "max_in_flight": None, "max_sim_time_ms": None, "record_per_request": False, "requests": [], "sla": {}}
+            "max_in_flight": c.take("/traffic/load/max_in_flight"), "max_sim_time_ms": None,
+            "record_per_request": c.take("/traffic/replay/record_per_request", False), "requests": [], "sla": {}}
     traffic = traffic_block(c)
     if traffic is None:  # a trace: the requests themselves
-        spec["requests"] = requests_of(result)
+        spec["requests"] = requests_of(result, c)
     else:
         spec["max_in_flight"] = traffic.get("concurrency")
-    stop = c.take("/traffic/stop/max_virtual_time_seconds")
+    stop = c.take("/traffic/stop/max_virtual_time_seconds", c.take("/traffic/replay/max_virtual_time_seconds"))
     if stop is not None:
         spec["max_sim_time_ms"] = stop * 1000.0
     return {"spec": spec, "traffic": traffic} if traffic is not None else {"spec": spec}
 
 
-FRONTENDS = ("predict",)
+FRONTENDS = ("predict", "replayspec")
 
 
 def emit(result, c: Carry, output) -> dict:

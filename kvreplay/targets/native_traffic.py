@@ -45,7 +45,7 @@ def traffic_block(c: Carry) -> dict | None:
                "inter_turn_delay_ms": session["inter_turn_delay_ms"], "num_prefix_groups": session["prefix_groups"],
                "shared_prefix_ratio": session["shared_prefix_ratio"]}
         unit = "session"
-    elif kind == "trace":
+    elif kind in ("trace", "requests"):  # (a ReplaySpec's own requests, or a trace's rows as requests)
         c.take("/traffic/load")
         c.take("/traffic/stop")
         return None
@@ -54,7 +54,18 @@ def traffic_block(c: Carry) -> dict | None:
     return {**out, **_load(c, unit), **_count(c, unit), "trace_block_size": TRACE_BLOCK}
 
 
-def requests_of(result) -> list[dict]:
+KVREPLAY_ONLY = ("worker_idx", "prefill_worker_idx", "kv_hints")  # request fields the native spec lacks
+
+
+def requests_of(result, c: Carry) -> list[dict]:
+    """A ReplaySpec's requests as written (less kvreplay's extensions), or a trace's rows as requests."""
+    if c.spec.get("/traffic/source/type") == "requests":
+        listed = c.take("/traffic/source/requests")
+        for index, request in enumerate(listed):
+            for key in KVREPLAY_ONLY:
+                if key in request:
+                    c.drop(f"/traffic/source/requests/{index}/{key}", "a kvreplay extension of ReplaySpec requests")
+        return [{k: v for k, v in request.items() if k not in KVREPLAY_ONLY} for request in listed]
     from ..lower import lower  # (replays the config once: the arrival times are the trace's)
 
     return lower(result)["requests"]
