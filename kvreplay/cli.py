@@ -54,6 +54,9 @@ def _compile_one(args) -> CompileResult | int:
 
 
 def cmd_compile(args) -> int:
+    if args.strict and args.to in ("plan", "replayspec"):
+        sys.stderr.write(f"kvreplay: --strict applies to --to another tool's format, not --to {args.to}\n")
+        return EXIT_USAGE
     result = _compile_one(args)
     if isinstance(result, int):
         return result

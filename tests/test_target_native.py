@@ -139,3 +139,8 @@ def test_configs_of_other_front_ends_are_refused(capsys):
     assert main(["compile", str(EXAMPLES / "opal" / "defaults.json"), "--to", "aisimulate-native"]) == 2
     assert "is an opal config; --to aisimulate-native reads predict configs or replayspec configs" in \
         capsys.readouterr().err
+
+
+def test_strict_is_refused_where_nothing_can_be_dropped(capsys):
+    assert main(["compile", str(EXAMPLES / "g1-default-capacity.yaml"), "--strict"]) == 2
+    assert "--strict applies to --to another tool's format, not --to plan" in capsys.readouterr().err
