@@ -131,20 +131,21 @@ def _pool(c: Carry, role: str) -> dict:
 
 
 def native_spec(result, c: Carry) -> dict:
-    """The execution spec (as a dict) of a compiled predict config."""
-    for pointer in ("/engine/enable_chunked_prefill", "/engine/kv_eviction_policy", "/engine/mode"):
-        c.take(pointer)  # (the native scheduler always chunks prefills and evicts LRU, as kvreplay's defaults)
+    """The execution spec (as a dict) of a compiled predict config or native ReplaySpec."""
+    if not c.take("/engine/enable_chunked_prefill"):
+        c.drop("/engine/enable_chunked_prefill", "the native rank descriptor has no chunked-prefill switch "
+               "(aisimulate predict writes none either)", always=True)
     placement = c.take("/engine/placement")
     if placement != "round_robin":
         c.drop("/engine/placement", f"`{placement}` placement is a kvreplay extension; round robin is used")
-    if c.spec.get("/engine/mode") == "disaggregated":
+    if c.take("/engine/mode") == "disaggregated":
         topology = {"kind": "disaggregated", "prefill": _pool(c, "prefill"), "decode": _pool(c, "decode"),
                     "handoff_latency_ms": c.take("/traffic/replay/handoff_latency_ms", 0.0)}
         engine = {"prefill": _engine(c, "prefill", "prefill"), "decode": _engine(c, "decode", "decode")}
     else:
         topology = {"kind": "aggregated", "workers": _pool(c, "aggregated")}
         engine = _engine(c, "aggregated", "aggregated")
-    if c.take("/engine/kv_eviction_policy") != "lru":
+    if c.take("/engine/kv_eviction_policy") != "lru":  # (LRU is the runtime's default; predict writes none)
         engine = {**engine, "kv_eviction_policy": c.take("/engine/kv_eviction_policy")}
     spec = {"version": 1, "topology": topology, "engine": engine,
             "adapters": {"placement": {"provider": "round_robin", "config": None},

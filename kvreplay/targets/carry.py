@@ -7,6 +7,8 @@ silently.  The ledger turns into `TARGET-DROPPED` diagnostics: warnings, or erro
 """
 from __future__ import annotations
 
+from functools import cached_property
+
 from pyrsistent import thaw
 
 from ..compiler.diagnostics import Diagnostic, field_words
@@ -15,8 +17,11 @@ from ..compiler.spec import MISSING, Spec, walk_leaves
 CODE = "TARGET-DROPPED"
 
 
-def _under(pointer: str, prefix: str) -> bool:
-    return pointer == prefix or pointer.startswith(prefix + "/")
+def _ancestors(pointer: str):
+    """`pointer` and every pointer above it, up to the document's top-level keys."""
+    while pointer:
+        yield pointer
+        pointer = pointer.rpartition("/")[0]
 
 
 class Carry:
@@ -38,7 +43,7 @@ class Carry:
 
     def user_set(self, pointer: str) -> bool:
         """Whether the user wrote `pointer` or something under it (rather than a default or an inference)."""
-        return any(_under(p, pointer) for p in self._user_leaves())
+        return pointer in self._user_written
 
     def drop(self, pointer: str, why: str, always: bool = False) -> None:
         """`pointer` does not carry over; reported when the user wrote it (or `always`: a behaviour that changes)."""
@@ -46,15 +51,20 @@ class Carry:
             self.dropped[pointer] = why
         self.carried.add(pointer)
 
-    def _user_leaves(self):
-        for pointer, _ in walk_leaves(self.spec.doc):
-            if self.spec.provenance(pointer).startswith("user"):
-                yield pointer
+    @cached_property
+    def _user_written(self) -> frozenset[str]:
+        """Every user-written leaf and every pointer above one."""
+        return frozenset(p for leaf in self._user_leaves for p in _ancestors(leaf))
+
+    @cached_property
+    def _user_leaves(self) -> tuple[str, ...]:
+        return tuple(pointer for pointer, _ in walk_leaves(self.spec.doc)
+                     if self.spec.provenance(pointer).startswith("user"))
 
     def diagnostics(self, strict: bool = False) -> tuple[Diagnostic, ...]:
         dropped = dict(self.dropped)
-        for pointer in self._user_leaves():
-            if not any(_under(pointer, c) for c in self.carried):
+        for pointer in self._user_leaves:
+            if not any(p in self.carried for p in _ancestors(pointer)):
                 dropped[pointer] = f"{self.target} has no field for it"
         severity = "error" if strict else "warning"
         hint = "" if strict else "--strict makes this an error"

@@ -146,8 +146,7 @@ def _check_expressible(c: Carry) -> None:
 
 
 def opal_config(result, c: Carry, trace_file: str, chunk: int) -> tuple[dict, dict]:
-    """(the opal config, the model's Hugging Face config)."""
-    _check_expressible(c)
+    """(the opal config, the model's Hugging Face config); `_check_expressible` has run."""
     kv = lambda *parts: c.take(role_pointer(ROLE, "kv_cache", *parts))  # noqa: E731
     par = lambda name: c.take(role_pointer(ROLE, "parallelism", name))  # noqa: E731
     sched = lambda name: c.take(role_pointer(ROLE, "scheduler", name))  # noqa: E731

@@ -13,11 +13,13 @@ import io
 import math
 import os
 from fractions import Fraction
+from pathlib import Path
 
 from ruamel.yaml import YAML
 
 from ..compiler import catalog
 from ..compiler.frontends.opal.formulas import GIB
+from ..compiler.passes.opal_stages import stage_path
 from . import mooncake_rows
 from .carry import Carry, Refusal
 
@@ -130,8 +132,8 @@ def _traffic(result, c: Carry, output) -> tuple[dict, dict]:
     stop = {} if simulation_time <= 0 else {"max_virtual_time_seconds": simulation_time}
     if len(stages) == 1 and stages[0]["type"] == "trace":
         params = stages[0]["workload_params"]
-        trace = (result.spec.get("/opal/base_dir") or os.path.dirname(os.path.abspath(result.source)))
-        path = os.path.relpath(os.path.join(trace, params["trace_file"]), os.path.dirname(os.path.abspath(output)))
+        found = stage_path(params["trace_file"], Path(result.source).resolve().parent)  # (where the compile read it)
+        path = os.path.relpath(found.resolve(), output.resolve().parent)
         if params["total_requests"] != -1:
             stop["requests"] = params["total_requests"]
         source = {"type": "trace", "paths": [path], "format": "mooncake", "block_size": params["chunk_size"]}
@@ -169,7 +171,6 @@ def predict_document(result, c: Carry, output) -> tuple[dict, dict]:
         engine["context_length"] = context  # (the catalog model's own context is predict's `max`)
     engine |= {"enable_chunked_prefill": c.take(V + "chunked_prefill"), "workers": {"aggregated": role}}
     traffic, files = _traffic(result, c, output)
-    c.take("/opal/description")
     return {"engine": engine, "traffic": traffic}, files
 
 
@@ -181,5 +182,8 @@ def emit(result, c: Carry, output) -> dict:
     yaml.default_flow_style = False
     text = io.StringIO()
     text.write(f"# compiled by kvreplay from {os.path.basename(result.source)}\n")
+    description = c.take("/opal/description")
+    if description:  # (a predict YAML has no description field: it travels as a comment)
+        text.write("".join(f"# {line}\n" for line in description.splitlines()))
     yaml.dump(document, text)
     return {output: text.getvalue().encode(), **files}
