@@ -18,16 +18,16 @@ from .native_traffic import requests_of, traffic_block
 NAME = "AISimulate's native execution spec"
 # kvreplay knobs with no native field; the why is what a user needs to know
 NO_FIELD = {
-    "kv_cache/host_offload/connector": "the native host offload has one transfer model (no vLLM connector profiles)",
-    "kv_cache/host_offload/latency_to_first_byte_ms": "the native host offload has no transfer latency",
-    "kv_cache/host_offload/shared_d2h_bandwidth_gbps": "the native cluster-shared pool has no shared link "
+    "/kv_cache/host_offload/connector": "the native host offload has one transfer model (no vLLM connector profiles)",
+    "/kv_cache/host_offload/latency_to_first_byte_ms": "the native host offload has no transfer latency",
+    "/kv_cache/host_offload/shared_d2h_bandwidth_gbps": "the native cluster-shared pool has no shared link "
                                                        "(aisimulate predict drops it too)",
-    "kv_cache/host_offload/shared_h2d_bandwidth_gbps": "the native cluster-shared pool has no shared link "
+    "/kv_cache/host_offload/shared_h2d_bandwidth_gbps": "the native cluster-shared pool has no shared link "
                                                        "(aisimulate predict drops it too)",
-    "kv_cache/kvcr": "KVCR peer fetch is a kvreplay extension",
-    "kv_cache/groups": "grouped KV caches are not lowered to the native descriptor yet",
-    "scaling": "scaled workers are a kvreplay extension (aisimulate predict rejects `scaling`)",
-    "hardware": "a per-role hardware override has no native field (the timing model names one system)",
+    "/kv_cache/kvcr": "KVCR peer fetch is a kvreplay extension",
+    "/kv_cache/groups": "grouped KV caches are not lowered to the native descriptor yet",
+    "/scaling": "scaled workers are a kvreplay extension (aisimulate predict rejects `scaling`)",
+    "/hardware": "a per-role hardware override has no native field (the timing model names one system)",
 }
 
 
@@ -87,8 +87,7 @@ def _host_offload(c: Carry, role: str, kv_bytes: int) -> dict:
 def _rank(c: Carry, role: str, worker_type: str) -> dict:
     kv = lambda *parts: c.take(role_pointer(role, "kv_cache", *parts))  # noqa: E731
     sched = lambda name: c.take(role_pointer(role, "scheduler", name))  # noqa: E731
-    for field, why in NO_FIELD.items():
-        c.drop(role_pointer(role, *field.split("/")), why)
+    c.drop_each(NO_FIELD, under=role_pointer(role))
     rank = {"backend": c.take("/engine/backend"), "block_size": kv("block_size"), "enable_prefix_caching": kv("prefix_caching"),
             "max_num_batched_tokens": sched("max_batched_tokens"), "max_num_seqs": sched("max_sequences"),
             "num_gpu_blocks": c.spec.geometry[role]["g1_blocks"], "prefill_decode_interval": sched("prefill_decode_interval"),

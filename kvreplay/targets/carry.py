@@ -51,6 +51,11 @@ class Carry:
             self.dropped[pointer] = why
         self.carried.add(pointer)
 
+    def drop_each(self, table: dict[str, str], under: str = "") -> None:
+        """`drop` every `table` field (a pointer relative to `under`), with its why."""
+        for field, why in table.items():
+            self.drop(under + field, why)
+
     @cached_property
     def _user_written(self) -> frozenset[str]:
         """Every user-written leaf and every pointer above one."""

@@ -21,15 +21,15 @@ NAME = "Dynamo's mocker"
 FRONTENDS = ("predict", "replayspec")
 ROLE = "aggregated"
 NO_FIELD = {
-    "kv_cache/host_offload": "the mocker has no host offload (G2)",
-    "kv_cache/g3_offload": "the mocker has no storage tier (G3)",
-    "kv_cache/kvcr": "the mocker has no peer fetch",
-    "kv_cache/state_cache": "the mocker has no state cache",
-    "kv_cache/groups": "the mocker has one KV cache group",
-    "kv_cache/prefix_match_unit": "the mocker matches whole blocks",
-    "kv_cache/bytes_per_token": "the mocker counts blocks, not bytes",
-    "scaling": "the mocker's workers are fixed",
-    "hardware": "the mocker times steps with its own model",
+    "/kv_cache/host_offload": "the mocker has no host offload (G2)",
+    "/kv_cache/g3_offload": "the mocker has no storage tier (G3)",
+    "/kv_cache/kvcr": "the mocker has no peer fetch",
+    "/kv_cache/state_cache": "the mocker has no state cache",
+    "/kv_cache/groups": "the mocker has one KV cache group",
+    "/kv_cache/prefix_match_unit": "the mocker matches whole blocks",
+    "/kv_cache/bytes_per_token": "the mocker counts blocks, not bytes",
+    "/scaling": "the mocker's workers are fixed",
+    "/hardware": "the mocker times steps with its own model",
 }
 ONE_RANK = ("tensor", "pipeline", "prefill_context", "decode_context", "moe_expert", "moe_tensor")
 
@@ -38,8 +38,7 @@ def engine_args(c: Carry) -> dict:
     if c.take("/engine/mode") != "aggregated":
         raise Refusal("--to dynamo-mocker writes aggregated mocker workers; a disaggregated config is not lowered")
     role = lambda *parts: c.take(role_pointer(ROLE, *parts))  # noqa: E731
-    for field, why in NO_FIELD.items():
-        c.drop(role_pointer(ROLE, *field.split("/")), why)
+    c.drop_each(NO_FIELD, under=role_pointer(ROLE))
     for name in ONE_RANK:
         c.drop(role_pointer(ROLE, "parallelism", name), "a mocker worker has no model parallelism")
     c.drop(role_pointer(ROLE, "timing"), "the mocker times steps with its own model (`speedup_ratio` 1.0)",
@@ -72,10 +71,7 @@ def emit(result, c: Carry, output) -> dict:
     router, workers = _router(c), c.take(role_pointer(ROLE, "parallelism", "replicas"))
     c.take("/engine/kv_eviction_policy")
     c.take("/traffic")
-    if c.spec.get("/traffic/load/type") == "concurrency" or c.spec.get("/traffic/source/type") == "synthetic-session":
-        c.drop("/traffic/load", "the trace holds arrival times: the closed loop is written as the times kvreplay's "
-               "replay gave its requests", always=True)
-    rows, chunk = mooncake_rows.rows(result, args["block_size"])
+    rows, chunk = mooncake_rows.rows(result, args["block_size"], c)
     trace = output.with_suffix(".jsonl")
     command = ["python", "-m", "dynamo.replay", trace.name, "--trace-format", "mooncake", "--trace-block-size",
                str(chunk), "--replay-mode", "offline", "--router-mode", router, "--num-workers", str(workers)]

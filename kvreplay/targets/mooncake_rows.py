@@ -21,8 +21,13 @@ def replayed(result) -> list:
     return sorted(replay.requests, key=lambda r: r.spec.index)
 
 
-def rows(result, chunk: int) -> tuple[list[dict], int]:
-    """(rows sorted by timestamp in ms, the tokens one hash id stands for)."""
+def rows(result, chunk: int, c=None) -> tuple[list[dict], int]:
+    """(rows sorted by timestamp in ms, the tokens one hash id stands for); a closed loop's arrival times are
+    said in the ledger `c`, when given."""
+    if c is not None and (c.spec.get("/traffic/load/type") == "concurrency"
+                          or c.spec.get("/traffic/source/type") == "synthetic-session"):
+        c.drop("/traffic/load", "a trace holds arrival times: the closed loop is written as the times kvreplay's "
+               "replay gave its requests", always=True)
     requests = replayed(result)
     traced = [r.spec.content.trace_block for r in requests if r.spec.content.hash_ids]
     if traced and len(traced) == len(requests) and len(set(traced)) == 1:

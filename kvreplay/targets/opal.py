@@ -28,16 +28,16 @@ FRONTENDS = ("predict", "replayspec")
 ROLE = "aggregated"
 QUANT_METHODS = {"fp8": "fp8", "fp4": "nvfp4"}
 NO_FIELD = {  # role fields opal has no knob for, and why
-    "kv_cache/host_offload/connector": "opal's CPUMemory tier has one transfer model (no vLLM connector profiles)",
-    "kv_cache/host_offload/scope": "opal's CPUMemory tier is one per worker",
-    "kv_cache/host_offload/shared_d2h_bandwidth_gbps": "opal's CPUMemory tier has no shared link",
-    "kv_cache/host_offload/shared_h2d_bandwidth_gbps": "opal's CPUMemory tier has no shared link",
-    "kv_cache/kvcr": "opal has no peer fetch between workers' CPU memories",
-    "kv_cache/state_cache": "opal has no per-request state cache",
-    "kv_cache/groups": "opal has one KV cache group",
-    "kv_cache/prefix_match_unit": "opal's APC matches whole blocks",
-    "scaling": "opal scales by queue length (`enable_scaling`), not on a schedule",
-    "hardware": "opal has one `worker.hw` for every worker",
+    "/kv_cache/host_offload/connector": "opal's CPUMemory tier has one transfer model (no vLLM connector profiles)",
+    "/kv_cache/host_offload/scope": "opal's CPUMemory tier is one per worker",
+    "/kv_cache/host_offload/shared_d2h_bandwidth_gbps": "opal's CPUMemory tier has no shared link",
+    "/kv_cache/host_offload/shared_h2d_bandwidth_gbps": "opal's CPUMemory tier has no shared link",
+    "/kv_cache/kvcr": "opal has no peer fetch between workers' CPU memories",
+    "/kv_cache/state_cache": "opal has no per-request state cache",
+    "/kv_cache/groups": "opal has one KV cache group",
+    "/kv_cache/prefix_match_unit": "opal's APC matches whole blocks",
+    "/scaling": "opal scales by queue length (`enable_scaling`), not on a schedule",
+    "/hardware": "opal has one `worker.hw` for every worker",
 }
 ONE_RANK = ("attention_data", "pipeline", "prefill_context", "decode_context", "moe_expert", "moe_tensor")
 
@@ -123,8 +123,7 @@ def _check_expressible(c: Carry) -> None:
         raise Refusal("opal has aggregated workers only; a disaggregated (P/D) config has no opal form")
     if c.take("/engine/backend") != "vllm":
         raise Refusal(f"opal's workers are vLLM's; a {c.spec.get('/engine/backend')} config has no opal form")
-    for field, why in NO_FIELD.items():
-        c.drop(role_pointer(ROLE, *field.split("/")), why)
+    c.drop_each(NO_FIELD, under=role_pointer(ROLE))
     for name in ONE_RANK:
         if c.take(role_pointer(ROLE, "parallelism", name)) != 1:
             c.drop(role_pointer(ROLE, "parallelism", name), "an opal worker is one TP group", always=True)
@@ -167,9 +166,6 @@ def opal_config(result, c: Carry, trace_file: str, chunk: int) -> tuple[dict, di
     c.take(role_pointer(ROLE, "scheduler"))  # (the interval knobs are SGLang's and vLLM's defaults in opal too)
     stop = c.take("/traffic/stop/max_virtual_time_seconds")
     c.take("/traffic")
-    if c.spec.get("/traffic/load/type") == "concurrency" or c.spec.get("/traffic/source/type") == "synthetic-session":
-        c.drop("/traffic/load", "opal's trace stage replays arrival times: the closed loop is written as the times "
-               "kvreplay's replay gave its requests", always=True)
     config = {
         "description": f"compiled by kvreplay from {Path(result.source).name}",
         "simulation": {"simulation_time": -1.0 if stop is None else float(stop), "num_workers": par("replicas")},
@@ -192,7 +188,7 @@ def emit(result, c: Carry, output) -> dict:
         raise Refusal("--to opal writes a config and the files it names: give -o CONFIG.json")
     block_size = c.spec.get(role_pointer(ROLE, "kv_cache", "block_size"))
     _check_expressible(c)  # (before the replay: a config opal cannot express is refused at once)
-    trace, chunk = mooncake_rows.rows(result, block_size)
+    trace, chunk = mooncake_rows.rows(result, block_size, c)
     trace_file = f"traces/{output.stem}.jsonl"
     config, hf = opal_config(result, c, trace_file, chunk)
     dump = lambda data: orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"  # noqa: E731

@@ -149,8 +149,7 @@ def _traffic(result, c: Carry, output) -> tuple[dict, dict]:
 
 
 def predict_document(result, c: Carry, output) -> tuple[dict, dict]:
-    for pointer, why in NO_FIELD.items():
-        c.drop(pointer, why)
+    c.drop_each(NO_FIELD)
     model = _model(c)
     weight_dtype = c.spec.model.get("weight_dtype", "bfloat16")
     tiers = _tiers(c)
