@@ -54,9 +54,16 @@ def _compile_one(args) -> CompileResult | int:
 
 
 def cmd_compile(args) -> int:
+    if args.strict and args.to in ("plan", "replayspec"):
+        sys.stderr.write(f"kvreplay: --strict applies to --to another tool's format, not --to {args.to}\n")
+        return EXIT_USAGE
     result = _compile_one(args)
     if isinstance(result, int):
         return result
+    if args.to not in ("plan", "replayspec"):
+        from . import targets
+
+        return targets.run(result, args.to, args.output, args.strict)
     if args.to == "replayspec":
         from .lower import lower
 
@@ -134,8 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compile", help="compile one config into its canonical resolved plan (JSON)")
     p.add_argument("file", metavar="FILE", help="the config to compile")
     p.add_argument("-o", "--output", metavar="PLAN.json", help="write the result here (default: stdout)")
-    p.add_argument("--to", choices=("plan", "replayspec"), default="plan",
-                   help="replayspec: lower a predict config into a native ReplaySpec with its traffic expanded")
+    p.add_argument("--to", choices=("plan", "replayspec", "aisimulate-native", "opal", "predict", "dynamo-mocker"),
+                   default="plan", help="replayspec: lower a predict config into a native ReplaySpec with its "
+                   "traffic expanded; the others: a config for another tool (README: Compiling for other tools)")
+    p.add_argument("--strict", action="store_true", help="with --to another tool: a field that does not carry "
+                   "over is an error, not a warning")
     add_set(p)
     p.set_defaults(func=cmd_compile)
 

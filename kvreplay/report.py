@@ -61,6 +61,17 @@ def text_report(results: Iterable[CompileResult], context: bool = True) -> str:
     return "\n".join(blocks) + "\n"
 
 
+def dropped_report(diagnostics: Iterable[Diagnostic], target: str) -> str:
+    """What did not carry over to another tool's format (warnings, or errors under --strict), and a count."""
+    diagnostics = list(diagnostics)
+    kind = diagnostics[0].severity if diagnostics else "warning"
+    blocks = [format_diagnostic(d) for d in diagnostics]
+    many = len(diagnostics) != 1
+    blocks.append(f"{len(diagnostics)} {kind}{'s' * many}: {'fields that do' if many else 'a field that does'} "
+                  f"not carry over to {target}")
+    return "\n".join(blocks) + "\n"
+
+
 def diagnostic_dict(d: Diagnostic) -> dict:
     span = d.span
     out = {"code": d.code, "severity": d.severity, "file": d.source,
