@@ -346,8 +346,8 @@ def test_preemption_and_readmission_by_hand(tmp_path):
     # committed prefill counts the readmission: 64 + 64 + (64 - 48)
     assert summary["total_input_tokens"] == 128
     assert summary["committed_prefill_tokens"] == 144
-    # every admission brings its prompt: 3 admissions of 64-token prompts, 48 tokens reused once
-    assert summary["prefix_cache_reused_ratio"] == 1 - 144 / 192
+    # each request once, with its largest reuse (spec's field table): 0 and 48 of 64 + 64 prompt tokens
+    assert summary["prefix_cache_reused_ratio"] == (0 + 48) / 128
     assert summary["first_admission_prefix_cache_reused_ratio"] == 0.0
     assert summary["duration_ms"] == 142.0
 

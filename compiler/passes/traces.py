@@ -90,7 +90,7 @@ def read_trace(path: Path, block_size: int, speedup: float = 1.0, named_by: Name
             if not line.strip():
                 continue
             try:
-                row = orjson.loads(line)
+                row = orjson.loads(line.rstrip(b"\r\n"))  # (positions in a message count within the row)
             except orjson.JSONDecodeError as error:
                 found = ("", f"not valid JSON: {error}", "fix the line")
             else:

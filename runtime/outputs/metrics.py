@@ -122,8 +122,8 @@ def summary(log: RequestLog, end_ns: int, policy: str = "lru") -> dict:
         "output_throughput_tok_s": output_tokens / duration_s if duration_s else None,
         "total_throughput_tok_s": (input_tokens + output_tokens) / duration_s if duration_s else None,
         "committed_prefill_tokens": log.committed,
-        # every admission (readmissions too) brings its prompt and commits what it does not reuse
-        "prefix_cache_reused_ratio": 1 - log.committed / log.admitted_prompts if log.admitted_prompts else None,
+        # each request counts once, with its largest reuse over its prefill admissions (spec: field table)
+        "prefix_cache_reused_ratio": log.reused / input_tokens if input_tokens else None,
         "first_admission_prefix_cache_reused_ratio": log.first_reused / input_tokens if input_tokens else None,
         "first_admission_g1_reused_tokens": log.first_reused - log.first_host,
         "first_admission_host_reused_tokens": log.first_host,

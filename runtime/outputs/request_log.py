@@ -55,7 +55,7 @@ class RequestLog:
         self.statuses: dict[str, int] = {}
         self.first_rejected = None  # (why nothing completed, when nothing did)
         self.start_ns: int | None = None
-        self.input_tokens = self.output_tokens = self.committed = self.admitted_prompts = 0
+        self.input_tokens = self.output_tokens = self.committed = self.reused = 0
         self.first_reused = self.first_host = self.preemptions = 0
         self.latencies = LatencySamples()
 
@@ -79,7 +79,7 @@ class RequestLog:
             prompt = request.spec.prompt_len
             self.input_tokens += prompt
             self.committed += request.committed_prefill
-            self.admitted_prompts += prompt * admissions
+            self.reused += request.reused_tokens  # (its largest reuse over its prefill admissions)
             self.first_reused += request.first_reused_tokens or 0
             self.first_host += request.first_host_tokens or 0
             self.preemptions += admissions - 1

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 from collections import deque
 
-import numpy
-
 from ..serving.requests import Content, RequestSpec
 from ..virtual_time import seconds_to_ns
 from .generator import SRC_REQUEST
@@ -56,6 +54,8 @@ class RateRun:
         self.cut = False
 
     def begin(self, t0: int) -> list[RequestSpec]:
+        import numpy  # (here, not at import: only a rate stage needs it, and importing it slows every command)
+
         stage, k, stop_ns = self.stage, self.position, self.owner.stop_ns
         draws = numpy.random.Generator(numpy.random.PCG64(self.owner.seed))
         out, elapsed = [], 0.0
