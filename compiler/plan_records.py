@@ -208,7 +208,7 @@ class ReplayPlan:
     roles: tuple[RolePlan, ...]  # in the order aggregated, prefill, decode
     handoff: HandoffPlan | None  # disaggregated only
     traffic: TrafficPlan
-    context_length: int | None  # None: the model's maximum
+    context_length: int | None  # prompt + output tokens a request may hold; None: no limit (opal, a model with no maximum)
     enable_chunked_prefill: bool
     placement: str
     eviction_policy: str  # lru | belady

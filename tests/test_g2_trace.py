@@ -30,17 +30,20 @@ def runs(tmp_path_factory):
 def test_host_offload_raises_first_admission_reuse(runs):
     (g1, _), (g2, _) = runs
     assert g1["first_admission_host_reused_tokens"] == 0
-    assert round(g1["first_admission_prefix_cache_reused_ratio"], 4) == 0.0845
-    assert round(g2["first_admission_prefix_cache_reused_ratio"], 4) == 0.2523
+    # AISimulate on the same configs: 0.1104 and 0.2882 (facts §12)
+    assert round(g1["first_admission_prefix_cache_reused_ratio"], 4) == 0.1070
+    assert round(g2["first_admission_prefix_cache_reused_ratio"], 4) == 0.2888
     assert g2["first_admission_prefix_cache_reused_ratio"] > g1["first_admission_prefix_cache_reused_ratio"] + 0.15
 
 
 def test_g1_and_host_reuse_add_up_exactly(runs):
     _, (g2, records) = runs
-    for record in records:
+    admitted = [r for r in records if r["admission_count"]]
+    assert len(admitted) == g2["completed_requests"] < len(records)  # the prompts past the context never ran
+    for record in admitted:
         assert record["first_admission_g1_reused_input_tokens"] + record["first_admission_host_reused_input_tokens"] \
             == record["first_admission_reused_input_tokens"]
-    total = sum(r["first_admission_reused_input_tokens"] for r in records)
+    total = sum(r["first_admission_reused_input_tokens"] for r in admitted)
     assert g2["first_admission_g1_reused_tokens"] + g2["first_admission_host_reused_tokens"] == total
     assert total == round(g2["first_admission_prefix_cache_reused_ratio"] * g2["total_input_tokens"])
     domain, = g2["g2_domains"]

@@ -325,7 +325,8 @@ def test_adding_kvcr_without_hints_is_byte_identical_but_for_its_section(tmp_pat
 def test_kv_aware_placement_pulls_and_lowers_ttft_on_a_real_trace(tmp_path, snapshot):
     """The synthetic Mooncake trace on two workers (G1 1,000 blocks of 512 tokens, G2 4,000 blocks each, roofline
     timing).  Round robin with G2 alone against the KV-aware router with KVCR: pulls happen, first-admission reuse
-    and mean TTFT improve, and every pulled block is either loaded into G1 or left unused."""
+    and mean TTFT improve, and every pulled block is either loaded into G1 or left unused (here all are loaded
+    since the prompts past Qwen3-8B's context are rejected on arrival)."""
     trace = shared_trace("synthetic_trace.jsonl")
     runs = {}
     for name, knobs in (("g2", {}), ("kvcr", {"kvcr": True, "placement": "kv_aware"})):
@@ -337,7 +338,7 @@ def test_kv_aware_placement_pulls_and_lowers_ttft_on_a_real_trace(tmp_path, snap
     g2, kvcr = runs["g2"], runs["kvcr"]
     pulls = kvcr["kvcr"]
     assert pulls["pulls"]["success"] + pulls["pulls"]["partial"] > 100
-    assert pulls["blocks"] == pulls["loaded_blocks"] + pulls["unused_blocks"] and pulls["unused_blocks"] > 0
+    assert pulls["blocks"] == pulls["loaded_blocks"] + pulls["unused_blocks"] and pulls["loaded_blocks"] > 0
     assert pulls["bytes"] == pulls["blocks"] * 512 * 147_456  # Qwen3-8B BF16: 147,456 bytes per token, tensor 1
     assert kvcr["mean_ttft_ms"] < 0.8 * g2["mean_ttft_ms"]
     assert kvcr["first_admission_prefix_cache_reused_ratio"] > g2["first_admission_prefix_cache_reused_ratio"] + 0.05

@@ -141,6 +141,8 @@ def _finish(plan: dict, rows: tuple) -> ReplayPlan:
     roles = engine["workers"]
     context = engine.get("context_length")
     opal = plan.get("opal")
+    if not isinstance(context, int) and not opal:  # `max`: the model's own (vLLM's max_model_len); opal sets none
+        context = plan.get("catalog", {}).get("model", {}).get("max_context")
     traffic = opal_finish.traffic_plan(opal) if opal else _traffic(plan["traffic"], rows)
     return ReplayPlan(
         plan_version=plan["kvreplay_plan"], roles=tuple(_role(plan, name) for name in ROLE_ORDER if name in roles),

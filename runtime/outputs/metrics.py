@@ -75,7 +75,7 @@ def request_record(request: Request) -> dict:
         if request.second_token_ns is not None else None,
         "itl_ms": math.fsum(v * c for v, c in itl) / gaps if gaps else None,
         "e2e_latency_ms": _ms(request.last_token_ns - request.arrival_ns) if completed else None,
-        "input_length": spec.prompt_len, "requested_output_length": spec.output_len,
+        "input_length": spec.prompt_len, "requested_output_length": spec.requested_output_len or spec.output_len,
         "output_length": request.generated,
         "reused_input_tokens": request.reused_tokens,
         "first_admission_reused_input_tokens": request.first_reused_tokens,

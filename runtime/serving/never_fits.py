@@ -1,14 +1,29 @@
-"""Why a request can never run (so it is rejected on arrival instead of stalling the replay)."""
+"""Why a request can never run (so it is rejected on arrival instead of stalling the replay), and how the
+context length cuts its output short."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .requests import RequestSpec
 
 
+def within_context(spec: RequestSpec, context_limit: int | None) -> RequestSpec:
+    """`spec` with its output cut where prompt plus output would pass `context_limit`.
+
+    As vLLM with `max_model_len` (and AISimulate, facts §12): a prompt that fits runs, and its generation
+    stops when the sequence reaches the limit; at least the first token is made, from the prefill.
+    """
+    if context_limit is None or spec.prompt_len + spec.output_len <= context_limit \
+            or spec.prompt_len > context_limit:
+        return spec
+    return replace(spec, output_len=max(1, context_limit - spec.prompt_len), requested_output_len=spec.output_len)
+
+
 def never_fits(spec: RequestSpec, ranks: tuple, context_limit: int | None) -> str:
     """The reason, or "".  `ranks`: the rank it is placed on, or (a prefill rank, a decode rank) in P/D."""
+    if context_limit is not None and spec.prompt_len > context_limit:
+        return f"the prompt ({spec.prompt_len} tokens) exceeds context_length {context_limit}"
     total = spec.prompt_len + spec.output_len
-    if context_limit is not None and total > context_limit:
-        return f"prompt plus output ({total} tokens) exceeds context_length {context_limit}"
     if len(ranks) == 1:
         return _fit_problem(ranks[0], spec.prompt_len, total)
     # P/D: the prefill rank holds the prompt and its first token, the decode rank the whole sequence

@@ -45,6 +45,7 @@ class RequestSpec:
     prefill_worker_idx: int | None = None
     kv_hints: tuple = ()  # ((rank, worker_idx | None, cached_tokens), ...): peers a router says hold its prefix
     stage: int = 0  # an opal workload stage's index (outputs report per stage); 0 for every other traffic
+    requested_output_len: int | None = None  # what the traffic asked for, where the context length cut it short
     _keys: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     @property

@@ -11,7 +11,7 @@ rejected, or incomplete when the replay closes); then the request log
 """
 from __future__ import annotations
 
-from ..serving.never_fits import never_fits
+from ..serving.never_fits import never_fits, within_context
 from ..serving.pass_results import close, reject
 from ..serving.requests import Request
 from .events import ARRIVAL
@@ -42,6 +42,7 @@ class Arrivals:
         if spec is self.queued:
             self._queue_next()
         replay = self.replay
+        spec = within_context(spec, replay.context_limit)
         handoffs, router = replay.handoffs, replay.router
         first = handoffs.first_role
         rank = router.place(first, now, *((spec.prefill_dp_rank, spec.prefill_worker_idx) if first == "prefill"
