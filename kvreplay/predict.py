@@ -5,10 +5,14 @@ not run, or no request completed), 2 config or usage error.
 """
 from __future__ import annotations
 
+import argparse
+from dataclasses import replace
 import sys
 from pathlib import Path
 
 from . import report
+from .compiler import work
+from .compiler.diagnostics import locate
 from .compiler.pipeline import compile_file
 from .runtime.outputs import files as outputs
 from .runtime.outputs import metrics, opal_run, sections
@@ -35,6 +39,20 @@ def add_arguments(p, config_required: bool = True) -> None:
                    help="also write kv-events.jsonl (Stored/Removed block events per DP rank)")
     p.add_argument("--single-step", action="store_true", help="advance one scheduler pass at a time (checking)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
+    p.add_argument("--max-work", type=work_amount, default=work.DEFAULT_MAX_WORK, metavar="TOKENS",
+                   help="refuse a replay estimated to process more tokens than this (requests x tokens, "
+                        f"e.g. 5e9; default {work.DEFAULT_MAX_WORK:.0e}, some minutes of replay)")
+
+
+def work_amount(text: str) -> int:
+    """`--max-work` as written: an integer or a float such as 5e9, at least 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tokens (e.g. 5e9)") from None
+    if not 1 <= value < 1e30:
+        raise argparse.ArgumentTypeError(f"{text!r} is not between 1 and 1e30")
+    return int(value)
 
 
 class Progress:
@@ -67,6 +85,11 @@ def run(args, config: str | None = None) -> int:
     if plan is None:
         sys.stderr.write(f"kvreplay: {args.config}: this plan cannot be replayed: {result.plan.not_replayable}\n")
         return EXIT_RUN
+    too_much = work.check(plan, args.max_work)
+    if too_much:
+        sys.stderr.write(report.text_report([replace(result, diagnostics=locate(too_much, result.spec.spans,
+                                                                                   result.source))]))
+        return EXIT_CONFIG
     destination = Path(args.output_dir or (opal_run.default_folder() if plan.opal is not None else DEFAULT_OUTPUT))
     if not args.overwrite and outputs.existing(destination):
         sys.stderr.write(f"kvreplay: {outputs.existing(destination)[0]} exists; pass --overwrite or "

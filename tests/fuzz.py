@@ -1,0 +1,155 @@
+"""Mutated example configs run through the CLI in-process (shared by tests/test_fuzz_configs.py and
+benchmarks/fuzz_configs.py): one mutation maker driven by any chooser, one runner that reports what went wrong.
+
+A mutation replaces a value (extreme, zero, negative, float, huge, non-finite,
+another enum's word), drops a key or adds one; the mutated config is written as
+YAML or JSON beside links to the example's folders (traces, model configs), so
+the files it names are still found.  `run` calls `kvreplay validate` and, when
+it passes, `kvreplay predict` under a small `--max-work`, each under a wall-time
+alarm; the result is None when all went as the CLI promises (exit 0, 1 or 2,
+no traceback, in time), else what did not.
+"""
+from __future__ import annotations
+
+import copy
+import io
+import json
+import math
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+from kvreplay.cli import main
+from kvreplay.compiler.load import load_bytes
+
+from .support import EXAMPLES
+
+EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml")) + sorted((EXAMPLES / "opal").glob("*.json"))
+BASES = [(path, load_bytes(path.read_bytes(), path.name).document) for path in EXAMPLE_FILES]
+NUMBERS = [math.nan, math.inf, -math.inf, 2**64, 10**24, 2**63 - 1, -1, 0, 0.0, 0.5, -0.5, 1e-12, 1e300,
+           2**40 - 1, 2**31, 65535, 1_000_000, 86_400_000,
+           1, 2, 3, 7, 64, 4096, 100_000, 0.99]  # (and valid ones, for replays with few blocks, many ranks, ...)
+WORDS = sorted({"vllm", "sglang", "trtllm", "aggregated", "disaggregated", "fixed", "default", "auto", "synthetic",
+                "synthetic-session", "trace", "poisson", "concurrency", "constant_rate", "trace_timestamps", "lru",
+                "belady", "cluster_shared", "private", "kv_aware", "round_robin", "roofline", "polynomial", "", "x",
+                "h100_sxm", "h200_sxm", "Qwen/Qwen3-8B", "moonshotai/Kimi-K3", "MaxPrefix", "LeastLoaded", "CPUMemory",
+                "UniformReqRate", "otel", "mooncake", "256GiB", "32 GB/s"})
+KEYS = sorted({key for _, base in BASES for key in json.dumps(base).replace('"', " ").split() if key.isidentifier()})
+VALIDATE_SECONDS = 2.0
+MAX_WORK = 300_000  # predict's limit here: well under a second of replay
+PREDICT_SECONDS = 20.0  # compile, build and MAX_WORK steps on a loaded machine
+
+
+def _paths(node, prefix=()):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield prefix + (key,)
+            yield from _paths(value, prefix + (key,))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield prefix + (i,)
+            yield from _paths(value, prefix + (i,))
+
+
+def mutate(choose, document):
+    """`document` with one to three mutations; `choose(options)` picks one of a list (hypothesis or random)."""
+    document = copy.deepcopy(document)
+    for _ in range(choose([1, 1, 2, 3])):
+        paths = list(_paths(document))
+        if not paths:
+            break
+        path = choose(paths)
+        parent = document
+        for part in path[:-1]:
+            parent = parent[part]
+        action = choose(["number", "number", "word", "drop", "add", "empty"])
+        if action == "number":
+            parent[path[-1]] = choose(NUMBERS)
+        elif action == "word":
+            parent[path[-1]] = choose(WORDS)
+        elif action == "drop":
+            del parent[path[-1]]
+        elif action == "empty":
+            parent[path[-1]] = choose([{}, [], None])
+        elif isinstance(parent[path[-1]], dict):
+            parent[path[-1]][choose(KEYS)] = choose(NUMBERS + WORDS + [{}, [1]])
+    return document
+
+
+def _text(document, syntax: str) -> bytes:
+    if syntax == "json":  # (NaN / Infinity as Python writes them: not JSON, which the loader must say)
+        return json.dumps(document).encode()
+    stream = io.StringIO()
+    YAML(typ="safe", pure=True).dump(document, stream)
+    return stream.getvalue().encode()
+
+
+class _Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Hang
+
+
+def _cli(argv, seconds: float) -> tuple[int | None, str, float, str | None]:
+    """(exit code, stdout + stderr, wall seconds, what went wrong or None) of `kvreplay argv` in this process."""
+    out, err = io.TextIOWrapper(io.BytesIO(), write_through=True), io.StringIO()
+    start = time.perf_counter()
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    problem, code = None, None
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main(argv)
+    except SystemExit as exit_:
+        code = exit_.code
+    except _Hang:
+        problem = f"hang: no end within {seconds:g} s"
+    except BaseException:  # noqa: BLE001 (any exception reaching the user is what this looks for)
+        problem = "crash: " + traceback.format_exc(limit=-3)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    wall = time.perf_counter() - start
+    text = out.buffer.getvalue().decode(errors="replace") + err.getvalue()
+    if problem is None and code not in (0, 1, 2):
+        problem = f"exit code {code!r}"
+    if problem is None and "Traceback" in text:
+        problem = "a traceback in the output"
+    return code, text, wall, problem
+
+
+def run(source: Path, document, syntax: str) -> str | None:
+    """None when validating (and, when valid, predicting) the mutated `document` kept the CLI's promises."""
+    with tempfile.TemporaryDirectory(prefix="kvreplay-fuzz-") as folder:
+        folder = Path(folder)
+        for sub in source.parent.iterdir():  # the traces and model configs the example names
+            if sub.is_dir():
+                (folder / sub.name).symlink_to(sub)
+        config = folder / f"mutated.{syntax}"
+        config.write_bytes(_text(document, syntax))
+        code, text, wall, problem = _cli(["validate", str(config)], VALIDATE_SECONDS * 5)
+        if problem is None and wall > VALIDATE_SECONDS:
+            problem = f"validate took {wall:.1f} s"
+        if problem is None and code == 0:
+            argv = ["predict", "-c", str(config), "--max-work", str(MAX_WORK), "--no-progress",
+                    "--output-dir", str(folder / "out")]
+            code, text, wall, problem = _cli(argv, PREDICT_SECONDS)
+        if problem is not None:
+            return f"{source.name} as {syntax}: {problem}\n{config.read_text()[:2000]}\n{text[-1500:]}"
+    return None
+
+
+def main_thread_only() -> None:
+    """The alarm that catches hangs is a signal: it works in the main thread only."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        sys.exit("the fuzz runner needs the main thread")
