@@ -54,10 +54,6 @@ def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_d
         raise ValueError(f"unknown backend {backend!r}")
     dtype = model.get("weight_dtype", "bfloat16")
     layers, heads = model["num_layers"], model["num_attention_heads"]
-    if tensor > 1 and hardware.get("nvlink_bandwidth_gbps") is None:  # the all-reduce's time reads it
-        raise ValueError(f"tensor parallelism of {tensor} needs the hardware's nvlink_bandwidth_gbps (GPU-to-GPU "
-                         "bandwidth for the all-reduce), which this hardware has none of; use tensor 1 or a "
-                         "catalog GPU")
     return RooflineTiming(
         tensor=tensor, num_layers=layers, attention_layers=model.get("kv_layers", layers), attention_heads=heads,
         head_dim=model.get("head_dim") or model["hidden_size"] // heads, hidden_size=model["hidden_size"],

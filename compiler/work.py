@@ -18,6 +18,8 @@ long run is meant.
 """
 from __future__ import annotations
 
+from itertools import islice
+
 from .diagnostics import Diagnostic
 from .opal_records import RateStage, TraceStage
 from .plan_records import ReplayPlan, RequestListSource, SessionSource, SyntheticSource, TraceSource
@@ -46,14 +48,21 @@ def _traffic(plan: ReplayPlan) -> tuple[int, int, int, str]:
     if isinstance(source, TraceSource):
         rows = source.rows
         count = len(rows) if traffic.request_limit is None else min(len(rows), traffic.request_limit)
-        picked = [rows[i] for i in range(count)]
-        return (count, sum(row.input_length for row in picked), sum(row.output_length for row in picked),
-                "/traffic/source/paths")
+        return (count, *_lengths(islice(rows, count)), "/traffic/source/paths")
     if isinstance(source, RequestListSource):
         listed = source.requests
         return (len(listed), sum(r.input_tokens for r in listed), sum(r.output_tokens for r in listed),
                 "/traffic/source/requests")
     return 0, 0, 0, "/traffic"
+
+
+def _lengths(rows) -> tuple[int, int]:
+    """(prompt tokens, output tokens) of trace rows, in one pass (a million-row trace is not copied)."""
+    prompt = output = 0
+    for row in rows:
+        prompt += row.input_length
+        output += row.output_length
+    return prompt, output
 
 
 def _opal(opal) -> tuple[int, int, int, str]:
@@ -65,8 +74,9 @@ def _opal(opal) -> tuple[int, int, int, str]:
             output += stage.total_requests * stage.output_max
         elif isinstance(stage, TraceStage):
             count += len(stage.rows)
-            prompt += sum(row.input_length for row in stage.rows)
-            output += sum(row.output_length for row in stage.rows)
+            stage_prompt, stage_output = _lengths(stage.rows)
+            prompt += stage_prompt
+            output += stage_output
         else:  # otel sessions: each turn's prompt holds the session's history
             for session in stage.sessions:
                 history = 0
@@ -85,7 +95,7 @@ def estimate(plan: ReplayPlan) -> tuple[int, str, str]:
     block = min((role.block_size for role in plan.roles), default=16)
     ranks = sum(max(n for _, n in role.replica_steps) * role.attention_data for role in plan.roles)
     steps = -(-prompt // block) + output + ranks * WORK_PER_RANK
-    words = (f"{count:,} requests: {_short(prompt)} prompt tokens in {block}-token blocks, {_short(output)} output "
+    words = (f"{count:,} requests: {short(prompt)} prompt tokens in {block}-token blocks, {short(output)} output "
              f"tokens; {ranks:,} rank{'s' * (ranks != 1)}")
     return steps, words, pointer
 
@@ -95,13 +105,13 @@ def check(plan: ReplayPlan, limit: int) -> list[Diagnostic]:
     steps, words, pointer = estimate(plan)
     if steps <= limit:
         return []
-    return [Diagnostic(CODE, pointer, f"the replay would take about {_short(steps)} steps ({words}), more than "
-                       f"the work limit of {_short(limit)} steps",
+    return [Diagnostic(CODE, pointer, f"the replay would take about {short(steps)} steps ({words}), more than "
+                       f"the work limit of {short(limit)} steps",
                        f"pass `--max-work {_round_up(steps)}` if a run this long is meant (roughly a million steps "
                        "a second), or ask for fewer or shorter requests")]
 
 
-def _short(amount: int) -> str:
+def short(amount: int) -> str:
     """2300000000 as `2.3e9`; amounts under a million as they are."""
     if amount < 10**6:
         return f"{amount:,}"

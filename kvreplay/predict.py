@@ -39,9 +39,10 @@ def add_arguments(p, config_required: bool = True) -> None:
                    help="also write kv-events.jsonl (Stored/Removed block events per DP rank)")
     p.add_argument("--single-step", action="store_true", help="advance one scheduler pass at a time (checking)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
-    p.add_argument("--max-work", type=work_amount, default=work.DEFAULT_MAX_WORK, metavar="TOKENS",
-                   help="refuse a replay estimated to process more tokens than this (requests x tokens, "
-                        f"e.g. 5e9; default {work.DEFAULT_MAX_WORK:.0e}, some minutes of replay)")
+    p.add_argument("--max-work", type=work_amount, default=work.DEFAULT_MAX_WORK, metavar="STEPS",
+                   help="refuse a replay estimated to take more steps than this (prompt blocks plus output "
+                        f"tokens over all requests, e.g. 5e9; default {work.short(work.DEFAULT_MAX_WORK)}, some "
+                        "minutes of replay)")
 
 
 def work_amount(text: str) -> int:
@@ -49,7 +50,7 @@ def work_amount(text: str) -> int:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tokens (e.g. 5e9)") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of steps (e.g. 5e9)") from None
     if not 1 <= value < 1e30:
         raise argparse.ArgumentTypeError(f"{text!r} is not between 1 and 1e30")
     return int(value)

@@ -46,28 +46,34 @@ MAX_WORK = 300_000  # predict's limit here: well under a second of replay
 PREDICT_SECONDS = 20.0  # compile, build and MAX_WORK steps on a loaded machine
 
 
-def _paths(node, prefix=()):
+def paths(node, prefix=()):
+    """The path of every key and item under `node` (not `node` itself), parents before children."""
     if isinstance(node, dict):
         for key, value in node.items():
             yield prefix + (key,)
-            yield from _paths(value, prefix + (key,))
+            yield from paths(value, prefix + (key,))
     elif isinstance(node, list):
         for i, value in enumerate(node):
             yield prefix + (i,)
-            yield from _paths(value, prefix + (i,))
+            yield from paths(value, prefix + (i,))
+
+
+def parent_of(document, path: tuple):
+    """The dict or list that holds `path`'s last step."""
+    for part in path[:-1]:
+        document = document[part]
+    return document
 
 
 def mutate(choose, document):
     """`document` with one to three mutations; `choose(options)` picks one of a list (hypothesis or random)."""
     document = copy.deepcopy(document)
     for _ in range(choose([1, 1, 2, 3])):
-        paths = list(_paths(document))
-        if not paths:
+        candidates = list(paths(document))
+        if not candidates:
             break
-        path = choose(paths)
-        parent = document
-        for part in path[:-1]:
-            parent = parent[part]
+        path = choose(candidates)
+        parent = parent_of(document, path)
         action = choose(["number", "number", "word", "drop", "add", "empty"])
         if action == "number":
             parent[path[-1]] = choose(NUMBERS)

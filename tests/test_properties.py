@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from kvreplay.compiler.load import load_bytes
 from kvreplay.compiler.pipeline import compile_bytes
 
+from . import fuzz
 from .support import EXAMPLES
 
 BASES = [load_bytes(p.read_bytes(), p.name).document for p in sorted(EXAMPLES.glob("*.yaml"))]
@@ -23,26 +24,14 @@ values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=
                       max_leaves=6)
 
 
-def paths(node, prefix=()):
-    yield prefix
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from paths(value, prefix + (key,))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            yield from paths(value, prefix + (i,))
-
-
 def mutate(document, data):
     doc = copy.deepcopy(document)
     for _ in range(data.draw(st.integers(1, 4))):
-        candidates = list(paths(doc))[1:]
+        candidates = list(fuzz.paths(doc))
         if not candidates:
             break
         path = data.draw(st.sampled_from(candidates))
-        parent = doc
-        for part in path[:-1]:
-            parent = parent[part]
+        parent = fuzz.parent_of(doc, path)
         action = data.draw(st.sampled_from(["replace", "delete", "add"]))
         if action == "replace":
             parent[path[-1]] = data.draw(values)

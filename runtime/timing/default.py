@@ -79,7 +79,9 @@ def default_timing(inputs) -> Timing:
     active_fraction = active / inputs.params
     weight_s = weight_bytes / (hbm * E_WEIGHTS[precision])
     kv_s_per_token = inputs.kv_bytes_per_token / (hbm * E_KV)
-    if tp > 1:
+    if tp > 1 and inputs.nvlink_bandwidth_gbps:
+        # hardware with no GPU-to-GPU figure (opal's worker.hw: tflops, mem_bw_TBps, tp) is timed as opal's
+        # roofline times it: tensor parallelism divides the work, with no all-reduce term
         ar_s_per_token = 2 * layers * inputs.hidden_size * ACTIVATION_BYTES * 2 * (tp - 1) / tp \
             / (inputs.nvlink_bandwidth_gbps * 1e9)
         ar_s_fixed = 2 * layers * AR_LATENCY_S
