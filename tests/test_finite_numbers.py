@@ -24,7 +24,7 @@ from kvreplay.compiler.pipeline import compile_bytes
 from kvreplay.schema import OPAL, PREDICT, REPLAYSPEC, load_schema
 
 from .support import EXAMPLES
-from .test_properties import paths
+from .fuzz import paths
 
 # A few hundred in the suite (~1 s); KVREPLAY_FUZZ_EXAMPLES=4000 for a longer search
 FUZZ_EXAMPLES = int(os.environ.get("KVREPLAY_FUZZ_EXAMPLES", "300"))
@@ -60,7 +60,7 @@ BASES = [(p, load_bytes(p.read_bytes(), p.name).document)
 
 
 def numeric_leaves(node):
-    """The paths (test_properties.paths) of every number in `node`, booleans aside."""
+    """The paths (fuzz.paths) of every number in `node`, booleans aside."""
     for path in paths(node):
         value = node
         for step in path:
