@@ -99,6 +99,7 @@ class PeerFetchPlan:
 @dataclass(frozen=True, slots=True)
 class RolePlan:
     name: str  # aggregated | prefill | decode
+    backend: str  # vllm | sglang | trtllm: the engine its workers run (opal's worker: vllm)
     replica_steps: tuple[tuple[int, int], ...]  # (from ns, replicas): replicas at 0, then scaling steps
     scaled: bool  # the role has scaling steps
     startup_delay_ns: int

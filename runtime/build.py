@@ -8,6 +8,7 @@ lockstep with the worker's timing provider.
 """
 from __future__ import annotations
 
+from .engines.table import engine_for
 from .serving.handoff import Handoff
 from .serving.opal_scaling import attach_scaling, reserved_workers
 from .serving.placement import Router
@@ -21,7 +22,7 @@ from .tiers.apc_monitor import use_apc
 from .tiers.belady import BeladyPool, future_uses
 from .tiers.chain_build import TierSpec, attach_chains
 from .tiers.connectors import PROFILES, tier_rules
-from .tiers.g1 import BlockPool, RestoredOnlyPool
+from .tiers.g1 import RestoredOnlyPool
 from .tiers import kvc
 from .tiers.kvc_chain import attach_kvc
 from .tiers.peer_fetch import PeerFetch
@@ -56,12 +57,12 @@ def storage_tier_spec(storage) -> TierSpec:
 TIER_SPECS = (("host", host_tier_spec), ("storage", storage_tier_spec))  # a role's tiers, fastest first
 
 
-def _g1_pool(plan, role):
-    """A rank's G1: vLLM's block pool; with opal's tiers and APC off, one whose restored blocks serve only their
+def _g1_pool(plan, role, engine):
+    """A rank's G1: its engine's cache; with opal's tiers and APC off, one whose restored blocks serve only their
     own request."""
     if plan.opal is not None and not role.prefix_caching:
         return RestoredOnlyPool(role.g1_blocks)
-    return BlockPool(role.g1_blocks, role.prefix_caching)
+    return engine.g1(role.g1_blocks, role.prefix_caching)
 
 
 def _role_workers(plan, role, first_worker: int, first_rank: int, clock: Clock) -> list[Worker]:
@@ -69,18 +70,20 @@ def _role_workers(plan, role, first_worker: int, first_rank: int, clock: Clock) 
     most = max(max(replicas for _, replicas in role.replica_steps), reserved_workers(plan))
     prefix = "" if role.name == "aggregated" else f"{role.name}."
     workers, rank_index = [], first_rank
+    engine = engine_for(role.backend)
     for w in range(most):
         ranks = []
         for d in range(role.attention_data):
-            pool = _g1_pool(plan, role)
+            pool = _g1_pool(plan, role, engine)
             rank = Rank(rank_index, first_worker + w, pool, role.block_size, role.max_batched_tokens,
                         role.max_sequences, plan.enable_chunked_prefill,
                         role.state_blocks_per_request, name=f"{prefix}worker{w}.dp{d}")
             rank.role = role.name
+            engine.equip(rank)
             ranks.append(rank)
             rank_index += 1
         timing = make_timing(role.timing)
-        workers.append(Worker(first_worker + w, ranks, timing))
+        workers.append(Worker(first_worker + w, ranks, timing, engine=engine))
     ranks = [rank for worker in workers for rank in worker.ranks]
     if plan.opal is not None:  # opal's KV-cache tiers take the place of G2 and G3
         attach_kvc(ranks, plan.opal.kvc, clock)

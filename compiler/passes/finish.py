@@ -54,7 +54,7 @@ def _role(plan: dict, name: str) -> RolePlan:
         peer_fetch = PeerFetchPlan(ms_to_ns(kvcr["latency_to_first_byte_ms"]), kvcr["bandwidth_gbps"],
                                    geometry["g2_block_bytes"] * parallel["tensor"])
     return RolePlan(
-        name=name, replica_steps=steps, scaled=bool(role.get("scaling")), startup_delay_ns=ms_to_ns(delays.get(name, 0.0)),
+        name=name, backend=engine["backend"], replica_steps=steps, scaled=bool(role.get("scaling")), startup_delay_ns=ms_to_ns(delays.get(name, 0.0)),
         attention_data=parallel["attention_data"], g1_blocks=kv["capacity"]["blocks"], block_size=kv["block_size"],
         prefix_caching=kv["prefix_caching"], max_batched_tokens=scheduler["max_batched_tokens"],
         max_sequences=scheduler["max_sequences"], state_blocks_per_request=geometry.get("state_blocks_per_request", 0),

@@ -25,7 +25,7 @@ from .requests import Request
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
-                 "role", "handoff")
+                 "role", "handoff", "admission")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -47,6 +47,7 @@ class Rank:
         self.transfers_in_flight = 0
         self.role = "aggregated"
         self.handoff = None  # handoff.Handoff on decode ranks
+        self.admission = this_pass  # free blocks a waiting request needs (an engine's capacity policy may differ)
 
     @property
     def busy(self) -> bool:
@@ -54,6 +55,12 @@ class Rank:
 
     def blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.block_size)
+
+
+def this_pass(rank: "Rank", request: Request, hits: list[int], need: int) -> int:
+    """vLLM's admission: a request needs free blocks for what this pass computes, nothing more (later blocks
+    come as it goes, and preemption makes room when they run out)."""
+    return need
 
 
 class Batch:
@@ -93,7 +100,7 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
         return 0
     new = min(new, budget)
     need = rank.blocks_for(cached + new) - len(hits) + rank.state_blocks
-    if not rank.pool.can_allocate(need, hits):
+    if not rank.pool.can_allocate(rank.admission(rank, request, hits, need), hits):
         return 0
     rank.pool.touch(hits)
     restored = rank.chain.admitting(rank, request, len(hits))

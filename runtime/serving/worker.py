@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..engines.engine import VLLM, Engine
 from ..timing import Timing
 
 
@@ -20,6 +21,7 @@ class Worker:
     removed: list = field(default_factory=list)  # per period: when it was removed after leaving (see scaling.py)
     scaled: bool = False  # its role has a scaling schedule
     busy_spans: list | None = None  # when a list: (start, end) ns of its passes (a macro step is one span)
+    engine: Engine = VLLM  # its backend's scheduler and cache policy (engines/)
 
     def placeable(self, now: int, ready: bool) -> bool:
         return any(start <= now and (end is None or now < end) and (not ready or up <= now)

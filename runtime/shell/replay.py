@@ -29,8 +29,6 @@ from ..serving.handoff import HandoffTransfer, PrefillMove
 from ..serving.placement import Router
 from ..serving.requests import Request
 from ..serving.scaling import Draining
-from ..serving.pass_results import finish_pass
-from ..serving.scheduler import schedule
 from ..tiers.copy_jobs import Copy
 from ..tiers.offload import blocked
 from . import macro
@@ -174,7 +172,7 @@ class Replay:
     def _start_pass(self, worker, now: int) -> None:
         batches = []
         for rank in worker.ranks:
-            batches.append(schedule(rank, now))
+            batches.append(worker.engine.schedule(rank, now))
             self._drain(rank, now)
         self._start_jobs(worker, now)
         if not any(batches):
@@ -186,7 +184,7 @@ class Replay:
 
     def _run_pass(self, worker, batches: list, now: int) -> None:
         worker.blocked = False
-        fused = None if self.single_step else macro.plan(
+        fused = None if self.single_step or not worker.engine.fusable else macro.plan(
             worker, batches, now, horizon := self._horizon(worker, now), self._pass_stop(worker, horizon),
             self.traffic.open_loop)
         if fused is not None:
@@ -225,7 +223,7 @@ class Replay:
         for rank, batch in zip(worker.ranks, batches):
             if batch is None:
                 continue
-            for request in finish_pass(rank, batch, now):
+            for request in worker.engine.finish(rank, batch, now):
                 if request.status == "transferring":
                     self.handoffs.prefilled(rank, request, now)
                 else:

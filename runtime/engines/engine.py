@@ -1,0 +1,39 @@
+"""The interface every backend's engine gives the replay shell, and the table that picks one by backend name.
+
+An engine is what differs between vLLM, TensorRT-LLM and SGLang: how a rank
+schedules a pass (which requests run, which wait, which are preempted), what
+the end of a pass does to the cache (what becomes reusable, what is freed),
+which G1 cache a rank keeps, and whether pure decode passes may be fused into
+a macro step.  Everything else (tiers, copies, handoffs, placement, timing,
+outputs) is shared and knows nothing of the backend.  The shell calls
+`schedule` and `finish` on a worker's engine; building a rank calls `equip`,
+which gives it the engine's admission policy (table.py picks the engine).
+"""
+from __future__ import annotations
+
+from ..serving import pass_results, scheduler
+from ..tiers.g1 import BlockPool
+
+
+class Engine:
+    """vLLM v1: continuous batching with recompute preemption (serving/scheduler.py), blocks freed at the end
+    of the pass that finishes a request, the newest running request preempted when blocks run out."""
+
+    name = "vllm"
+    fusable = True  # pure decode passes may be applied at once (shell/macro.py)
+
+    def schedule(self, rank, now_ns: int):
+        return scheduler.schedule(rank, now_ns)
+
+    def finish(self, rank, batch, end_ns: int) -> list:
+        return pass_results.finish_pass(rank, batch, end_ns)
+
+    def g1(self, blocks: int, prefix_caching: bool):
+        return BlockPool(blocks, prefix_caching)
+
+    def equip(self, rank) -> None:
+        """Give a built rank what this engine decides for it (vLLM: the scheduler's own defaults)."""
+
+
+VLLM = Engine()
+

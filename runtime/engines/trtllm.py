@@ -1,0 +1,36 @@
+"""TensorRT-LLM's engine: vLLM's pass structure under the guaranteed-no-evict capacity scheduler.
+
+TensorRT-LLM's default capacity scheduler (`GUARANTEED_NO_EVICT`) starts a
+request only when the KV blocks of its whole sequence, prompt and every
+output token, fit beside the blocks every running request still needs to
+reach its own end.  A started request therefore never runs out of blocks and
+is never preempted.  Waiting requests are weighed in arrival order and the
+first that does not fit stops admission for the pass (no request overtakes
+it).  Reused blocks (`tokens_per_block`, full blocks only, as in vLLM) need no
+new block; idle cached blocks count as free, since allocating evicts them.
+"""
+from __future__ import annotations
+
+from .engine import Engine
+
+
+def to_completion(rank, request) -> int:
+    """Blocks the request holds at its end: its prompt and all its output, and its state blocks."""
+    return rank.blocks_for(request.spec.prompt_len + request.stop_after) + rank.state_blocks
+
+
+def no_evict(rank, request, hits: list[int], need: int) -> int:
+    """Free blocks a waiting request needs to start: its whole sequence less its cached prefix, plus what the
+    running requests have yet to allocate."""
+    outstanding = sum(to_completion(rank, r) - len(r.blocks) for r in rank.running)
+    return max(need, to_completion(rank, request) - len(hits)) + outstanding
+
+
+class TrtllmEngine(Engine):
+    name = "trtllm"
+
+    def equip(self, rank) -> None:
+        rank.admission = no_evict
+
+
+TRTLLM = TrtllmEngine()

@@ -1,0 +1,132 @@
+"""TensorRT-LLM's engine (runtime/engines/trtllm.py): the guaranteed-no-evict capacity scheduler.
+
+Rules checked: a waiting request starts only when the blocks of its whole sequence (prompt + every output token,
+less its cached prefix) fit beside the blocks running requests still need to reach their end; the first that does
+not fit stops admission (no overtaking); a started request is never preempted; reused blocks need no new block.
+Block size 4 throughout, as in test_scheduler.py, whose request and rank builders these tests use.
+"""
+from __future__ import annotations
+
+from kvreplay.runtime.engines.engine import VLLM
+from kvreplay.runtime.engines.table import engine_for
+from kvreplay.runtime.engines.trtllm import TRTLLM, no_evict, to_completion
+from kvreplay.runtime.outputs.metrics import request_record
+from kvreplay.runtime.timing.fixed import fixed_timing
+
+from .scenarios import aggregated_config, compile_scenario, replay_both_ways, row
+from .test_scheduler import make_rank, make_request
+
+MS = 1_000_000
+TIMING = fixed_timing(10 * MS, 1 * MS)
+
+
+def trt_rank(blocks: int, **knobs):
+    rank = make_rank(blocks, **knobs)
+    TRTLLM.equip(rank)
+    return rank
+
+
+def step(engine, rank, now: int):
+    batch = engine.schedule(rank, now)
+    assert batch is not None
+    end = now + TIMING(batch.work)
+    items = [(r.spec.index, new) for r, new in batch.items]
+    finished = [r.spec.index for r in engine.finish(rank, batch, end)]
+    return items, end, finished
+
+
+def run(engine, rank, now: int = 0) -> tuple[int, dict[int, int]]:
+    """Run to the end; (end time, request index -> when its first pass started)."""
+    started: dict[int, int] = {}
+    while rank.busy:
+        items, end, _ = step(engine, rank, now)
+        for index, _ in items:
+            started.setdefault(index, now)
+        now = end
+    return now, started
+
+
+def test_the_table_gives_each_backend_its_engine():
+    assert engine_for("trtllm") is TRTLLM and engine_for("vllm") is VLLM
+    assert TRTLLM.fusable  # pure decode passes fuse as in vLLM (no preemption can break them)
+
+
+def test_a_request_starts_only_when_its_whole_sequence_fits():
+    """10 blocks of 4; three requests of prompt 8, output 8 (4 blocks each to completion).  a needs 4; b needs 4
+    plus the 2 a has yet to allocate (6 of the 8 left); c needs 4 + 2 + 2 = 8 of the 6 left: it waits, although
+    its prompt alone (2 blocks) would fit, which is what vLLM admits."""
+    rank = trt_rank(10)
+    a, b, c = (make_request(i, 8, 8) for i in range(3))
+    rank.waiting.extend([a, b, c])
+    assert to_completion(rank, a) == 4
+    items, _, _ = step(TRTLLM, rank, 0)
+    assert items == [(0, 8), (1, 8)]
+    assert list(rank.waiting) == [c]
+    assert no_evict(rank, c, [], 2) == 8 and rank.pool.free_count == 6
+
+
+def test_no_preemption_where_vllm_preempts():
+    """The same three requests: vLLM admits all three at once and preempts c when the decodes need their third
+    blocks; TensorRT-LLM runs a and b, then c after a's blocks are freed, and never preempts."""
+    trt, vllm = trt_rank(10), make_rank(10)
+    for rank in (trt, vllm):
+        rank.waiting.extend(make_request(i, 8, 8) for i in range(3))
+    trt_end, trt_started = run(TRTLLM, trt)
+    vllm_end, vllm_started = run(VLLM, vllm)
+    assert trt.preemptions == 0 and vllm.preemptions == 1
+    assert vllm_started == {0: 0, 1: 0, 2: 0}
+    # a and b: one 10 ms prefill pass, then 7 decode passes of 1 ms: both finish at 17 ms; c starts then
+    assert trt_started == {0: 0, 1: 0, 2: 17 * MS}
+    assert trt_end == 34 * MS
+
+
+def test_the_first_request_that_does_not_fit_stops_admission():
+    """a (prompt 8, output 24: 8 blocks) runs; b (prompt 16, output 8: 6 blocks) does not fit beside a's 6 blocks
+    to come in 10; c (prompt 4, output 4: 2 blocks) would, but does not overtake b."""
+    rank = trt_rank(10)
+    a, b, c = make_request(0, 8, 24), make_request(1, 16, 8), make_request(2, 4, 4)
+    rank.waiting.append(a)
+    step(TRTLLM, rank, 0)
+    rank.waiting.extend([b, c])
+    items, _, _ = step(TRTLLM, rank, 10 * MS)
+    assert items == [(0, 1)] and list(rank.waiting) == [b, c]
+
+
+def test_a_cached_prefix_needs_no_new_block():
+    """a (prompt 12, output 4) finishes and leaves its 3 prompt blocks cached; b shares a's first 8 prompt tokens
+    (2 blocks reused, limit (12 - 1) // 4 = 2): it needs 4 - 2 = 2 new blocks to completion."""
+    rank = trt_rank(4)
+    a = make_request(0, 12, 4, source=7)
+    rank.waiting.append(a)
+    run(TRTLLM, rank)
+    b = make_request(1, 12, 4, source=7)
+    hits = rank.pool.match(b.keys, (12 - 1) // 4)
+    assert len(hits) == 2
+    assert no_evict(rank, b, hits, 1) == 2
+    rank.waiting.append(b)
+    items, _, _ = step(TRTLLM, rank, 100 * MS)
+    assert items == [(1, 4)]  # 8 of its 12 prompt tokens reused
+
+
+TRACE = [row(0.0, 8, 8, [1, 2]), row(0.0, 8, 8, [3, 4]), row(0.0, 8, 8, [5, 6]), row(0.0, 8, 8, [1, 2])]
+
+
+def _scenario(directory, backend: str):
+    directory.mkdir()
+    config = aggregated_config({}, g1_blocks=10).replace("hardware: h200_sxm", f"hardware: h200_sxm\n  backend: {backend}")
+    plan = compile_scenario(directory, TRACE, config, f"{backend}.yaml")
+    fused, _, records = replay_both_ways(plan, directory)
+    return fused, records
+
+
+def test_end_to_end_backend_trtllm_never_preempts(tmp_path):
+    """A predict YAML with `backend: trtllm` runs this engine (macro-stepped and single-stepped alike): four
+    requests of 4 blocks each in 10 blocks; vLLM preempts, TensorRT-LLM starts the last two when the first two
+    end, and the fourth reuses the first's prompt block."""
+    trt, trt_records = _scenario(tmp_path / "trtllm", "trtllm")
+    vllm, _ = _scenario(tmp_path / "vllm", "vllm")
+    assert sum(r.preemptions for r in trt.ranks()) == 0
+    assert sum(r.preemptions for r in vllm.ranks()) > 0
+    assert [r["terminal_status"] for r in trt_records] == ["completed"] * 4
+    assert [r["reused_input_tokens"] for r in trt_records] == [0, 0, 0, 4]
+    assert [r.first_admit_ns // MS for r in trt.requests] == [0, 0, 17, 17]
