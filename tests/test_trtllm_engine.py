@@ -10,7 +10,6 @@ from __future__ import annotations
 from kvreplay.runtime.engines.engine import VLLM
 from kvreplay.runtime.engines.table import engine_for
 from kvreplay.runtime.engines.trtllm import TRTLLM, no_evict, to_completion
-from kvreplay.runtime.outputs.metrics import request_record
 from kvreplay.runtime.timing.fixed import fixed_timing
 
 from .scenarios import aggregated_config, compile_scenario, replay_both_ways, row
