@@ -129,3 +129,20 @@ def test_end_to_end_backend_trtllm_never_preempts(tmp_path):
     assert [r["terminal_status"] for r in trt_records] == ["completed"] * 4
     assert [r["reused_input_tokens"] for r in trt_records] == [0, 0, 0, 4]
     assert [r.first_admit_ns // MS for r in trt.requests] == [0, 0, 17, 17]
+
+
+def test_arrival_cuts_the_output_to_the_room_g1_leaves(tmp_path):
+    """G1 of 4 blocks of 4 = 16 tokens (AISimulate's mocker normalises a TensorRT-LLM request so): prompt 4 asking
+    for 40 runs with 12 output tokens; a prompt of 16 leaves no room for one output token and one of 20 does not
+    fit: both rejected.  vLLM rejects the first too (its whole sequence needs 11 blocks)."""
+    trace = [row(0.0, 4, 40, [1]), row(100.0, 16, 4, [2, 3, 4, 5]), row(200.0, 20, 4, [6, 7, 8, 9, 10])]
+    results = {}
+    for backend in ("trtllm", "vllm"):
+        (tmp_path / backend).mkdir()
+        config = aggregated_config({}, g1_blocks=4).replace("hardware: h200_sxm", f"hardware: h200_sxm\n  backend: {backend}")
+        plan = compile_scenario(tmp_path / backend, trace, config, f"{backend}.yaml")
+        results[backend] = replay_both_ways(plan, tmp_path / backend)[2]
+    trt = results["trtllm"]
+    assert [r["terminal_status"] for r in trt] == ["completed", "rejected", "rejected"]
+    assert (trt[0]["output_length"], trt[0]["requested_output_length"]) == (12, 40)
+    assert [r["terminal_status"] for r in results["vllm"]] == ["rejected"] * 3

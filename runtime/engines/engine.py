@@ -31,6 +31,11 @@ class Engine:
     def g1(self, blocks: int, prefix_caching: bool):
         return BlockPool(blocks, prefix_caching)
 
+    def sequence_limit(self, rank) -> int | None:
+        """Tokens a request's prompt plus output may reach on `rank`, its output cut there (None: vLLM has
+        no limit of its own: a sequence that outgrows G1 is rejected on arrival, never_fits.py)."""
+        return None
+
     def equip(self, rank) -> None:
         """Give a built rank what this engine decides for it (vLLM: the scheduler's own defaults)."""
 

@@ -6,8 +6,15 @@ output token, fit beside the blocks every running request still needs to
 reach its own end.  A started request therefore never runs out of blocks and
 is never preempted.  Waiting requests are weighed in arrival order and the
 first that does not fit stops admission for the pass (no request overtakes
-it).  Reused blocks (`tokens_per_block`, full blocks only, as in vLLM) need no
-new block; idle cached blocks count as free, since allocating evicts them.
+it).  Reused blocks (`tokens_per_block`, full blocks only, as in vLLM) held by
+a running request need no new block; an idle cached block found again takes
+one from the free ones, as a new block would (AISimulate's mocker: only
+active cached blocks are discounted).
+
+A request is normalised on arrival as AISimulate does: its output is cut to
+the room G1 leaves after its prompt (so a request asking for more than fits
+still runs, shorter), and a prompt that leaves no room for one output token
+is rejected.
 """
 from __future__ import annotations
 
@@ -28,6 +35,9 @@ def no_evict(rank, request, hits: list[int], need: int) -> int:
 
 class TrtllmEngine(Engine):
     name = "trtllm"
+
+    def sequence_limit(self, rank) -> int:
+        return (rank.pool.capacity - rank.state_blocks) * rank.block_size
 
     def equip(self, rank) -> None:
         rank.admission = no_evict

@@ -16,7 +16,8 @@ def within_context(spec: RequestSpec, context_limit: int | None) -> RequestSpec:
     if context_limit is None or spec.prompt_len + spec.output_len <= context_limit \
             or spec.prompt_len > context_limit:
         return spec
-    return replace(spec, output_len=max(1, context_limit - spec.prompt_len), requested_output_len=spec.output_len)
+    asked = spec.output_len if spec.requested_output_len is None else spec.requested_output_len  # (cut twice)
+    return replace(spec, output_len=max(1, context_limit - spec.prompt_len), requested_output_len=asked)
 
 
 def never_fits(spec: RequestSpec, ranks: tuple, context_limit: int | None) -> str:

@@ -47,6 +47,8 @@ class Arrivals:
         first = handoffs.first_role
         rank = router.place(first, now, *((spec.prefill_dp_rank, spec.prefill_worker_idx) if first == "prefill"
                                           else (spec.dp_rank, spec.worker_idx)), spec=spec)
+        holder = self.holder(rank)  # (the rank that holds the whole sequence: the decode rank in P/D)
+        spec = within_context(spec, replay.workers[holder.worker].engine.sequence_limit(holder))
         keys = spec.keys(rank.block_size)
         hint = router.hint(rank, spec, keys, now, rank.chain.kvcr.busy_workers) if rank.chain.wants_hint else None
         request = Request(spec, now, rank.index, rank.block_size, hint, handoffs.stop_after(spec))
@@ -62,11 +64,17 @@ class Arrivals:
         handoffs.placed(request, rank)
         rank.waiting.append(request)
 
-    def never_fits(self, rank, spec) -> str:
+    def _ranks(self, rank) -> tuple:
+        """The ranks whose G1 a request placed on `rank` needs: it, or in P/D each role's first."""
         replay = self.replay
-        ranks = (rank,) if replay.handoff is None else \
-            tuple(replay.router.members(role)[0].ranks[0] for role in ("prefill", "decode"))  # P/D: each role's first
-        return never_fits(spec, ranks, replay.context_limit)
+        return (rank,) if replay.handoff is None else \
+            tuple(replay.router.members(role)[0].ranks[0] for role in ("prefill", "decode"))
+
+    def holder(self, rank):
+        return self._ranks(rank)[-1]
+
+    def never_fits(self, rank, spec) -> str:
+        return never_fits(spec, self._ranks(rank), self.replay.context_limit)
 
     def ended(self, request: Request, now: int, completed: bool) -> None:
         """`request` completed or was rejected at `now`: the log is told, and the traffic says who follows."""
