@@ -132,7 +132,7 @@ def run(args, config: str | None = None) -> int:
     finally:
         if progress:
             progress.close()
-    summary = metrics.summary(replay.log, end_ns, plan.eviction_policy)
+    summary = metrics.summary(replay.log, end_ns, plan.eviction_policy, cut=replay.stopped_at is not None)
     summary.update(sections.summary_sections(replay))
     opal_files = None
     if ledger is not None:

@@ -146,3 +146,17 @@ def test_arrival_cuts_the_output_to_the_room_g1_leaves(tmp_path):
     assert [r["terminal_status"] for r in trt] == ["completed", "rejected", "rejected"]
     assert (trt[0]["output_length"], trt[0]["requested_output_length"]) == (12, 40)
     assert [r["terminal_status"] for r in results["vllm"]] == ["rejected"] * 3
+
+
+def test_context_length_max_bounds_only_vllm(tmp_path):
+    """`context_length: max` (the default) is the model's maximum context for vLLM (max_model_len) only; SGLang and
+    TensorRT-LLM sequences are bounded by their KV pool alone, as in AISimulate (a 50,000-token prompt on
+    Qwen3-32B, whose maximum is 40,960, completes there with both; facts §13)."""
+    from kvreplay.compiler.passes.finish import finish_plan
+    limits = {}
+    for backend in ("vllm", "sglang", "trtllm"):
+        (tmp_path / backend).mkdir()
+        config = aggregated_config({}, g1_blocks=10).replace("hardware: h200_sxm", f"hardware: h200_sxm\n  backend: {backend}")
+        plan = compile_scenario(tmp_path / backend, TRACE, config, f"{backend}.yaml")
+        limits[backend] = finish_plan(plan, tmp_path / backend).context_length
+    assert limits == {"vllm": 40960, "sglang": None, "trtllm": None}
