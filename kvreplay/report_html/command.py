@@ -17,7 +17,7 @@ EXIT_OK, EXIT_WRITE, EXIT_USAGE = 0, 1, 2
 
 
 def report_html(run) -> str:
-    subtitle = f"kvreplay run {run.path.as_posix()}: {run.summary.get('completed_requests')} of " \
+    subtitle = f"kvreplay run {run.name}: {run.summary.get('completed_requests')} of " \
                f"{run.summary.get('num_requests')} requests completed"
     return page.page(f"kvreplay report: {run.name}", subtitle, run_sections(run))
 

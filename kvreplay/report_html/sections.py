@@ -23,10 +23,8 @@ def summary_section(run) -> tuple[str, str]:
 
 
 def latency_section(run) -> tuple[str, str]:
-    if not run.has_requests:
-        return "Latency distributions", page.note(NEEDS_REQUESTS)
-    body = []
-    for label, field in data.LATENCIES:
+    body = [] if run.has_requests else [page.note(NEEDS_REQUESTS)]
+    for label, field in data.LATENCIES if run.has_requests else ():
         title = f"{label} CDF"
         body.append(_plot(title, figures.cdf(salt_of(title), [(run.name, data.latency(run, field))],
                                              f"{label} (ms)")))
