@@ -15,7 +15,7 @@ from .compiler import work
 from .compiler.diagnostics import locate
 from .compiler.pipeline import compile_file
 from .runtime.outputs import files as outputs
-from .runtime.outputs import metrics, opal_run, sections
+from .runtime.outputs import metrics, opal_run, sections, timeline
 from .runtime.outputs.record_spool import RecordSpool
 from .runtime.outputs.request_log import RequestLog
 from .runtime.build import ReplayUnsupported, build
@@ -37,6 +37,11 @@ def add_arguments(p, config_required: bool = True) -> None:
     p.add_argument("--capture-per-request", action="store_true", help="also write requests.jsonl")
     p.add_argument("--capture-kv-events", action="store_true",
                    help="also write kv-events.jsonl (Stored/Removed block events per DP rank)")
+    p.add_argument("--capture-timeline", nargs="?", type=float, const=timeline.DEFAULT_INTERVAL_MS, default=None,
+                   metavar="MS", help="also write timeline.jsonl: G1, tiers, batch, queue and preemptions sampled "
+                   f"every MS of virtual time (default {timeline.DEFAULT_INTERVAL_MS:g}); passes run one at a time")
+    p.add_argument("--report", action="store_true", help="also write report.html (implies --capture-per-request "
+                   "and --capture-timeline)")
     p.add_argument("--single-step", action="store_true", help="advance one scheduler pass at a time (checking)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
     p.add_argument("--max-work", type=work_amount, default=work.DEFAULT_MAX_WORK, metavar="STEPS",
@@ -107,8 +112,14 @@ def run(args, config: str | None = None) -> int:
         sys.stderr.write(f"kvreplay: {error}\n")
         return EXIT_CONFIG
     kv_log = replay.capture_kv_events() if args.capture_kv_events else None
+    if args.report and args.capture_timeline is None:
+        args.capture_timeline = timeline.DEFAULT_INTERVAL_MS
+    if args.capture_timeline is not None and not args.capture_timeline > 0:
+        sys.stderr.write(f"kvreplay: --capture-timeline {args.capture_timeline:g}: the interval must be positive\n")
+        return EXIT_CONFIG
+    samples = timeline.Timeline.attach(replay, args.capture_timeline) if args.capture_timeline is not None else None
     ledger = opal_run.attach_ledger(replay) if plan.opal is not None else None
-    capture = args.capture_per_request or plan.record_per_request
+    capture = args.capture_per_request or plan.record_per_request or args.report
     record_of = opal_run.request_record if plan.opal is not None else metrics.request_record
     progress = None
     if sys.stderr.isatty() and not args.no_progress:
@@ -140,7 +151,8 @@ def run(args, config: str | None = None) -> int:
         summary["stages"], opal_files = opal_run.opal_outputs(replay, plan.opal, ledger, end_ns, str(destination))
     prediction = {"summary": summary, "kvreplay_plan_version": plan.plan_version}
     try:
-        outputs.write(destination, prediction, {"kv-events.jsonl": kv_log.records if kv_log else None},
+        outputs.write(destination, prediction, {"kv-events.jsonl": kv_log.records if kv_log else None,
+                                                "timeline.jsonl": samples.close(end_ns) if samples else None},
                       args.overwrite, opal_files, {"requests.jsonl": spool.finish()} if spool else None)
     except outputs.OutputExists as error:
         sys.stderr.write(f"kvreplay: {error}\n")
@@ -148,6 +160,11 @@ def run(args, config: str | None = None) -> int:
     except outputs.OutputError as error:
         sys.stderr.write(f"kvreplay: {error}\n")
         return EXIT_RUN
+    if args.report:
+        from .report_html.command import write_report
+
+        if not write_report(destination, destination / "report.html"):
+            return EXIT_RUN
     sys.stdout.write(outputs.canonical(prediction).decode() if args.format == "json" else outputs.table(summary))
     if replay.stalled:
         sys.stderr.write(f"kvreplay: the replay stalled with {replay.stalled} request(s) unable to progress\n")
