@@ -96,12 +96,16 @@ def test_miss_classes_and_the_curve_are_shown_when_the_summary_has_them(small, t
     prediction = orjson.loads((folder / "prediction.json").read_bytes())
     prediction["summary"]["miss_classes"] = {"compulsory": 9000, "capacity": 1200, "policy": 300, "placement": 0}
     prediction["summary"]["miss_ratio_curve"] = [[64, 0.1], [256, 0.35], [1024, 0.6], [4096, 0.62]]
+    prediction["summary"]["stages"] = [{"stage": 0, "hit_types": {"apc": 5}}, {"stage": 1, "hit_types": {"apc": 7}}]
     (folder / "prediction.json").write_bytes(orjson.dumps(prediction))
     page = report_html(load_run(folder))
     assert "<h2>Why prompt tokens were not reused</h2>" in page and "<h2>Miss-ratio curve</h2>" in page
     assert page.count("<svg") == 12
     assert "<td>compulsory</td><td>9,000</td><td>0.857143</td>" in page
     assert "miss_ratio_curve" not in page  # (its own section, not summary rows)
+    assert "<h2>Stages</h2>" in page and "<tr><td>hit_types.apc</td><td>5</td><td>7</td></tr>" in page
+    code, out = run_cli("diff", str(small), str(folder))  # (the diff compares every field, stages included)
+    assert code == 0 and "stages[0].hit_types.apc: - -> 5" in out and "miss_classes.capacity: - -> 1,200" in out
 
 
 def test_a_run_without_requests_or_timeline_says_which_flag_adds_them(tmp_path):
