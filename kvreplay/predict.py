@@ -37,7 +37,7 @@ def add_arguments(p, config_required: bool = True) -> None:
     p.add_argument("--capture-per-request", action="store_true", help="also write requests.jsonl")
     p.add_argument("--capture-kv-events", action="store_true",
                    help="also write kv-events.jsonl (Stored/Removed block events per DP rank)")
-    p.add_argument("--capture-timeline", nargs="?", type=float, const=timeline.DEFAULT_INTERVAL_MS, default=None,
+    p.add_argument("--capture-timeline", nargs="?", type=interval_ms, const=timeline.DEFAULT_INTERVAL_MS, default=None,
                    metavar="MS", help="also write timeline.jsonl: G1, tiers, batch, queue and preemptions sampled "
                    f"every MS of virtual time (default {timeline.DEFAULT_INTERVAL_MS:g}); passes run one at a time")
     p.add_argument("--report", action="store_true", help="also write report.html (implies --capture-per-request "
@@ -48,6 +48,17 @@ def add_arguments(p, config_required: bool = True) -> None:
                    help="refuse a replay estimated to take more steps than this (prompt blocks plus output "
                         f"tokens over all requests, e.g. 5e9; default {work.short(work.DEFAULT_MAX_WORK)}, some "
                         "minutes of replay)")
+
+
+def interval_ms(text: str) -> float:
+    """`--capture-timeline MS`: a positive number of milliseconds of virtual time (at most a year)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of milliseconds") from None
+    if not 0 < value <= 3.2e10:
+        raise argparse.ArgumentTypeError(f"{text!r} is not between 0 and a year (3.2e10 ms), 0 excluded")
+    return value
 
 
 def work_amount(text: str) -> int:
@@ -96,6 +107,8 @@ def run(args, config: str | None = None) -> int:
         sys.stderr.write(report.text_report([replace(result, diagnostics=locate(too_much, result.spec.spans,
                                                                                    result.source))]))
         return EXIT_CONFIG
+    if args.report and args.capture_timeline is None:
+        args.capture_timeline = timeline.DEFAULT_INTERVAL_MS
     destination = Path(args.output_dir or (opal_run.default_folder() if plan.opal is not None else DEFAULT_OUTPUT))
     if not args.overwrite and outputs.existing(destination):
         sys.stderr.write(f"kvreplay: {outputs.existing(destination)[0]} exists; pass --overwrite or "
@@ -112,11 +125,6 @@ def run(args, config: str | None = None) -> int:
         sys.stderr.write(f"kvreplay: {error}\n")
         return EXIT_CONFIG
     kv_log = replay.capture_kv_events() if args.capture_kv_events else None
-    if args.report and args.capture_timeline is None:
-        args.capture_timeline = timeline.DEFAULT_INTERVAL_MS
-    if args.capture_timeline is not None and not args.capture_timeline > 0:
-        sys.stderr.write(f"kvreplay: --capture-timeline {args.capture_timeline:g}: the interval must be positive\n")
-        return EXIT_CONFIG
     samples = timeline.Timeline.attach(replay, args.capture_timeline) if args.capture_timeline is not None else None
     ledger = opal_run.attach_ledger(replay) if plan.opal is not None else None
     capture = args.capture_per_request or plan.record_per_request or args.report

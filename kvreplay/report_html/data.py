@@ -16,20 +16,21 @@ BINS = 40
 SAMPLE = 20
 
 
-def flatten(value, prefix: str = "") -> list[tuple[str, object]]:
-    """Every scalar of a summary as (dotted path, value), in sorted key order; list entries by name or index."""
+def flatten(value, prefix: str = "", skip=SKIPPED_SECTIONS) -> list[tuple[str, object]]:
+    """Every scalar of a summary as (dotted path, value), in sorted key order; list entries by name or index;
+    top-level sections in `skip` left out."""
     if isinstance(value, dict):
         out = []
         for key in sorted(value):
-            if not prefix and key in SKIPPED_SECTIONS:
+            if not prefix and key in skip:
                 continue
-            out += flatten(value[key], f"{prefix}.{key}" if prefix else str(key))
+            out += flatten(value[key], f"{prefix}.{key}" if prefix else str(key), skip)
         return out
     if isinstance(value, list):
         out = []
         for i, item in enumerate(value):
             name = item.get("name", i) if isinstance(item, dict) else i
-            out += flatten(item, f"{prefix}[{name}]")
+            out += flatten(item, f"{prefix}[{name}]", skip)
         return out
     return [(prefix, value)]
 

@@ -31,6 +31,17 @@ def summary_section(run) -> tuple[str, str]:
         f"<details><summary>every field ({len(rows)})</summary>{page.table(['field', 'value'], rows)}</details>"
 
 
+def stages_section(run) -> list[tuple[str, str]]:
+    """opal runs: each stage's statistics side by side."""
+    stages = run.summary.get("stages")
+    if not isinstance(stages, list) or not stages:
+        return []
+    columns = [dict(data.flatten(stage, skip=())) for stage in stages]
+    fields = dict.fromkeys(name for column in columns for name in column)  # (each stage's in sorted order)
+    rows = [[name, *(column.get(name) for column in columns)] for name in fields]
+    return [("Stages", page.table(["field", *(f"stage {k}" for k in range(len(stages)))], rows))]
+
+
 def latency_section(run) -> tuple[str, str]:
     body = [] if run.has_requests else [page.note(NEEDS_REQUESTS)]
     for label, field in data.LATENCIES if run.has_requests else ():
@@ -134,7 +145,7 @@ def miss_sections(run) -> list[tuple[str, str]]:
 
 def run_sections(run) -> list[tuple[str, str]]:
     """Every section of one run's report, in the page's order."""
-    out = [summary_section(run), latency_section(run), reuse_section(run)]
+    out = [summary_section(run), *stages_section(run), latency_section(run), reuse_section(run)]
     out += miss_sections(run)
     out += timeline_section(run)
     out += transfer_section(run)
