@@ -82,9 +82,16 @@ def check_sums(out) -> None:
     summary, records = read_outputs(out)
     assert sum(summary["miss_classes"].values()) == summary["committed_prefill_tokens"]
     assert set(summary["miss_classes"]) == set(CLASSES)
-    for r in records:
-        if r["miss_classes"] is not None:
-            assert r["miss_classes"]["last_block"] >= 0 and min(r["miss_classes"].values()) >= 0
+    assert records, "the run wrote no per-request records"
+    for r in records:  # each request's classes: exactly what its admissions did not reuse
+        admissions = r.get("admission_history") or []
+        if r["miss_classes"] is None:
+            assert not admissions
+            continue
+        assert min(r["miss_classes"].values()) >= 0
+        if "admission_history" in r:
+            missed = sum(r["input_length"] - a["reused_input_tokens"] for a in admissions)
+            assert sum(r["miss_classes"].values()) == missed, r["index"]
 
 
 EXAMPLE_FILES = sorted(itertools.chain(EXAMPLES.glob("*.yaml"), (EXAMPLES / "opal").glob("*.json")))
