@@ -86,3 +86,10 @@ def test_equals_lru_on_any_stream(rows, block, capacities):
     curve = mrc.curve(block_stream.from_specs(specs, block))
     for capacity in capacities:
         assert curve.hit_tokens(capacity) == plain_lru(specs, block, capacity)
+
+
+def test_belady_bound_on_the_hand_stream():
+    # at 4 blocks R2 needs 3: the fresh one, then key 3 (all of 1, 2, 3 are next used by R3; 3 was freed first)
+    # and key 2, so R3 finds 1 only; at 5 only key 3 goes
+    items = [(s.keys(4), max(0, (s.prompt_len - 1) // 4)) for s in HAND]
+    assert [mrc.belady_hit_tokens(items, c, 4) for c in range(1, 6)] == [4, 8, 8, 12, 16]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import orjson
 
 from ..outputs.request_log import RequestLog
-from . import belady_bound, block_stream, mrc
+from . import block_stream, mrc
 from .miss_classes import MissExplainer
 
 
@@ -49,7 +49,7 @@ class Explanation:
         section["replay"] = {"capacity_blocks": capacity,
                              "hit_tokens": summary["first_admission_g1_reused_tokens"] +
                              summary["first_admission_host_reused_tokens"]}
-        section["belady"] = [[capacity, belady_bound.hit_tokens(items, min(capacity, curve.saturation), size)]]
+        section["belady"] = [[capacity, mrc.belady_hit_tokens(items, min(capacity, curve.saturation), size)]]
         return {"miss_classes": self.misses.totals(), "miss_ratio_curve": section}
 
     def complete_records(self, path) -> None:

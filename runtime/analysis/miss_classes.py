@@ -14,7 +14,7 @@ the prompt, are classified at that moment, in this order:
 - `ttl`: another rank's pool held it idle only because its TTL had not
   expired (opal's APC) -- `placement`: another rank or worker held it;
 - `policy` / `capacity`: evicted everywhere; `policy` if a Belady cache of this
-  rank's G1 size, fed this rank's admissions one by one (belady_bound.py),
+  rank's G1 size, fed this rank's admissions one by one (mrc.py),
   would have hit it, `capacity` if even that would not (decided after the run).
 
 A block behind the first missed one that this rank still holds (G1 or its
@@ -26,7 +26,7 @@ key seen, and each rank's admissions kept until the end.
 """
 from __future__ import annotations
 
-from . import belady_bound
+from .mrc import belady_prefix_hits
 
 CLASSES = ("compulsory", "capacity", "policy", "placement", "ttl", "bypass", "preempted_recompute", "last_block")
 (COMPULSORY, CAPACITY, POLICY, PLACEMENT, TTL, BYPASS, PREEMPTED, LAST_BLOCK) = range(len(CLASSES))
@@ -91,7 +91,7 @@ class MissExplainer:
             pending = self.pending[rank]
             if not pending:
                 continue
-            hits = belady_bound.prefix_hits(self.streams[rank], rank.pool.capacity)
+            hits = belady_prefix_hits(self.streams[rank], rank.pool.capacity)
             for admission, index, block, tokens in pending:
                 self.counts[index][POLICY if hits[admission] > block else CAPACITY] += tokens
             pending.clear()
