@@ -19,6 +19,7 @@ from .runtime.outputs import metrics, opal_run, sections, timeline
 from .runtime.outputs.record_spool import RecordSpool
 from .runtime.outputs.request_log import RequestLog
 from .runtime.build import ReplayUnsupported, build
+from .runtime.analysis.explain import Explanation
 
 EXIT_OK, EXIT_RUN, EXIT_CONFIG = 0, 1, 2
 DEFAULT_OUTPUT = "kvreplay-output"
@@ -42,6 +43,10 @@ def add_arguments(p, config_required: bool = True) -> None:
                    f"every MS of virtual time (default {timeline.DEFAULT_INTERVAL_MS:g}); passes run one at a time")
     p.add_argument("--report", action="store_true", help="also write report.html (implies --capture-per-request "
                    "and --capture-timeline)")
+    p.add_argument("--explain-misses", action="store_true",
+                   help="also say why each missed prompt token was not reused (summary and requests.jsonl: "
+                        "miss_classes) and add the one-pass LRU miss-ratio curve (miss_ratio_curve)")
+>>>>>>> analysis
     p.add_argument("--single-step", action="store_true", help="advance one scheduler pass at a time (checking)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
     p.add_argument("--max-work", type=work_amount, default=work.DEFAULT_MAX_WORK, metavar="STEPS",
@@ -134,11 +139,12 @@ def run(args, config: str | None = None) -> int:
         progress = Progress(replay.traffic.request_limit)
         replay.on_progress = progress
     spool = None
+    explanation = Explanation(replay) if getattr(args, "explain_misses", False) else None
     try:
         if capture:
             spool = RecordSpool(outputs.partial_path(destination, "requests.jsonl"), record_of)
         # (opal's per-stage outputs read every request; other runs keep none: memory follows the requests in flight)
-        replay.log = RequestLog(keep=plan.opal is not None, spool=spool)
+        replay.log = (explanation.log if explanation else RequestLog)(keep=plan.opal is not None, spool=spool)
         replay.run()
         end_ns = replay.close()
     except outputs.OutputError as error:  # requests.jsonl could not be written as the requests ended
@@ -153,15 +159,20 @@ def run(args, config: str | None = None) -> int:
             progress.close()
     summary = metrics.summary(replay.log, end_ns, plan.eviction_policy, cut=replay.stopped_at is not None)
     summary.update(sections.summary_sections(replay))
+    if explanation:
+        summary.update(explanation.sections(replay, summary))
     opal_files = None
     if ledger is not None:
         ledger.close()
         summary["stages"], opal_files = opal_run.opal_outputs(replay, plan.opal, ledger, end_ns, str(destination))
     prediction = {"summary": summary, "kvreplay_plan_version": plan.plan_version}
     try:
+        spooled = spool.finish() if spool else None
+        if explanation and spooled:
+            explanation.complete_records(spooled)
         outputs.write(destination, prediction, {"kv-events.jsonl": kv_log.records if kv_log else None,
                                                 "timeline.jsonl": samples.close(end_ns) if samples else None},
-                      args.overwrite, opal_files, {"requests.jsonl": spool.finish()} if spool else None)
+                      args.overwrite, opal_files, {"requests.jsonl": spooled} if spool else None)
     except outputs.OutputExists as error:
         sys.stderr.write(f"kvreplay: {error}\n")
         return EXIT_CONFIG
