@@ -46,7 +46,6 @@ def add_arguments(p, config_required: bool = True) -> None:
     p.add_argument("--explain-misses", action="store_true",
                    help="also say why each missed prompt token was not reused (summary and requests.jsonl: "
                         "miss_classes) and add the one-pass LRU miss-ratio curve (miss_ratio_curve)")
->>>>>>> analysis
     p.add_argument("--single-step", action="store_true", help="advance one scheduler pass at a time (checking)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
     p.add_argument("--max-work", type=work_amount, default=work.DEFAULT_MAX_WORK, metavar="STEPS",
