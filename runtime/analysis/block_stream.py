@@ -4,7 +4,8 @@ Each request accesses the keys of every full block of its prompt and output
 (`RequestSpec.keys`, as the replay's requests get them) and looks up the
 longest cached run of its first ``(prompt_len - 1) // block_size`` blocks (the
 last known token is always recomputed, as in the scheduler).  Keys become
-dense ids 0..distinct-1 (one sort), so later passes index arrays, not dicts.
+dense int32 ids 0..distinct-1 (small keys through a table, hashes by one sort),
+so later passes index arrays, not dicts.
 Mooncake rows with whole engine blocks per trace block get their keys straight
 from numpy (the same formula as block_keys.trace_keys) and nothing is memoised
 on the specs: memory stays at a few arrays of one int per block.
@@ -52,20 +53,21 @@ def spec_keys(spec, block_size: int) -> np.ndarray:
 def from_specs(specs, block_size: int) -> BlockStream:
     """The stream of `specs` in the order given (the replay's arrival order)."""
     specs = list(specs)
-    # every full block of prompt + output has a key: one buffer of the right size, no list of per-request arrays
-    lengths = np.fromiter(((s.prompt_len + s.output_len) // block_size for s in specs), dtype=np.int64,
-                          count=len(specs))
+    # every full block of prompt + output has a key: one buffer of about the right size (it grows if a request
+    # has more), no list of per-request arrays
+    flat = np.empty(sum((s.prompt_len + s.output_len) // block_size for s in specs), dtype=np.uint64)
     starts = np.zeros(len(specs) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=starts[1:])
-    flat = np.empty(int(starts[-1]), dtype=np.uint64)
     limits = np.empty(len(specs), dtype=np.int64)
+    at = 0
     for i, spec in enumerate(specs):
         keys = spec_keys(spec, block_size)
-        if len(keys) != lengths[i]:  # (content whose tokens are not prompt + output: not made by any traffic)
-            raise ValueError(f"request {spec.index}: {len(keys)} block keys for {lengths[i]} full blocks")
-        flat[starts[i]:starts[i + 1]] = keys
+        if at + len(keys) > len(flat):
+            flat = np.concatenate([flat, np.empty(max(len(keys), len(flat) // 2), dtype=np.uint64)])
+        flat[at:at + len(keys)] = keys
+        at += len(keys)
+        starts[i + 1] = at
         limits[i] = min(len(keys), max(0, (spec.prompt_len - 1) // block_size))
-    return BlockStream(block_size, dense(flat), starts, limits, sum(s.prompt_len for s in specs),
+    return BlockStream(block_size, dense(flat[:at]), starts, limits, sum(s.prompt_len for s in specs),
                        0).with_distinct()
 
 

@@ -6,9 +6,11 @@ the prompt, are classified at that moment, in this order:
 
 - `last_block`: past the lookup limit: the block holding the last known token
   (and a partial last block), which every admission recomputes;
-- `preempted_recompute`: any missed block of a readmission (its preemption
-  threw its blocks away);
-- `compulsory`: no admission anywhere ever had the block's key before;
+- `compulsory`: no admission anywhere ever had the block's key before (an
+  admission "has" all its keys, though a concurrent request may not have
+  computed them yet: such a block counts as evicted below);
+- `preempted_recompute`: any other missed block of a readmission (its
+  preemption threw its blocks away);
 - `bypass`: the no-progress rule made this request recompute (a tier's or a
   peer's copy given up, tiers/copy_jobs.py) and some rank held the block;
 - `ttl`: another rank's pool held it idle only because its TTL had not
