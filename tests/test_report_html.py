@@ -199,3 +199,16 @@ def test_a_bad_timeline_interval_is_a_usage_error(tmp_path, capsys, value):
                 str(tmp_path / "out"), "--capture-timeline", value)
     assert stop.value.code == 2 and "--capture-timeline" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_predict_explain_misses_gets_both_sections(tmp_path):
+    """The sections read what predict --explain-misses writes (runtime/analysis/): the classes and the curve
+    as ratios of prompt tokens, with the replay's own point on it."""
+    folder = predict(tmp_path / "explained", *SMALL, "--report", "--explain-misses")
+    run = load_run(folder)
+    curve = data.curve_of(run.summary)
+    assert curve["replay"] == [(2499, run.summary["first_admission_prefix_cache_reused_ratio"])]
+    assert curve["lru"][-1][1] >= curve["replay"][0][1] and len(curve["belady"]) == 1
+    page = (folder / "report.html").read_text()
+    assert "<h2>Why prompt tokens were not reused</h2>" in page and "<h2>Miss-ratio curve</h2>" in page
+    assert page.count("<svg") == 12 and "compulsory " in page  # (and each sampled request's classes)

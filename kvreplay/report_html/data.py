@@ -46,6 +46,22 @@ def percentile_points(summary: dict, name: str) -> tuple[list[float], list[float
     return [x for x, _ in points], [q for _, q in points]
 
 
+def curve_of(summary: dict) -> dict | None:
+    """The miss-ratio curve as ratios of prompt tokens: `lru` [(capacity, hit ratio)], the replay's own point and
+    Belady's (each a list of (capacity, ratio)).  Read from predict --explain-misses' section (points of
+    [capacity_blocks, hit_tokens, hit_ratio], `replay`, `belady`) or from a plain [[capacity, hit_ratio], ...]."""
+    curve = summary.get("miss_ratio_curve")
+    if isinstance(curve, list) and curve:
+        return {"lru": sorted((float(p[0]), float(p[-1])) for p in curve), "replay": [], "belady": []}
+    if not isinstance(curve, dict) or not curve.get("points"):
+        return None
+    prompt = curve.get("prompt_tokens") or summary.get("total_input_tokens") or 1
+    replay = curve.get("replay")
+    return {"lru": sorted((float(p[0]), float(p[-1])) for p in curve["points"]),
+            "replay": [(replay["capacity_blocks"], replay["hit_tokens"] / prompt)] if isinstance(replay, dict) else [],
+            "belady": [(c, hits / prompt) for c, hits in curve.get("belady") or []]}
+
+
 def sources_of(record: dict) -> dict[str, int]:
     """Prompt tokens a request found cached, by where they came from."""
     hits = record.get("tier_hit_tokens")
