@@ -38,6 +38,7 @@ class Diagnostic:
     source: str = ""
     severity: str = "error"
     named_by: NamedBy | None = None
+    labels: tuple[tuple[str, Span], ...] = ()  # secondary places in the same file, each with what it is
 
     @property
     def dotted(self) -> str:

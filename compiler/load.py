@@ -16,7 +16,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-from . import finite, yaml_bounds
+from . import finite, yaml_bounds, yaml_errors
 from .diagnostics import CompileError, Diagnostic, field_words, join_pointer
 from .spans import Span, SpanTable
 
@@ -105,11 +105,7 @@ def load_yaml(text: str) -> Loaded:
     except yaml_bounds.Exceeded as exc:
         raise _fail(exc.code, exc.message, exc.hint, *exc.position) from None
     except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        problem = (exc.problem or exc.context or "invalid YAML").strip()
-        raise _fail("YAML-SYNTAX", f"YAML syntax error: {problem}",
-                    "fix the YAML syntax at this position (check indentation, colons and quotes)", line, col) from None
+        raise CompileError([yaml_errors.syntax_diagnostic(exc)]) from None
     except YAMLError as exc:
         raise _fail("YAML-SYNTAX", f"YAML syntax error: {str(exc).splitlines()[0]}", "fix the YAML syntax") from None
     nodes = [n for n in nodes if n is not None]

@@ -66,6 +66,12 @@ def format_diagnostic(d: Diagnostic, context: bool = True) -> str:
             text, col = _quote(text, d.span.col)
             lines.append(f"    {text}")
             lines.append("    " + " " * (col - 1) + "^")
+    for label, span in d.labels:  # (secondary places: where an unclosed bracket or quote was opened)
+        lines.append(f"  note: {label}: {d.source}:{span}")
+        text = source_line(d.source, span.line) if context else None
+        if text is not None:
+            text, col = _quote(text, span.col)
+            lines.extend([f"    {text}", "    " + " " * (col - 1) + "^"])
     if d.named_by is not None:
         lines.append(f"  note: named by {_position(d.named_by)}: {d.named_by.dotted}")
     if d.hint:
@@ -103,6 +109,8 @@ def diagnostic_dict(d: Diagnostic) -> dict:
            "line": span.line if span else 0, "column": span.col if span else 0,
            "origin": span.source if span and span.source else None,
            "path": d.dotted if d.pointer else "", "pointer": d.pointer, "message": d.message, "hint": d.hint}
+    if d.labels:  # (only where there are some, so other reports keep their shape)
+        out["labels"] = [{"label": label, "line": span.line, "column": span.col} for label, span in d.labels]
     if d.named_by is not None:  # only for a file the config names, so other reports keep their shape
         named = d.named_by.span
         out["named_by"] = {"file": d.named_by.source, "line": named.line if named else 0,
