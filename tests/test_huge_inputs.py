@@ -20,10 +20,12 @@ from kvreplay.compiler.spans import Span
 from kvreplay.report import _quote, format_diagnostic, source_line
 
 SECONDS = 5.0
-CHILD = """import resource, sys
+# (the peak of this process's own memory: VmHWM starts anew at exec, while ru_maxrss keeps the forked parent's)
+CHILD = """import re, sys
 from kvreplay.cli import main
 code = main(["validate", sys.argv[1]])
-print("peak-kb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+peak = re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1)
+print("peak-kb", peak, file=sys.stderr)
 sys.exit(code)
 """
 

@@ -33,11 +33,12 @@ def _number(value) -> bool:
 
 
 def _below(floor: float, keys) -> Check:
-    """A check blaming every number under `engine` or `traffic` whose key `keys` accepts and that is in (0, floor)."""
+    """A check blaming every number under `engine` or `traffic.load` whose key `keys` accepts and that is in
+    (0, floor); (not the rest of `traffic`: a ReplaySpec's requests may be a million leaves)."""
 
     def check(spec: Spec):
-        for section in ("engine", "traffic"):
-            for pointer, value in walk_leaves(spec.get(f"/{section}") or {}, f"/{section}"):
+        for section in ("/engine", "/traffic/load"):
+            for pointer, value in walk_leaves(spec.get(section) or {}, section):
                 if _number(value) and 0 < value < floor and keys(pointer.rsplit("/", 1)[-1]):
                     yield pointer
 
