@@ -164,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_arguments(p, config_required=False)
     p.set_defaults(func=lambda args: predict.run(args, config=args.spec))
 
+    from .recommend.deploy import command as deploy_command
+
+    p = sub.add_parser("deploy", help="the engine launch arguments (vLLM, SGLang, TensorRT-LLM) of a plan")
+    deploy_command.add_arguments(p)
+    p.set_defaults(func=deploy_command.run)
+
     p = sub.add_parser("schema", help="print the JSON Schema of predict configs (for editors)")
     p.set_defaults(func=cmd_schema)
 
