@@ -5,6 +5,8 @@ so a resumed sweep, a pool sweep and a Ray sweep give the same bytes.
 """
 from __future__ import annotations
 
+import orjson
+
 from . import pareto
 
 
@@ -35,7 +37,8 @@ def recommendation(entries: list[dict], rules: pareto.Settings) -> dict:
 
 
 def _knobs(knobs: dict) -> str:
-    return ", ".join(f"{path.split('.')[-1] if '.' in path else path}={value}" for path, value in knobs.items())
+    return ", ".join(f"{path.split('.')[-1]}={orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()}"
+                     for path, value in knobs.items())
 
 
 def table(result: dict, folder: str) -> str:
