@@ -3,8 +3,9 @@
 SLA targets bound latency percentiles of the prediction summary (`recommend.sla: {ttft_ms: {p90: 500},
 tpot_ms: {median: 40}, e2e_ms: {p99: 3000}}`); a candidate meets the SLA when every bound holds. The
 objective (default `throughput_per_gpu`, output tokens per second per GPU, as AISimulate's) picks the
-best among the candidates that meet it, the lowest index on a tie. The front is the candidates meeting
-the SLA that no other beats on both the objective and the tokens per second each user sees.
+best among the candidates that meet it; a tie goes to more tokens per second per user, then the lower
+index. The front is the candidates meeting the SLA that no other beats on both the objective and the
+tokens per second each user sees.
 """
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def best(entries: list[dict], rules: Settings) -> dict | None:
     pool = feasible(entries, rules)
     if not pool:
         return None
-    return min(pool, key=lambda e: (-rules.sign * e["results"][rules.key], e["index"]))
+    # (a tie on the objective goes to the faster per-user candidate, so the best is always on the front)
+    return min(pool, key=lambda e: (-rules.sign * e["results"][rules.key], -e["results"][USER_AXIS], e["index"]))
 
 
 def front(entries: list[dict], rules: Settings) -> list[dict]:
