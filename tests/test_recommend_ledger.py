@@ -28,9 +28,9 @@ def counting(monkeypatch):
     seen = []
     real = candidates.evaluate
 
-    def evaluate(job):
+    def evaluate(job, report=None):
         seen.append(job.index)
-        return real(job)
+        return real(job, report)
     monkeypatch.setattr(executors, "evaluate", evaluate)
     return seen
 
@@ -52,10 +52,10 @@ def test_a_rerun_resumes_from_a_partial_ledger(tmp_path, reference, monkeypatch)
 def test_ctrl_c_leaves_whole_lines_and_the_rerun_completes(tmp_path, reference, monkeypatch):
     real = candidates.evaluate
 
-    def interrupted(job):
+    def interrupted(job, report=None):
         if job.index == 4:
             raise KeyboardInterrupt
-        return real(job)
+        return real(job, report)
     monkeypatch.setattr(executors, "evaluate", interrupted)
     assert sweep(tmp_path)[0] == 130
     ledger = (tmp_path / "out" / "ledger.jsonl").read_bytes()
@@ -100,3 +100,36 @@ def test_a_local_ray_cluster_writes_the_pool_ledger_byte_for_byte(tmp_path):
     assert len((pool / "ledger.jsonl").read_bytes().splitlines()) == 4
     lines = [orjson.loads(line) for line in (pool / "ledger.jsonl").read_bytes().splitlines()]
     assert [e["status"] for e in lines] == ["ok"] * 4
+
+
+def test_progress_shows_the_sweep_and_each_candidate_in_flight():
+    import io
+
+    from kvreplay.recommend.command import Progress
+
+    stream = io.StringIO()
+    progress = Progress(16, True, stream)
+    progress.running([(4, 120, 800), (5, 0, 800)])
+    progress(5, {"status": "ok"})
+    progress.close()
+    shown = stream.getvalue().split("\r")
+    assert shown[1].rstrip() == "recommend: 0/16 candidates (none yet) | #4 120/800 | #5 0/800"
+    assert shown[2].rstrip() == "recommend: 5/16 candidates (1 ok)"
+    assert Progress(16, False, stream) and stream.getvalue().endswith("\r")
+
+
+def test_a_candidate_reports_its_requests_as_they_end(tmp_path):
+    from kvreplay.recommend import space
+
+    config = tmp_path / "c.yaml"
+    config.write_text(FOUR.replace("requests: 16", "requests: 1200").replace("input_tokens: 2000", "input_tokens: 64"))
+    from kvreplay.compiler.load import load_bytes
+
+    document, domains = space.extract(load_bytes(config.read_bytes(), str(config)).document)
+    knobs = space.candidates(domains)[0]
+    heard = []
+    job = candidates.Job(0, knobs, orjson.dumps(space.apply(document, knobs)), str(config), 10**12)
+    entry = candidates.evaluate(job, lambda *row: heard.append(row))
+    assert entry["status"] == "ok" and entry["results"]["completed_requests"] == 1200
+    assert heard and {(i, t) for i, _, t in heard} == {(0, 1200)}
+    assert [d for _, d, _ in heard] == sorted(d for _, d, _ in heard) and heard[-1][1] <= 1200

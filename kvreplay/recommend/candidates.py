@@ -55,8 +55,9 @@ def _results(summary: dict, gpu_count: int) -> dict:
     return results
 
 
-def evaluate(job: Job) -> dict:
-    """The candidate's ledger entry: knobs, plan hash, status, and its results or errors."""
+def evaluate(job: Job, report=None) -> dict:
+    """The candidate's ledger entry: knobs, plan hash, status, and its results or errors.
+    `report(index, done, total)`, if given, hears how many of the candidate's requests have ended."""
     from ..compiler import work
     from ..compiler.pipeline import compile_bytes
 
@@ -73,14 +74,14 @@ def evaluate(job: Job) -> dict:
     too_much = work.check(plan, job.max_work)
     if too_much:
         return {**entry, "status": "invalid", "errors": _errors(too_much)}
-    summary, problem = replay(plan)
+    summary, problem = replay(plan, None if report is None else lambda done, total: report(job.index, done, total))
     if problem:
         return {**entry, "status": "failed", "errors": [{"code": "RUN", "path": "", "message": problem}]}
     engine = orjson.loads(canonical)["engine"]
     return {**entry, "status": "ok", "results": _results(summary, gpus(engine))}
 
 
-def replay(plan) -> tuple[dict | None, str]:
+def replay(plan, report=None) -> tuple[dict | None, str]:
     """(the prediction summary, "") or (None, why the run failed): predict's replay, without its files."""
     from ..runtime.build import ReplayUnsupported, build
     from ..runtime.outputs import metrics, sections
@@ -91,6 +92,15 @@ def replay(plan) -> tuple[dict | None, str]:
     except ReplayUnsupported as error:
         return None, str(error)
     run.log = RequestLog(keep=False, spool=None)
+    if report is not None:
+        ticks = [0]
+        total = run.traffic.request_limit or 0
+
+        def progress(replay) -> None:
+            ticks[0] += 1
+            if ticks[0] % 256 == 0:  # (often enough to move, rarely enough to cost nothing)
+                report(replay.log.total, total)
+        run.on_progress = progress
     run.run()
     end_ns = run.close()
     if run.stalled:

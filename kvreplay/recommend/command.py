@@ -62,21 +62,32 @@ def _load(args):
 
 
 class Progress:
-    """`recommend: 5/16 candidates (4 ok, 1 invalid)` on stderr, only on a terminal."""
+    """`recommend: 5/16 candidates (4 ok, 1 invalid) | #5 120/800 | #6 40/800` on stderr, only on a
+    terminal: the sweep, then each candidate in flight with its requests ended."""
 
-    def __init__(self, total: int, enabled: bool):
+    def __init__(self, total: int, enabled: bool, stream=None):
         self.total, self.enabled, self.counts = total, enabled, {}
+        self.stream, self.done, self.flight = stream or sys.stderr, 0, ""
 
     def __call__(self, done: int, entry: dict) -> None:
         self.counts[entry["status"]] = self.counts.get(entry["status"], 0) + 1
+        self.done, self.flight = done, ""
+        self.show()
+
+    def running(self, rows: list[tuple[int, int, int]]) -> None:
+        self.flight = "".join(f" | #{index} {ended}/{total or '?'}" for index, ended, total in rows)
+        self.show()
+
+    def show(self) -> None:
         if self.enabled:
             counts = ", ".join(f"{n} {status}" for status, n in sorted(self.counts.items()))
-            sys.stderr.write(f"\rrecommend: {done}/{self.total} candidates ({counts})")
-            sys.stderr.flush()
+            line = f"recommend: {self.done}/{self.total} candidates ({counts or 'none yet'}){self.flight}"
+            self.stream.write("\r" + line[:150].ljust(72))
+            self.stream.flush()
 
     def close(self) -> None:
         if self.enabled:
-            sys.stderr.write("\r" + " " * 72 + "\r")
+            self.stream.write("\r" + " " * 150 + "\r")
 
 
 def run(args) -> int:
@@ -110,7 +121,8 @@ def run(args) -> int:
         progress(len(entries), entry)
 
     try:
-        executors.run(jobs, args.executor, args.jobs, args.address, record)
+        executors.run(jobs, args.executor, args.jobs, args.address, record,
+                      progress.running if progress.enabled else None)
     except executors.ExecutorError as error:
         sys.stderr.write(f"kvreplay: {error}\n")
         return EXIT_CONFIG
