@@ -94,7 +94,10 @@ def ray(jobs: list[Job], workers: int, address: str | None) -> Iterator[dict]:
             yield ray_module.get(ref)
     except BaseException:
         for ref in refs:
-            ray_module.cancel(ref, force=True)
+            try:
+                ray_module.cancel(ref, force=True)
+            except Exception:  # (a task that already finished cannot be cancelled; nothing to undo)
+                pass
         raise
     finally:
         if started:
