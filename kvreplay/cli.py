@@ -175,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     deploy_command.add_arguments(p)
     p.set_defaults(func=deploy_command.run)
 
+    from .report_html.command import add_commands  # (report, diff)
+
+    add_commands(sub)
+
     p = sub.add_parser("schema", help="print the JSON Schema of predict configs (for editors)")
     p.set_defaults(func=cmd_schema)
 
