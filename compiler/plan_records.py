@@ -114,6 +114,7 @@ class RolePlan:
     host: TierPlan | None
     storage: TierPlan | None
     peer_fetch: PeerFetchPlan | None
+    prefill_decode_interval: int = 0  # SGLang: scheduler rounds without prefill after each extend pass
 
 
 @dataclass(frozen=True, slots=True)

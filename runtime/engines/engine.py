@@ -21,6 +21,7 @@ class Engine:
 
     name = "vllm"
     fusable = True  # pure decode passes may be applied at once (shell/macro.py)
+    keyed = True  # its requests carry block keys (spec.keys): vLLM's and TensorRT-LLM's caches match by them
 
     def schedule(self, rank, now_ns: int):
         return scheduler.schedule(rank, now_ns)
@@ -36,7 +37,7 @@ class Engine:
         no limit of its own: a sequence that outgrows G1 is rejected on arrival, never_fits.py)."""
         return None
 
-    def equip(self, rank) -> None:
+    def equip(self, rank, role=None) -> None:
         """Give a built rank what this engine decides for it (vLLM: the scheduler's own defaults)."""
 
 

@@ -1,0 +1,97 @@
+"""SGLang's engine (v0.5.20): a radix-cache G1 and SGLang's event loop, one pass per scheduler round.
+
+A round runs an extend (prefill) batch whenever one can form (sglang_prefill.py),
+and only otherwise a decode pass over every running request (sglang_decode.py):
+prefill does not mix with decode, so running requests wait out each prefill
+pass.  An extend pass samples the first token of each request whose prompt it
+completes; the request then joins the running batch.  With
+`prefill_decode_interval` N, each extend pass is followed by N rounds without
+prefill (chunk continuations included).  The new-token ratio decays by one step
+after every decode pass.
+
+Cache (tiers/radix_cache.py, page size = the role's block_size): after a pass
+the complete pages a request has computed enter the radix tree (its prompt
+after prefill, each chunk of a chunked prefill), so a later pass's admissions
+reuse them; a finished request leaves prompt + all output cached in whole
+pages (sglang_state.py says why), then unlocks its path.
+
+Pure decode passes are not fused into macro steps (shell/macro.py assumes
+vLLM's block allocation): `fusable` is False.
+"""
+from __future__ import annotations
+
+from ..serving.scheduler import Batch, work_of
+from ..tiers.radix_cache import RadixCache
+from ..tiers.token_runs import spec_runs
+from .engine import Engine
+from .sglang_decode import decode_batch
+from .sglang_prefill import prefill_batch
+from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY, SglangState, insert, release
+
+
+class SglangEngine(Engine):
+    name = "sglang"
+    fusable = False
+    keyed = False  # requests need no per-block keys: the radix cache compares token runs
+
+    def g1(self, blocks: int, prefix_caching: bool):
+        return RadixCache(blocks, prefix_caching)
+
+    def equip(self, rank, role=None) -> None:
+        pool = rank.pool
+        pool.set_page(rank.block_size)  # (the rank knows its block size; g1() is called before it exists)
+        pool.sglang = SglangState(getattr(role, "prefill_decode_interval", 0) if role is not None else 0,
+                                  getattr(role, "schedule_policy", "fcfs") if role is not None else "fcfs")
+
+    def schedule(self, rank, now_ns: int):
+        state = rank.pool.sglang
+        items = []
+        if rank.waiting and (not state.blocked or not rank.running):
+            items = prefill_batch(rank, state, now_ns)
+        state.extend = bool(items)
+        if items:
+            state.blocked = state.interval
+        else:
+            if state.blocked:
+                state.blocked -= 1
+            items = decode_batch(rank, state)
+        if not items:
+            return None
+        return Batch(items, work_of(items))
+
+    def finish(self, rank, batch, end_ns: int) -> list:
+        pool, state = rank.pool, rank.pool.sglang
+        finished, joined, unfinished = [], [], []
+        prefill = state.extend  # (a pass is all extend or all decode)
+        for request, new in batch.items:
+            request.num_computed += new
+            lease = state.leases[id(request)]
+            if request.num_computed < request.num_tokens:  # a chunk: its pages enter the tree, it waits again
+                insert(pool, lease, request.spec, spec_runs(request.spec), request.num_computed)
+                unfinished.append(request)
+                continue
+            if prefill:
+                insert(pool, lease, request.spec, spec_runs(request.spec), request.num_computed)
+                joined.append(request)
+            request.add_token(end_ns)
+            if request.generated >= request.stop_after:
+                finished.append(request)
+        if unfinished:
+            rank.waiting.extendleft(reversed(unfinished))
+        if joined:
+            rank.running.extend(joined)
+        if not prefill:
+            state.ratio = max(state.ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
+        if finished:
+            done = set(map(id, finished))
+            rank.running = [r for r in rank.running if id(r) not in done]
+            for request in finished:
+                lease = state.leases.pop(id(request))
+                insert(pool, lease, request.spec, spec_runs(request.spec), request.num_tokens)
+                release(pool, lease)
+                request.status = "completed"
+                request.terminal_ns = end_ns
+        return finished
+
+
+SGLANG = SglangEngine()

@@ -1,0 +1,69 @@
+"""SGLang's decode pass (update_running_batch) and retraction under memory pressure (retract_decode).
+
+Before a decode pass every running request needs the slot of the token it
+samples (a new page when it crosses a page boundary).  When what is free or
+evictable does not cover that, SGLang retracts: requests are ordered stably by
+descending output length, then ascending prompt length, and taken from the end
+(the youngest output, the longest prompt among equals) until the rest fit; the
+last running request is never retracted.  A retracted request's private pages
+are freed (its prompt pages already in the tree stay there, unlocked), and after
+each retraction unused cache is evicted until 20 tokens per surviving request
+are free.  A retracted request goes to the back of the waiting queue and starts
+over: prompt and output so far are prefilled again.  The new-token ratio is
+reset to its initial value, as AISimulate's mocker does.
+"""
+from __future__ import annotations
+
+from .sglang_state import INIT_NEW_TOKEN_RATIO, RETRACT_DECODE_STEPS, release
+
+
+def growth(pool, state, requests) -> int:
+    """Tokens the requests' next decode step allocates."""
+    leases = state.leases
+    ceil = pool.ceil
+    return sum(ceil(r.num_tokens + 1) - leases[id(r)].end for r in requests)
+
+
+def decode_batch(rank, state) -> list:
+    """The (request, 1) items of a decode pass over every running request, after any retraction."""
+    pool = rank.pool
+    running = rank.running
+    if not running:
+        return []
+    if pool.available + pool.evictable < growth(pool, state, running) and len(running) > 1:
+        retract(rank, state)
+    leases = state.leases
+    for request in rank.running:
+        lease = leases[id(request)]
+        need = pool.ceil(request.num_tokens + 1) - lease.end
+        if need > 0:
+            pool.take(need)
+            lease.end += need
+    return [(request, 1) for request in rank.running]
+
+
+def retract(rank, state) -> None:
+    pool = rank.pool
+    order = sorted(rank.running, key=lambda r: (-r.generated, r.spec.prompt_len))
+    retracted = []
+    while len(order) > 1 and pool.available + pool.evictable < growth(pool, state, order):
+        request = order.pop()
+        retracted.append(request)
+        release(pool, state.leases.pop(id(request)))
+        keep = len(order) * RETRACT_DECODE_STEPS
+        if pool.available < keep:
+            pool.evict(keep - pool.available)
+    if not retracted:
+        return
+    gone = set(map(id, retracted))
+    rank.running = [r for r in rank.running if id(r) not in gone]
+    for request in retracted:
+        request.num_computed = 0
+        request.status = "waiting"
+        rank.waiting.append(request)
+    rank.preemptions += len(retracted)
+    state.retractions += len(retracted)
+    state.ratio = INIT_NEW_TOKEN_RATIO
+    short = growth(pool, state, rank.running) - pool.available
+    if short > 0:
+        pool.evict(short)
