@@ -49,6 +49,7 @@ class SglangEngine(Engine):
         if rank.waiting and (not state.blocked or not rank.running):
             items = prefill_batch(rank, state, now_ns)
         state.extend = bool(items)
+        state.retracted = False
         if items:
             state.blocked = state.interval
         else:
@@ -80,7 +81,7 @@ class SglangEngine(Engine):
             rank.waiting.extendleft(reversed(unfinished))
         if joined:
             rank.running.extend(joined)
-        if not prefill:
+        if not prefill and not state.retracted:
             state.ratio = max(state.ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
         if finished:
             done = set(map(id, finished))

@@ -63,7 +63,10 @@ def retract(rank, state) -> None:
         rank.waiting.append(request)
     rank.preemptions += len(retracted)
     state.retractions += len(retracted)
-    state.ratio = INIT_NEW_TOKEN_RATIO
+    survivors = rank.running
+    decoded = sum(r.generated for r in survivors)
+    state.retracted = True  # (this pass's ratio is the new estimate: no decay after it)
+    state.ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(survivors)) / (sum(r.stop_after for r in survivors) + 1))
     short = growth(pool, state, rank.running) - pool.available
     if short > 0:
         pool.evict(short)

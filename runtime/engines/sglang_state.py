@@ -40,7 +40,7 @@ class Lease:
 class SglangState:
     """A rank's scheduler state: the new-token ratio, leases, and the prefill-decode interval left."""
 
-    __slots__ = ("ratio", "leases", "interval", "blocked", "policy", "retractions", "extend")
+    __slots__ = ("ratio", "leases", "interval", "blocked", "policy", "retractions", "extend", "retracted")
 
     def __init__(self, interval: int = 0, policy: str = "fcfs"):
         self.ratio = INIT_NEW_TOKEN_RATIO
@@ -50,6 +50,7 @@ class SglangState:
         self.policy = policy
         self.retractions = 0
         self.extend = False  # the pass in flight is an extend pass
+        self.retracted = False  # the pass in flight retracted requests
 
 
 def insert(pool, lease: Lease, spec, runs, tokens: int) -> None:
