@@ -6,6 +6,9 @@ scenario with exact cached tokens and times, plus end-to-end runs whose numbers 
 """
 from __future__ import annotations
 
+import orjson
+
+from kvreplay.cli import main
 from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.compiler.pipeline import compile_bytes
 from kvreplay.runtime.build import build
@@ -18,6 +21,8 @@ from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
 from kvreplay.runtime.serving.scheduler import Rank
 from kvreplay.runtime.timing.fixed import fixed_timing
 from kvreplay.runtime.tiers.radix_cache import RadixCache
+
+from .golden import golden_extension
 
 MS = 1_000_000
 TIMING = fixed_timing(50 * MS, 10 * MS)
@@ -216,3 +221,59 @@ def test_end_to_end_retraction_matches_aisimulate(tmp_path):
     assert [len(r.admissions) - 1 for r in requests] == [0, 1, 0, 1, 0, 1, 0, 1]
     assert [r.first_admit_ns // MS for r in requests] == [0, 5030, 20090, 21360, 48710, 55410, 68850, 72080]
     assert [r.last_token_ns // MS for r in requests] == [20090, 48710, 40180, 55410, 68850, 98280, 88940, 105910]
+
+
+EVENTS = """engine:
+  model: Qwen/Qwen3-8B
+  hardware: h100_sxm
+  backend: sglang
+  workers:
+    aggregated:
+      timing: {type: fixed, prefill_ms: 50.0, decode_ms: 10.0}
+      kv_cache: {block_size: 16, capacity: {type: fixed, blocks: 12}}
+traffic:
+  source: {type: synthetic-session, new_input_tokens_per_turn: 40, output_tokens_per_turn: 8, session: {turns: 3}}
+  load: {type: concurrency, concurrency: 2}
+  stop: {sessions: 2}
+"""
+
+
+def test_kv_events_follow_radix_insertions_batched_and_flushed(tmp_path, snapshot):
+    """Two 3-turn sessions in 12 pages of 16: each extend pass stores the prompt's complete pages (parent link and
+    session id kept), each finish its decoded pages; the evictions of one admission are one batched Removed event.
+    Events leave at the end of an extend pass, of every 40th decode pass, or when the rank goes idle."""
+    path = tmp_path / "events.yaml"
+    path.write_text(EVENTS)
+    out = tmp_path / "out"
+    assert main(["predict", "--no-progress", "-c", str(path), "--output-dir", str(out), "--capture-kv-events",
+                 "--format", "json"]) == 0
+    events = [orjson.loads(line) for line in (out / "kv-events.jsonl").read_bytes().splitlines()]
+    first = events[0]
+    assert (first["type"], first["time_ms"], len(first["block_hashes"]), first["parent_hash"]) == ("Stored", 50.0, 2, None)
+    # a session's next store continues its last one (its parent is that store's last page)
+    assert events[2]["parent_hash"] == first["block_hashes"][-1] and events[2]["session_id"] == first["session_id"]
+    assert [e["type"] for e in events].count("Removed") == 2
+    assert events == snapshot.use_extension(golden_extension("replays"))(name="sglang-session.kv-events")
+
+
+def test_events_flush_every_40_decode_passes():
+    """A request decoding 100 tokens stores nothing until it finishes; a request stored before waits in the
+    buffer until the 40th decode pass flushes it."""
+    rank = sg_rank(1000)
+    rank.pool.events = []
+    a = request(0, [(1, 0, 10)], 100)
+    rank.waiting.append(a)
+    step(rank, 0)
+    assert [e[0] for e in rank.pool.events] == ["Stored"]
+    rank.pool.events.clear()
+    b = request(1, [(2, 0, 10)], 1)  # finishes in its own extend pass: stored and flushed at its end
+    rank.waiting.append(b)
+    now = step(rank, 50 * MS)[1]
+    assert len(rank.pool.events) == 1
+    rank.pool.events.clear()
+    for k in range(39):
+        now = step(rank, now)[1]
+        assert not rank.pool.events
+    rank.pool.recorder.pending.append(["Removed", [7], {}])  # a stand-in for an eviction since the last flush
+    step(rank, now)
+    assert rank.pool.events == [("Removed", [7], {})]

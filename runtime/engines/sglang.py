@@ -20,6 +20,7 @@ vLLM's block allocation): `fusable` is False.
 """
 from __future__ import annotations
 
+from ..outputs.radix_events import DECODE_FLUSH_EVERY, RadixEvents
 from ..serving.scheduler import Batch, work_of
 from ..tiers.radix_cache import RadixCache
 from ..tiers.token_runs import spec_runs
@@ -45,6 +46,8 @@ class SglangEngine(Engine):
 
     def schedule(self, rank, now_ns: int):
         state = rank.pool.sglang
+        if rank.pool.events is not None and rank.pool.recorder is None:  # the replay captures KV events
+            rank.pool.recorder = RadixEvents(rank.pool, rank.pool.events)
         items = []
         if rank.waiting and (not state.blocked or not rank.running):
             items = prefill_batch(rank, state, now_ns)
@@ -57,6 +60,7 @@ class SglangEngine(Engine):
                 state.blocked -= 1
             items = decode_batch(rank, state)
         if not items:
+            flush(rank.pool)  # idle
             return None
         return Batch(items, work_of(items))
 
@@ -83,6 +87,8 @@ class SglangEngine(Engine):
             rank.running.extend(joined)
         if not prefill and not state.retracted:
             state.ratio = max(state.ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
+        if not prefill:
+            state.decodes += 1
         if finished:
             done = set(map(id, finished))
             rank.running = [r for r in rank.running if id(r) not in done]
@@ -92,7 +98,15 @@ class SglangEngine(Engine):
                 release(pool, lease)
                 request.status = "completed"
                 request.terminal_ns = end_ns
+        if prefill or not state.decodes % DECODE_FLUSH_EVERY or not rank.busy:
+            flush(pool)
         return finished
+
+
+def flush(pool) -> None:
+    """SGLang's KV events leave after an extend pass, every 40 decode passes and when the rank is idle."""
+    if pool.recorder is not None:
+        pool.recorder.flush()
 
 
 SGLANG = SglangEngine()

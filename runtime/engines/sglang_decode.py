@@ -9,12 +9,14 @@ last running request is never retracted.  A retracted request's private pages
 are freed (its prompt pages already in the tree stay there, unlocked), and after
 each retraction unused cache is evicted until 20 tokens per surviving request
 are free.  A retracted request goes to the back of the waiting queue and starts
-over: prompt and output so far are prefilled again.  The new-token ratio is
-reset to its initial value, as AISimulate's mocker does.
+over: prompt and output so far are prefilled again.  The new-token ratio
+becomes SGLang's new estimate, (output decoded + 20 per survivor) / (the
+survivors' max output + 1), and does not decay on that pass (AISimulate's
+retraction runs admit their next request at the same step only so).
 """
 from __future__ import annotations
 
-from .sglang_state import INIT_NEW_TOKEN_RATIO, RETRACT_DECODE_STEPS, release
+from .sglang_state import RETRACT_DECODE_STEPS, release
 
 
 def growth(pool, state, requests) -> int:

@@ -40,7 +40,7 @@ class Lease:
 class SglangState:
     """A rank's scheduler state: the new-token ratio, leases, and the prefill-decode interval left."""
 
-    __slots__ = ("ratio", "leases", "interval", "blocked", "policy", "retractions", "extend", "retracted")
+    __slots__ = ("ratio", "leases", "interval", "blocked", "policy", "retractions", "extend", "retracted", "decodes")
 
     def __init__(self, interval: int = 0, policy: str = "fcfs"):
         self.ratio = INIT_NEW_TOKEN_RATIO
@@ -51,6 +51,7 @@ class SglangState:
         self.retractions = 0
         self.extend = False  # the pass in flight is an extend pass
         self.retracted = False  # the pass in flight retracted requests
+        self.decodes = 0  # decode passes run (KV events flush every 40)
 
 
 def insert(pool, lease: Lease, spec, runs, tokens: int) -> None:

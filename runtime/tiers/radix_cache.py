@@ -17,8 +17,8 @@ prompt, never its tokens.
 Accounting is in tokens (pages times the page size): the tree's tokens, the
 requests' private tokens (pages allocated beyond their cached prefix), and what
 is left free.  `free_count` and `used_count` are in pages, for the shared
-runtime.  With `events` a list, insertions and evictions are recorded as
-("Stored", node) and ("Removed", node) for SGLang's KV events.
+runtime.  While KV events are captured, a recorder hears of every node
+inserted and every page evicted (outputs/radix_events.py).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from .token_runs import common, cut, page_key
 
 
 class Node:
-    __slots__ = ("parent", "children", "runs", "length", "lock", "tick", "key", "depth", "writer", "serial")
+    __slots__ = ("parent", "children", "runs", "length", "lock", "tick", "key", "depth", "writer", "serial", "hashes")
 
     def __init__(self, parent, runs: tuple, length: int, key, tick: int, writer=None):
         self.parent = parent
@@ -41,6 +41,7 @@ class Node:
         self.depth = (parent.depth + parent.length) if parent is not None else 0  # tokens above this node
         self.writer = writer  # the spec of the request whose insert created it (KV events: its session)
         self.serial = tick  # creation order: ties of the LRU order go to the older node, never to an address
+        self.hashes = None  # its pages' chained hashes, when KV events are captured (outputs/radix_events.py)
 
 
 class RadixCache:
@@ -63,7 +64,8 @@ class RadixCache:
         self.leaves: set = set()
         self.ticks = 0
         self.evictions = 0  # pages evicted
-        self.events: list | None = None
+        self.events: list | None = None  # the replay's list of flushed events, when it captures them
+        self.recorder = None  # outputs/radix_events.RadixEvents, which the engine attaches when `events` is set
         self.copying: set = set()
         self.awaited: set = set()
 
@@ -124,6 +126,8 @@ class RadixCache:
         head = Node(parent, cut(child.runs, 0, at), at, child.key, child.tick, child.writer)
         head.serial = self._tick()
         head.lock = child.lock
+        if child.hashes is not None:
+            head.hashes, child.hashes = child.hashes[:at // self.page], child.hashes[at // self.page:]
         parent.children[child.key] = head
         child.runs = cut(child.runs, at, child.length)
         child.length -= at
@@ -145,8 +149,8 @@ class RadixCache:
             self.leaves.add(leaf)
             self.tree_tokens += leaf.length
             self.evictable += leaf.length
-            if self.events is not None:
-                self.events.append(("Stored", leaf))
+            if self.recorder is not None:
+                self.recorder.stored(leaf)
             node = leaf
         return held, node
 
@@ -192,6 +196,9 @@ class RadixCache:
             _, _, leaf = heappop(heap)
             want = self.ceil(tokens - freed)
             if want < leaf.length:  # the leaf's last pages go, the rest stays (see the module's docstring)
+                if self.recorder is not None:
+                    self.recorder.removed(leaf, (leaf.length - want) // self.page)
+                    leaf.hashes = leaf.hashes[:(leaf.length - want) // self.page]
                 leaf.runs = cut(leaf.runs, 0, leaf.length - want)
                 leaf.length -= want
                 self.tree_tokens -= want
@@ -206,8 +213,8 @@ class RadixCache:
             self.evictable -= leaf.length
             self.evictions += leaf.length // self.page
             freed += leaf.length
-            if self.events is not None:
-                self.events.append(("Removed", leaf))
+            if self.recorder is not None:
+                self.recorder.removed(leaf, 0)
             if parent is not self.root and not parent.children:
                 self.leaves.add(parent)
                 if not parent.lock:
