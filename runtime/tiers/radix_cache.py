@@ -22,9 +22,9 @@ inserted and every page evicted (outputs/radix_events.py).
 """
 from __future__ import annotations
 
-from heapq import heapify, heappop, heappush
+from heapq import heappop, heappush
 
-from .token_runs import common, cut, page_key
+from .token_runs import common, cut, drop_tail, page_key
 
 
 class Node:
@@ -61,7 +61,10 @@ class RadixCache:
         self.tree_tokens = 0
         self.evictable = 0  # tokens of unlocked nodes
         self.private = 0  # tokens allocated to requests beyond their cached prefix
-        self.leaves: set = set()
+        # unlocked leaves by (last use, creation), lazily: an entry whose node has since been used, locked, given a
+        # child or evicted is stale and skipped when popped (eviction at page 1 takes a page per decode step, so
+        # the order is kept between evictions rather than rebuilt from the tree)
+        self.lru: list = []
         self.ticks = 0
         self.evictions = 0  # pages evicted
         self.events: list | None = None  # the replay's list of flushed events, when it captures them
@@ -116,6 +119,8 @@ class RadixCache:
             if same < child.length:
                 child = self._split(child, same)
             child.tick = self._tick()
+            if not child.children and not child.lock:
+                heappush(self.lru, (child.tick, child.serial, child))
             node, done = child, done + same
             rest = cut(rest, same, 1 << 62)
         return node, done
@@ -145,8 +150,7 @@ class RadixCache:
             rest = cut(runs, held, tokens)
             leaf = Node(node, rest, tokens - held, page_key(rest, self.page), self._tick(), writer)
             node.children[leaf.key] = leaf
-            self.leaves.discard(node)
-            self.leaves.add(leaf)
+            heappush(self.lru, (leaf.tick, leaf.serial, leaf))
             self.tree_tokens += leaf.length
             self.evictable += leaf.length
             if self.recorder is not None:
@@ -167,6 +171,8 @@ class RadixCache:
             node.lock -= 1
             if not node.lock:
                 self.evictable += node.length
+                if not node.children:
+                    heappush(self.lru, (node.tick, node.serial, node))
             node = node.parent
 
     # ------------------------------------------------------------------ pages
@@ -189,37 +195,38 @@ class RadixCache:
     def evict(self, tokens: int) -> int:
         """Evict pages of unlocked leaves, least recently used first, until `tokens` are freed; returns tokens
         freed."""
-        heap = [(leaf.tick, leaf.serial, leaf) for leaf in self.leaves if not leaf.lock]
-        heapify(heap)
-        freed = 0
-        while freed < tokens and heap:
-            _, _, leaf = heappop(heap)
+        lru, freed = self.lru, 0
+        while freed < tokens and lru:
+            tick, _, leaf = lru[0]
+            if leaf.parent is None or leaf.children or leaf.lock or leaf.tick != tick:
+                heappop(lru)  # stale
+                continue
             want = self.ceil(tokens - freed)
             if want < leaf.length:  # the leaf's last pages go, the rest stays (see the module's docstring)
+                keep = leaf.length - want
                 if self.recorder is not None:
-                    self.recorder.removed(leaf, (leaf.length - want) // self.page)
-                    leaf.hashes = leaf.hashes[:(leaf.length - want) // self.page]
-                leaf.runs = cut(leaf.runs, 0, leaf.length - want)
-                leaf.length -= want
-                self.tree_tokens -= want
-                self.evictable -= want
-                self.evictions += want // self.page
-                freed += want
-                break
+                    self.recorder.removed(leaf, keep // self.page)
+                    leaf.hashes = leaf.hashes[:keep // self.page]
+                leaf.runs = drop_tail(leaf.runs, want)
+                leaf.length = keep
+                self._forget(want)
+                return freed + want
+            heappop(lru)
             parent = leaf.parent
             del parent.children[leaf.key]
-            self.leaves.discard(leaf)
-            self.tree_tokens -= leaf.length
-            self.evictable -= leaf.length
-            self.evictions += leaf.length // self.page
+            leaf.parent = None
+            self._forget(leaf.length)
             freed += leaf.length
             if self.recorder is not None:
                 self.recorder.removed(leaf, 0)
-            if parent is not self.root and not parent.children:
-                self.leaves.add(parent)
-                if not parent.lock:
-                    heappush(heap, (parent.tick, parent.serial, parent))
+            if parent is not self.root and not parent.children and not parent.lock:
+                heappush(lru, (parent.tick, parent.serial, parent))
         return freed
+
+    def _forget(self, tokens: int) -> None:
+        self.tree_tokens -= tokens
+        self.evictable -= tokens
+        self.evictions += tokens // self.page
 
     # ------------------------------------------------------------------ what others ask of a G1
     def held_tokens(self, spec, block_size: int, limit: int) -> int:

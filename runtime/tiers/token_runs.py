@@ -66,6 +66,20 @@ def cut(runs, start: int, stop: int) -> tuple:
     return tuple(out)
 
 
+def drop_tail(runs, tokens: int) -> tuple:
+    """`runs` without their last `tokens` tokens (from the end: cheap when a few pages go)."""
+    out = list(runs)
+    while tokens:
+        label, a, b = out[-1]
+        if b - a <= tokens:
+            out.pop()
+            tokens -= b - a
+        else:
+            out[-1] = (label, a, b - tokens)
+            tokens = 0
+    return tuple(out)
+
+
 def page_key(runs, page: int):
     """What names the first `page` tokens of `runs` (a radix node's child key): streams and positions, or the
     ids themselves for explicit tokens."""
