@@ -23,6 +23,7 @@ from kvreplay.runtime.timing.fixed import fixed_timing
 from kvreplay.runtime.tiers.radix_cache import RadixCache
 
 from .golden import golden_extension
+from .scenarios import replay_both_ways
 
 MS = 1_000_000
 TIMING = fixed_timing(50 * MS, 10 * MS)
@@ -57,7 +58,7 @@ def run(rank, now: int = 0) -> int:
 
 
 def test_the_table_gives_sglang_its_engine_for_aggregated_roles_only():
-    assert engine_for("sglang") is SGLANG and not SGLANG.fusable and not SGLANG.keyed
+    assert engine_for("sglang") is SGLANG and SGLANG.fusable and not SGLANG.keyed
     assert engine_for("sglang", "prefill") is VLLM  # its P/D rules are not modelled yet
 
 
@@ -277,3 +278,13 @@ def test_events_flush_every_40_decode_passes():
     rank.pool.recorder.pending.append(["Removed", [7], {}])  # a stand-in for an eviction since the last flush
     step(rank, now)
     assert rank.pool.events == [("Removed", [7], {})]
+
+
+def test_fused_decode_passes_equal_single_stepping(tmp_path):
+    """The b2 run under memory pressure (retractions, readmissions), macro-stepped by sglang_macro.py and single
+    stepped: the same records and end time."""
+    path = tmp_path / "b2.yaml"
+    path.write_text(SESSION)
+    plan = compile_bytes(SESSION.encode(), str(path), ()).plan.to_dict()
+    fused, _, records = replay_both_ways(plan, tmp_path)
+    assert fused.now == 105_910 * MS and sum(r["readmission_count"] for r in records) == 4

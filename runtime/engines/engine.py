@@ -29,6 +29,16 @@ class Engine:
     def finish(self, rank, batch, end_ns: int) -> list:
         return pass_results.finish_pass(rank, batch, end_ns)
 
+    def plan_fused(self, worker, batches, now, horizon, stop, can_finish):
+        """A run of pure decode passes to apply at once (shell/macro.py), or None."""
+        from ..shell import macro
+        return macro.plan(worker, batches, now, horizon, stop, can_finish)
+
+    def apply_fused(self, fused) -> list:
+        """Apply `plan_fused`'s run; (request, end time) of every request it finished."""
+        from ..shell import macro
+        return macro.apply(fused)
+
     def g1(self, blocks: int, prefix_caching: bool):
         return BlockPool(blocks, prefix_caching)
 

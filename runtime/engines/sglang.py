@@ -15,8 +15,8 @@ after prefill, each chunk of a chunked prefill), so a later pass's admissions
 reuse them; a finished request leaves prompt + all output cached in whole
 pages (sglang_state.py says why), then unlocks its path.
 
-Pure decode passes are not fused into macro steps (shell/macro.py assumes
-vLLM's block allocation): `fusable` is False.
+Pure decode passes are fused into macro steps by SGLang's own planner
+(sglang_macro.py: shell/macro.py assumes vLLM's block allocation).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from ..outputs.radix_events import DECODE_FLUSH_EVERY, RadixEvents
 from ..serving.scheduler import Batch, work_of
 from ..tiers.radix_cache import RadixCache
 from ..tiers.token_runs import spec_runs
+from . import sglang_macro
 from .engine import Engine
 from .sglang_decode import decode_batch
 from .sglang_prefill import prefill_batch
@@ -32,8 +33,14 @@ from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY, SglangStat
 
 class SglangEngine(Engine):
     name = "sglang"
-    fusable = False
+    fusable = True  # (by sglang_macro.py)
     keyed = False  # requests need no per-block keys: the radix cache compares token runs
+
+    def plan_fused(self, worker, batches, now, horizon, stop, can_finish):
+        return sglang_macro.plan(worker, batches, now, horizon, stop, can_finish)
+
+    def apply_fused(self, fused) -> list:
+        return sglang_macro.apply(fused)
 
     def g1(self, blocks: int, prefix_caching: bool):
         return RadixCache(blocks, prefix_caching)
@@ -90,17 +97,25 @@ class SglangEngine(Engine):
         if not prefill:
             state.decodes += 1
         if finished:
-            done = set(map(id, finished))
-            rank.running = [r for r in rank.running if id(r) not in done]
-            for request in finished:
-                lease = state.leases.pop(id(request))
-                insert(pool, lease, request.spec, spec_runs(request.spec), request.num_tokens)
-                release(pool, lease)
-                request.status = "completed"
-                request.terminal_ns = end_ns
+            complete(rank, finished, end_ns)
         if prefill or not state.decodes % DECODE_FLUSH_EVERY or not rank.busy:
             flush(pool)
         return finished
+
+
+def complete(rank, finished: list, end_ns: int) -> None:
+    """Requests that sampled their last token: prompt and all output enter the tree (whole pages), the rest of
+    their pages are freed and their path unlocked."""
+    pool, leases = rank.pool, rank.pool.sglang.leases
+    done = set(map(id, finished))
+    rank.running = [r for r in rank.running if id(r) not in done]
+    for request in finished:
+        lease = leases.pop(id(request))
+        lease.end = pool.ceil(request.num_tokens)
+        insert(pool, lease, request.spec, spec_runs(request.spec), request.num_tokens)
+        release(pool, lease)
+        request.status = "completed"
+        request.terminal_ns = end_ns
 
 
 def flush(pool) -> None:
