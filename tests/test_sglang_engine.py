@@ -288,3 +288,27 @@ def test_fused_decode_passes_equal_single_stepping(tmp_path):
     plan = compile_bytes(SESSION.encode(), str(path), ()).plan.to_dict()
     fused, _, records = replay_both_ways(plan, tmp_path)
     assert fused.now == 105_910 * MS and sum(r["readmission_count"] for r in records) == 4
+
+
+PRESSURE = SESSION.replace("capacity: {type: fixed, blocks: 3000}", "block_size: 32\n        capacity: {type: fixed, blocks: 200}") \
+    .replace("source: {type: synthetic, input_tokens: 100, output_tokens: 2000}",
+             "source: {type: synthetic-session, new_input_tokens_per_turn: 1000, output_tokens_per_turn: 100, "
+             "session: {turns: 4}}").replace("concurrency: 4}", "concurrency: 3}").replace("requests: 8", "sessions: 3")
+
+
+def test_end_to_end_retraction_thrash_matches_aisimulate(tmp_path):
+    """AISimulate's d4 run (3 four-turn sessions in 200 pages of 32): a second turn admitted beside two others runs
+    short of a page for its first token, is retracted, and is readmitted every 60 ms (its own prompt pages, unlocked
+    in the tree, count as room) 33 times before it fits; the same times as AISimulate, 9,930 ms in all."""
+    path = tmp_path / "d4.yaml"
+    path.write_text(PRESSURE)
+    plan = compile_bytes(PRESSURE.encode(), str(path), ()).plan.to_dict()
+    fused, _, records = replay_both_ways(plan, tmp_path)
+    assert fused.now == 9930 * MS
+    by_turn = sorted(records, key=lambda r: (r["arrival_time_ms"], r["session_id"]))
+    assert [r["readmission_count"] for r in by_turn] == [0, 0, 0, 0, 0, 33, 0, 0, 1, 0, 0, 0]
+    thrash = by_turn[5]["admission_history"]
+    assert [(a["at_ms"], a["reused_input_tokens"]) for a in thrash[:3]] == [(1040.0, 1088), (1210.0, 2080),
+                                                                             (1270.0, 2048)]
+    assert [r["last_token_ms"] for r in by_turn] == [1040.0, 1040.0, 1040.0, 3680.0, 3680.0, 4600.0, 4720.0, 5770.0,
+                                                     7850.0, 6810.0, 8890.0, 9930.0]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ..outputs.radix_events import DECODE_FLUSH_EVERY, RadixEvents
 from ..serving.scheduler import Batch, work_of
+from ..timing import PassWork
 from ..tiers.radix_cache import RadixCache
 from ..tiers.token_runs import spec_runs
 from . import sglang_macro
@@ -69,7 +70,10 @@ class SglangEngine(Engine):
         if not items:
             flush(rank.pool)  # idle
             return None
-        return Batch(items, work_of(items))
+        if state.extend:
+            return Batch(items, work_of(items))
+        # a decode pass is all decodes, a request whose extend pass could not sample included
+        return Batch(items, PassWork((), len(items), sum(r.num_computed + 1 for r, _ in items)))
 
     def finish(self, rank, batch, end_ns: int) -> list:
         pool, state = rank.pool, rank.pool.sglang
@@ -83,6 +87,15 @@ class SglangEngine(Engine):
                 unfinished.append(request)
                 continue
             if prefill:
+                # the extend pass also takes the slot of the token it samples (so a finished request's every
+                # token has its KV: sglang_state.py); with no page left for it, the request samples nothing now
+                # and the next decode pass finds it short (AISimulate's mocker: it is retracted there)
+                extra = pool.ceil(request.num_tokens + 1) - lease.end
+                if extra > 0 and not pool.take(extra):
+                    request.num_computed -= 1  # (its last prompt token is computed again by its first decode)
+                    joined.append(request)
+                    continue
+                lease.end += max(extra, 0)
                 insert(pool, lease, request.spec, spec_runs(request.spec), request.num_computed)
                 joined.append(request)
             request.add_token(end_ns)

@@ -53,12 +53,9 @@ def prefill_batch(rank, state, now_ns: int) -> list:
             break
         old_end = prefix if lease is None else lease.end
         grow = pool.ceil(start + chunk) - old_end
-        # a chunk that ends the prompt also gets the slot of the token it samples (SGLang allocates it for
-        # the decode that follows, so the finished request's every token has its KV: sglang_state.py)
-        extra = pool.ceil(start + chunk + 1) - pool.ceil(start + chunk) if chunk == extend else 0
         if lease is None:
             pool.lock(node)
-        if not pool.take(grow + extra):
+        if not pool.take(grow):
             if lease is None:
                 pool.unlock(node)
             state.ratio = INIT_NEW_TOKEN_RATIO  # an admission that cannot allocate resets the estimate
@@ -67,7 +64,7 @@ def prefill_batch(rank, state, now_ns: int) -> list:
             lease = Lease(node, prefix, prefix)
             state.leases[id(request)] = lease
             record_admission(rank, request, prefix, now_ns)
-        lease.end = old_end + grow + extra
+        lease.end = old_end + grow
         rem_total -= grow + reserve
         rem_input -= charged
         rem_chunk -= charged
