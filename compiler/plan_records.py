@@ -115,6 +115,7 @@ class RolePlan:
     storage: TierPlan | None
     peer_fetch: PeerFetchPlan | None
     prefill_decode_interval: int = 0  # SGLang: scheduler rounds without prefill after each extend pass
+    schedule_policy: str = "fcfs"  # SGLang: fcfs | lpm
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,8 @@ def _role(plan: dict, name: str) -> RolePlan:
         max_sequences=scheduler["max_sequences"], state_blocks_per_request=geometry.get("state_blocks_per_request", 0),
         timing=timing_record(role, catalog["model"], catalog["hardware"][name], engine["backend"], geometry["kv_dtype"]),
         host=host, storage=storage, peer_fetch=peer_fetch,
-        prefill_decode_interval=scheduler.get("prefill_decode_interval", 0))
+        prefill_decode_interval=scheduler.get("prefill_decode_interval", 0),
+        schedule_policy=scheduler.get("schedule_policy", "fcfs"))
 
 
 def _handoff(plan: dict) -> HandoffPlan:
