@@ -27,9 +27,9 @@ from ..tiers.radix_cache import RadixCache
 from ..tiers.token_runs import spec_runs
 from . import sglang_macro
 from .engine import Engine
-from .sglang_decode import decode_batch
+from .sglang_decode import complete, decode_batch
 from .sglang_prefill import prefill_batch
-from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY, SglangState, insert, release
+from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY, SglangState, insert
 
 
 class SglangEngine(Engine):
@@ -114,21 +114,6 @@ class SglangEngine(Engine):
         if prefill or not state.decodes % DECODE_FLUSH_EVERY or not rank.busy:
             flush(pool)
         return finished
-
-
-def complete(rank, finished: list, end_ns: int) -> None:
-    """Requests that sampled their last token: prompt and all output enter the tree (whole pages), the rest of
-    their pages are freed and their path unlocked."""
-    pool, leases = rank.pool, rank.pool.sglang.leases
-    done = set(map(id, finished))
-    rank.running = [r for r in rank.running if id(r) not in done]
-    for request in finished:
-        lease = leases.pop(id(request))
-        lease.end = pool.ceil(request.num_tokens)
-        insert(pool, lease, request.spec, spec_runs(request.spec), request.num_tokens)
-        release(pool, lease)
-        request.status = "completed"
-        request.terminal_ns = end_ns
 
 
 def flush(pool) -> None:

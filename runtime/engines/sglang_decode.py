@@ -1,4 +1,4 @@
-"""SGLang's decode pass (update_running_batch) and retraction under memory pressure (retract_decode).
+"""SGLang's decode pass (update_running_batch), retraction under memory pressure (retract_decode), and finishing.
 
 Before a decode pass every running request needs the slot of the token it
 samples (a new page when it crosses a page boundary).  When what is free or
@@ -16,7 +16,8 @@ retraction runs admit their next request at the same step only so).
 """
 from __future__ import annotations
 
-from .sglang_state import RETRACT_DECODE_STEPS, release
+from ..tiers.token_runs import spec_runs
+from .sglang_state import RETRACT_DECODE_STEPS, insert, release
 
 
 def growth(pool, state, requests) -> int:
@@ -72,3 +73,18 @@ def retract(rank, state) -> None:
     short = growth(pool, state, rank.running) - pool.available
     if short > 0:
         pool.evict(short)
+
+
+def complete(rank, finished: list, end_ns: int) -> None:
+    """Requests that sampled their last token: prompt and all output enter the tree (whole pages), the rest of
+    their pages are freed and their path unlocked."""
+    pool, leases = rank.pool, rank.pool.sglang.leases
+    done = set(map(id, finished))
+    rank.running = [r for r in rank.running if id(r) not in done]
+    for request in finished:
+        lease = leases.pop(id(request))
+        lease.end = pool.ceil(request.num_tokens)
+        insert(pool, lease, request.spec, spec_runs(request.spec), request.num_tokens)
+        release(pool, lease)
+        request.status = "completed"
+        request.terminal_ns = end_ns

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ..serving.pass_results import advance_decodes
 from ..timing import PassWork
+from .sglang_decode import complete
 from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY
 
 
@@ -92,7 +93,6 @@ def plan(worker, batches, now: int, horizon, stop, can_finish: bool):
 
 
 def apply(fused: Fused) -> list:
-    from .sglang import complete  # (sglang.py imports this module)
     ends, passes = fused.ends, fused.passes
     gaps = _runs([b - a for a, b in zip(ends, ends[1:])])
     finished = []
