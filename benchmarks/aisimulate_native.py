@@ -64,6 +64,8 @@ def compare(example: str, python: str, kvreplay: str, work: Path) -> dict:
                    check=True, stdout=subprocess.DEVNULL)
     data = json.loads(result.read_text())
     theirs, ours = data["predict_report"], data["compiled_report"]
+    if theirs is None or ours is None:  # (AISimulate's predict failed, e.g. a model config it must download)
+        return {"example": example, "failed": "aisimulate predict gave no report"}
     keys = sorted((set(theirs) | set(ours)) - WALL_CLOCK)
     differ = {k: [theirs.get(k), ours.get(k)] for k in keys if theirs.get(k) != ours.get(k)}
     spec_theirs = dict(leaves(data["predict_spec"]))
@@ -84,6 +86,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as work:
         for example in args.examples:
             row = compare(example, args.aisimulate_python, args.kvreplay, Path(work))
+            if "failed" in row:
+                print(f"{example}: not compared: {row['failed']}")
+                continue
             same = "identical" if not row["report_differ"] else f"{len(row['report_differ'])} keys differ"
             print(f"{example}: {same} over {row['report_keys']} report keys; summary {json.dumps(row['summary'])}")
             for key, (theirs, ours) in row["report_differ"].items():

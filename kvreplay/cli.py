@@ -164,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_arguments(p, config_required=False)
     p.set_defaults(func=lambda args: predict.run(args, config=args.spec))
 
+    from .report_html.command import add_commands  # (report, diff)
+
+    add_commands(sub)
+
     p = sub.add_parser("schema", help="print the JSON Schema of predict configs (for editors)")
     p.set_defaults(func=cmd_schema)
 

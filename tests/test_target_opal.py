@@ -78,7 +78,13 @@ def test_predict_to_opal_to_predict_keeps_what_opal_can_express(name, tmp_path, 
         assert main(["predict", "-c", str(config), "--output-dir", str(tmp_path / out), "--capture-per-request",
                      "--no-progress", *extra]) == 0
     capsys.readouterr()
-    assert requests(tmp_path / "b") == requests(tmp_path / "o")
+    summary, _ = read_outputs(tmp_path / "b")
+    if summary["incomplete_requests"]:  # a time limit cut the run: requests still in flight have no record
+        assert summary["num_requests"] == read_outputs(tmp_path / "o")[0]["num_requests"]
+        arrivals = {(t, n) for t, n, _ in requests(tmp_path / "o")}
+        assert len(arrivals & {(t, n) for t, n, _ in requests(tmp_path / "b")}) > 0.9 * len(arrivals)
+    else:
+        assert requests(tmp_path / "b") == requests(tmp_path / "o")
     if name != "mooncake-trace":  # (the trace's own rows, cut at 20 s in the first run only by arrival)
         assert requests(tmp_path / "b") == requests(tmp_path / "a")
 

@@ -146,3 +146,58 @@ def test_arrival_cuts_the_output_to_the_room_g1_leaves(tmp_path):
     assert [r["terminal_status"] for r in trt] == ["completed", "rejected", "rejected"]
     assert (trt[0]["output_length"], trt[0]["requested_output_length"]) == (12, 40)
     assert [r["terminal_status"] for r in results["vllm"]] == ["rejected"] * 3
+
+
+def test_context_length_max_bounds_only_vllm(tmp_path):
+    """`context_length: max` (the default) is the model's maximum context for vLLM (max_model_len) only; SGLang and
+    TensorRT-LLM sequences are bounded by their KV pool alone, as in AISimulate (a 50,000-token prompt on
+    Qwen3-32B, whose maximum is 40,960, completes there with both; facts §13)."""
+    from kvreplay.compiler.passes.finish import finish_plan
+    limits = {}
+    for backend in ("vllm", "sglang", "trtllm"):
+        (tmp_path / backend).mkdir()
+        config = aggregated_config({}, g1_blocks=10).replace("hardware: h200_sxm", f"hardware: h200_sxm\n  backend: {backend}")
+        plan = compile_scenario(tmp_path / backend, TRACE, config, f"{backend}.yaml")
+        limits[backend] = finish_plan(plan, tmp_path / backend).context_length
+    assert limits == {"vllm": 40960, "sglang": None, "trtllm": None}
+
+
+PD = """
+engine:
+  mode: disaggregated
+  model: Qwen/Qwen3-32B
+  hardware: b200_sxm
+  backend: {backend}
+  kv_transfer: {{bandwidth_gb_per_second: 25.0, timing_mode: destination_missing}}
+  workers:
+    prefill:
+      timing: {{type: fixed, prefill_ms: 50.0, decode_ms: 10.0}}
+      kv_cache: {{block_size: 32, capacity: {{type: fixed, blocks: 300}}}}
+    decode:
+      timing: {{type: fixed, prefill_ms: 50.0, decode_ms: 10.0}}
+      kv_cache: {{block_size: 32, capacity: {{type: fixed, blocks: 200}}}}
+traffic:
+  source: {{type: synthetic, input_tokens: 1000, output_tokens: 500}}
+  load: {{type: concurrency, concurrency: 8}}
+  stop: {{requests: 24}}
+"""
+
+
+def test_a_decode_rank_reserves_the_whole_sequence_before_taking_a_handoff():
+    """P/D: a decode rank of 200 blocks of 32 takes a prefilled request (1,000 + 500 tokens: 47 blocks to
+    completion) only when its whole sequence fits beside what the requests it holds still need: four at a time
+    (4 x 47 = 188), and it never preempts; vLLM's decode rank takes the KV of any prompt that fits now and
+    preempts when the decodes outgrow it."""
+    from kvreplay.compiler.passes.finish import finish_plan
+    from kvreplay.runtime.build import build
+    from .support import compile_yaml
+    runs = {}
+    for backend in ("trtllm", "vllm"):
+        replay = build(finish_plan(compile_yaml(PD.format(backend=backend)).plan.to_dict()))
+        decode = [rank for rank in replay.ranks() if rank.role == "decode"]
+        most = []
+        replay.after_instant.append(lambda now: most.append(len(decode[0].running)))
+        replay.run()
+        runs[backend] = (sum(r.preemptions for r in decode), max(most), replay.log.completed)
+    assert runs["trtllm"] == (0, 4, 24)
+    assert runs["vllm"][0] > 0 and runs["vllm"][1] > 4 and runs["vllm"][2] == 24

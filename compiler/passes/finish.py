@@ -143,7 +143,9 @@ def _finish(plan: dict, rows: tuple) -> ReplayPlan:
     roles = engine["workers"]
     context = engine.get("context_length")
     opal = plan.get("opal")
-    if not isinstance(context, int) and not opal:  # `max`: the model's own (vLLM's max_model_len); opal sets none
+    # `max`: the model's own, for vLLM only (its max_model_len; AISimulate bounds SGLang and TensorRT-LLM
+    # sequences by their KV pool alone, facts §13); opal sets none
+    if not isinstance(context, int) and not opal and engine.get("backend", "vllm") == "vllm":
         context = plan.get("catalog", {}).get("model", {}).get("max_context")
     traffic = opal_finish.traffic_plan(opal) if opal else _traffic(plan["traffic"], rows)
     return ReplayPlan(

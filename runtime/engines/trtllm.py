@@ -26,10 +26,19 @@ def to_completion(rank, request) -> int:
     return rank.blocks_for(request.spec.prompt_len + request.stop_after) + rank.state_blocks
 
 
+def held(request) -> int:
+    """Blocks the request holds on its rank: its own, or those a decode rank set aside for its KV (P/D)."""
+    pd = request.pd
+    return len(request.blocks) + (len(pd.decode_blocks) if pd is not None else 0)
+
+
 def no_evict(rank, request, hits: list[int], need: int) -> int:
-    """Free blocks a waiting request needs to start: its whole sequence less its cached prefix, plus what the
-    running requests have yet to allocate."""
-    outstanding = sum(to_completion(rank, r) - len(r.blocks) for r in rank.running)
+    """Free blocks a waiting request needs to start (or, on a decode rank, to reserve for its KV): its whole
+    sequence less its cached prefix, plus what the requests holding blocks here have yet to allocate (the
+    running ones, and in P/D the handed-off ones waiting for their KV or their first decode pass)."""
+    holders = rank.running if rank.handoff is None else \
+        rank.running + [r for r in rank.waiting if r is not request and held(r)]
+    outstanding = sum(to_completion(rank, r) - held(r) for r in holders)
     return max(need, to_completion(rank, request) - len(hits)) + outstanding
 
 

@@ -41,7 +41,8 @@ class OutputExists(FileExistsError):
     pass
 
 
-OUTPUT_FILES = ("prediction.json", "requests.jsonl", "kv-events.jsonl", "sim_config.json", "simulation.log")
+OUTPUT_FILES = ("prediction.json", "requests.jsonl", "kv-events.jsonl", "timeline.jsonl", "report.html",
+                "sim_config.json", "simulation.log")
 STAGE_FILES = "stage_*/opal_stats.json"  # opal's layout, for an opal config
 
 

@@ -104,8 +104,11 @@ def _pd_fields(request: Request, pd) -> dict:
     }
 
 
-def summary(log: RequestLog, end_ns: int, policy: str = "lru") -> dict:
-    """The summary of a finished replay, from its request log's aggregates."""
+def summary(log: RequestLog, end_ns: int, policy: str = "lru", cut: bool = False) -> dict:
+    """The summary of a finished replay, from its request log's aggregates.  `cut`: a time limit stopped it at
+    `end_ns`; its duration then ends at its last completion, as AISimulate's (facts §13)."""
+    if cut and log.last_end_ns is not None:
+        end_ns = log.last_end_ns
     start_ns = log.start_ns or 0
     duration_s = max(end_ns - start_ns, 0) / 1e9
     input_tokens, output_tokens = log.input_tokens, log.output_tokens

@@ -57,14 +57,16 @@ class RequestLog:
         self.start_ns: int | None = None
         self.input_tokens = self.output_tokens = self.committed = self.reused = 0
         self.first_reused = self.first_host = self.preemptions = 0
+        self.last_end_ns: int | None = None  # the last completion (a cut-off run's duration ends there)
         self.latencies = LatencySamples()
 
     def arrived(self, request) -> None:
         if self.requests is not None:
             self.requests.append(request)
 
-    def ended(self, request) -> None:
-        """`request` reached its terminal status (completed, rejected, incomplete): count it, write its record."""
+    def ended(self, request, record: bool = True) -> None:
+        """`request` reached its terminal status (completed, rejected, incomplete): count it, write its record
+        (`record` False: a request still in flight when a time limit cut the run has none, as in AISimulate)."""
         self.total += 1
         status = request.status
         self.statuses[status] = self.statuses.get(status, 0) + 1
@@ -73,18 +75,20 @@ class RequestLog:
         arrival = request.arrival_ns
         if self.start_ns is None or arrival < self.start_ns:
             self.start_ns = arrival
-        self.output_tokens += request.generated
         admissions = len(request.admissions)
         if admissions:
-            prompt = request.spec.prompt_len
-            self.input_tokens += prompt
+            if status != "incomplete":  # (the token totals and reuse ratios are over requests that ended)
+                self.input_tokens += request.spec.prompt_len
+                self.output_tokens += request.generated
+                self.reused += request.reused_tokens  # (its largest reuse over its prefill admissions)
+                self.first_reused += request.first_reused_tokens or 0
+                self.first_host += request.first_host_tokens or 0
             self.committed += request.committed_prefill
-            self.reused += request.reused_tokens  # (its largest reuse over its prefill admissions)
-            self.first_reused += request.first_reused_tokens or 0
-            self.first_host += request.first_host_tokens or 0
             self.preemptions += admissions - 1
         if status == "completed":
             self.completed += 1
+            if self.last_end_ns is None or request.terminal_ns > self.last_end_ns:
+                self.last_end_ns = request.terminal_ns
             self.latencies.add(request)
-        if self.spool is not None:
+        if self.spool is not None and record:
             self.spool.add(request)

@@ -130,7 +130,7 @@ def reserve(rank, request: Request, handoff: Handoff) -> bool:
     keys = request.spec.keys(size)
     hits = rank.pool.match(keys, prompt // size)
     need = rank.blocks_for(prompt + 1) - len(hits) + rank.state_blocks
-    if not rank.pool.can_allocate(need, hits):
+    if not rank.pool.can_allocate(rank.admission(rank, request, hits, need), hits):  # (the engine's policy)
         return False
     rank.pool.touch(hits)
     state = request.pd

@@ -86,9 +86,10 @@ class Arrivals:
             replay.push(spec.arrival_ns if spec.arrival_ns is not None else now, ARRIVAL, spec)
 
     def close(self, end_ns: int, stalled: bool) -> None:
-        """The replay ended at `end_ns`: requests still open are incomplete."""
+        """The replay ended at `end_ns`: requests still open are incomplete.  Those a time limit cut short have no
+        record (AISimulate's requests.jsonl holds the requests that ended); stalled ones keep theirs, with why."""
         still_open = list(self.open.values())
         self.open.clear()
         close(still_open, end_ns, stalled)
         for request in still_open:
-            self.replay.log.ended(request)
+            self.replay.log.ended(request, record=stalled)

@@ -73,6 +73,10 @@ class BlockPool:
         """Tokens of `spec`'s prompt cached here in whole blocks, at most `limit` blocks (a router's question)."""
         return len(self.match(spec.keys(block_size), limit)) * block_size
 
+    def protected(self, key) -> bool:
+        """Is `key`'s block kept only by a TTL (idle, not yet expired)?  Never in vLLM's pool (apc.py has TTLs)."""
+        return False
+
     def advance(self, position: int) -> None:
         """The newest admitted request's input position (only Belady eviction looks at it)."""
 
