@@ -90,6 +90,15 @@ class RadixCache:
     def used_count(self) -> int:
         return self.capacity - self.free_count
 
+    @property
+    def held_blocks(self) -> int:
+        """Pages requests hold: their private pages and the locked tree (a timeline's `g1_held_blocks`)."""
+        return (self.total - self.available - self.evictable) // self.page
+
+    @property
+    def cached_blocks(self) -> int:
+        return self.tree_tokens // self.page
+
     def floor(self, tokens: int) -> int:
         return tokens // self.page * self.page
 
