@@ -3,6 +3,9 @@ prefill / 10 ms decode): retraction under memory pressure, a retraction thrash, 
 stepping.  The numbers are AISimulate's, from its per-request records."""
 from __future__ import annotations
 
+import orjson
+
+from kvreplay.cli import main
 from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.compiler.pipeline import compile_bytes
 from kvreplay.runtime.build import build
@@ -76,3 +79,19 @@ def test_end_to_end_retraction_thrash_matches_aisimulate(tmp_path):
                                                                              (1270.0, 2048)]
     assert [r["last_token_ms"] for r in by_turn] == [1040.0, 1040.0, 1040.0, 3680.0, 3680.0, 4600.0, 4720.0, 5770.0,
                                                      7850.0, 6810.0, 8890.0, 9930.0]
+
+
+def test_sglang_runs_take_the_timeline_and_refuse_explain_misses(tmp_path):
+    """A timeline samples the radix cache's held and cached pages; --explain-misses (block keys) is refused."""
+    path = tmp_path / "b2.yaml"
+    path.write_text(SESSION.replace("requests: 8", "requests: 2"))
+    assert main(["predict", "--no-progress", "-c", str(path), "--output-dir", str(tmp_path / "t"),
+                 "--capture-timeline", "1000", "--format", "json"]) == 0
+    first, second = [orjson.loads(line) for line in (tmp_path / "t" / "timeline.jsonl").read_bytes().splitlines()[:2]]
+    rank = second["ranks"][0]
+    # at 1 s the first request runs alone (the second starts at 5,030 ms), its 100 prompt tokens in the tree and
+    # 96 output tokens in private pages
+    assert (rank["g1_capacity_blocks"], rank["g1_cached_blocks"], rank["running"]) == (3000, 100, 1)
+    assert rank["g1_held_blocks"] == 100 + 96 + 1
+    assert main(["predict", "--no-progress", "-c", str(path), "--output-dir", str(tmp_path / "e"),
+                 "--explain-misses"]) == 2
