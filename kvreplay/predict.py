@@ -124,6 +124,10 @@ def run(args, config: str | None = None) -> int:
     except ReplayUnsupported as error:
         sys.stderr.write(f"kvreplay: {args.config}: {error}\n")
         return EXIT_RUN
+    if getattr(args, "explain_misses", False) and any(w.engine.keyed is False for w in replay.workers):
+        sys.stderr.write(f"kvreplay: {args.config}: --explain-misses classifies block keys, which SGLang's radix "
+                         "cache does not use; run it with another backend\n")
+        return EXIT_CONFIG
     try:  # before the replay runs: a destination that cannot take the outputs is known now, not after the run
         outputs.prepare(destination, args.overwrite)
     except (outputs.OutputExists, outputs.OutputError) as error:
