@@ -28,6 +28,7 @@ from .tiers.kvc_chain import attach_kvc
 from .tiers.peer_fetch import PeerFetch
 from .tiers.tier import STORAGE_RULES
 from .timing.factory import make_timing
+from .traffic.agentx import AgenticTraffic
 from .traffic.generator import Traffic
 from .traffic.opal_stages import StagedTraffic
 
@@ -104,6 +105,8 @@ def make_traffic(plan):
     give a plan with opal's parts other traffic)."""
     if plan.traffic.kind == "opal-stages":
         return StagedTraffic(plan.opal)
+    if plan.traffic.kind == "agentic":
+        return AgenticTraffic(plan.traffic)
     return Traffic(plan.traffic)
 
 

@@ -20,6 +20,7 @@ from ..durations import ms_to_ns
 from ..spans import Span
 from ..spec import Spec
 from ..trace_table import TraceTable
+from ..weka_trace import read_weka
 
 MAX_REPORTED = 20
 MAX_TRACE_BYTES = 4 * 1024 ** 3  # a trace larger than this is refused (read lazily, never all of /dev/zero)
@@ -121,6 +122,8 @@ def read_traces(traffic: Mapping, base_dir: Path) -> TraceTable:
         return rows
     block_size = source.get("block_size", DEFAULT_BLOCK_SIZE)
     speedup = traffic.get("load", {}).get("speedup", 1.0)
+    if source.get("format") == "weka":  # plays of dependent requests, not rows
+        return read_weka(source, base_dir, speedup, traffic.get("load", {}).get("agentic_lanes"))
     problems = []
     for index, name in enumerate(source["paths"]):
         path = Path(name) if Path(name).is_absolute() else base_dir / name
