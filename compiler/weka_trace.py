@@ -138,8 +138,8 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
-def _raw_plays(path: Path, problem) -> list[tuple[int, int, object]]:
-    """(line, col, play object) of every play in one file."""
+def _raw_plays(path: Path, problem) -> tuple[list[tuple[int, object]], list[Diagnostic]]:
+    """(line, play object) of every play in one file that is JSON, and a problem for each line that is not."""
     try:
         data = path.read_bytes()
     except OSError as error:
@@ -147,21 +147,22 @@ def _raw_plays(path: Path, problem) -> list[tuple[int, int, object]]:
                                     "check `traffic.source.paths` (relative to the config file)")]) from None
     chunks = [(1, data)] if path.suffix == ".json" else \
         [(n, line) for n, line in enumerate(data.split(b"\n"), 1) if line.strip()]
-    out = []
+    out, problems = [], []
     for number, chunk in chunks:
         try:
             value = orjson.loads(chunk)
         except orjson.JSONDecodeError as error:
-            raise CompileError([problem(path, number + error.lineno - 1, error.colno, "",
-                                        f"not valid JSON: {error.msg}", "fix the line")]) from None
-        out += [(number, 1, v) for v in (value if isinstance(value, list) and path.suffix == ".json" else [value])]
-    return out
+            problems.append(problem(path, number + error.lineno - 1, error.colno, "", f"not valid JSON: {error.msg}",
+                                    "fix the line", code="TRACE-ROW"))
+            continue
+        out += [(number, v) for v in (value if isinstance(value, list) and path.suffix == ".json" else [value])]
+    return out, problems
 
 
 def read_weka(source: dict, base_dir: Path, speedup: float, lanes: int | None) -> AgenticSource:
     """Every play of a `format: weka` source; CompileError with every problem (up to a bound)."""
-    def problem(path, line, col, pointer, message, hint, index=0):
-        return Diagnostic("TRACE-ROW" if pointer else "TRACE-FILE", pointer, message, hint, span=Span(line, col),
+    def problem(path, line, col, pointer, message, hint, index=0, code=None):
+        return Diagnostic(code or ("TRACE-ROW" if pointer else "TRACE-FILE"), pointer, message, hint, span=Span(line, col),
                           source=str(path), named_by=NamedBy(f"/traffic/source/paths/{index}"))
 
     raw, problems = [], []
@@ -169,9 +170,12 @@ def read_weka(source: dict, base_dir: Path, speedup: float, lanes: int | None) -
         root = Path(name) if Path(name).is_absolute() else base_dir / name
         for path in _files(root):
             try:
-                raw += [(path, index, line, play) for line, _, play in _raw_plays(path, problem)]
+                found, bad = _raw_plays(path, problem)
             except CompileError as error:
                 problems += error.diagnostics
+                continue
+            raw += [(path, index, line, play) for line, play in found]
+            problems += bad
     if not raw and not problems:
         problems.append(problem(base_dir / source["paths"][0], 1, 1, "", "the trace has no play",
                                 "an AgentX trace holds one play (a JSON object) per line"))
