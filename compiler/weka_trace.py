@@ -13,6 +13,8 @@ play's start.  Subagent request times are absolute or relative to their marker
 """
 from __future__ import annotations
 
+import gzip
+import zlib
 from pathlib import Path
 
 import orjson
@@ -24,6 +26,17 @@ from .spans import Span
 
 MAX_TOKENS = 2 ** 31 - 1
 MAX_REPORTED = 20
+MAX_TRACE_BYTES = 4 * 1024 ** 3  # unpacked, as a Mooncake trace's bound
+SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
+
+
+def _unpack(path: Path) -> bytes:
+    """A gzip file's bytes, read at most MAX_TRACE_BYTES + 1 unpacked (a small bomb never fills memory)."""
+    with gzip.open(path, "rb") as handle:
+        data = handle.read(MAX_TRACE_BYTES + 1)
+    if len(data) > MAX_TRACE_BYTES:
+        raise OSError(f"it unpacks to more than {MAX_TRACE_BYTES} bytes")
+    return data
 
 
 class _Problem(Exception):
@@ -134,18 +147,19 @@ def _basis(plays: list, asked: str) -> str:
 
 def _files(path: Path) -> list[Path]:
     if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl"))
+        return sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES))
     return [path]
 
 
 def _raw_plays(path: Path, problem) -> tuple[list[tuple[int, object]], list[Diagnostic]]:
     """(line, play object) of every play in one file that is JSON, and a problem for each line that is not."""
     try:
-        data = path.read_bytes()
-    except OSError as error:
+        data = _unpack(path) if path.suffix == ".gz" else path.read_bytes()
+    except (OSError, EOFError, zlib.error) as error:
         raise CompileError([problem(path, 1, 1, "", f"cannot read the trace: {error.strerror or error}",
                                     "check `traffic.source.paths` (relative to the config file)")]) from None
-    chunks = [(1, data)] if path.suffix == ".json" else \
+    kind = Path(path.stem).suffix if path.suffix == ".gz" else path.suffix  # (x.jsonl.gz is JSONL)
+    chunks = [(1, data)] if kind == ".json" else \
         [(n, line) for n, line in enumerate(data.split(b"\n"), 1) if line.strip()]
     out, problems = [], []
     for number, chunk in chunks:
@@ -155,7 +169,7 @@ def _raw_plays(path: Path, problem) -> tuple[list[tuple[int, object]], list[Diag
             problems.append(problem(path, number + error.lineno - 1, error.colno, "", f"not valid JSON: {error.msg}",
                                     "fix the line", code="TRACE-ROW"))
             continue
-        out += [(number, v) for v in (value if isinstance(value, list) and path.suffix == ".json" else [value])]
+        out += [(number, v) for v in (value if isinstance(value, list) and kind == ".json" else [value])]
     return out, problems
 
 

@@ -9,6 +9,8 @@ that named the file (`traffic.source.paths[i]`); all problems of a file are repo
 """
 from __future__ import annotations
 
+import gzip
+import zlib
 from itertools import count
 from pathlib import Path
 from typing import Iterator, Mapping
@@ -74,6 +76,17 @@ def _lines(handle, problem) -> Iterator[tuple[int, bytes]]:
         yield number, line
 
 
+def _unpacked(lines, problem) -> Iterator[tuple[int, bytes]]:
+    """The lines, a damaged gzip file a TRACE-FILE diagnostic (at the line it broke in), not a traceback."""
+    number = 1
+    try:
+        for number, line in lines:
+            yield number, line
+    except (OSError, EOFError, zlib.error) as error:  # (BadGzipFile is an OSError)
+        raise CompileError([problem("TRACE-FILE", number, "", f"cannot unpack the gzip trace: {error}",
+                                    "check the file (gzip -t), or give it unpacked")]) from None
+
+
 def read_trace(path: Path, block_size: int, speedup: float = 1.0, named_by: NamedBy | None = None) -> TraceTable:
     """The checked rows of one trace file, timestamps in ns after `speedup`; CompileError on any problem."""
     def problem(code: str, line: int, field: str, message: str, hint: str) -> Diagnostic:
@@ -81,13 +94,13 @@ def read_trace(path: Path, block_size: int, speedup: float = 1.0, named_by: Name
                           named_by=named_by)
 
     try:
-        handle = path.open("rb")
+        handle = gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")  # (gzip: read as it unpacks)
     except OSError as error:
         raise CompileError([problem("TRACE-FILE", 1, "", f"cannot read the trace: {error.strerror or error}",
                                     "check `traffic.source.paths` (relative to the config file)")]) from None
     rows, problems, last_timestamp = TraceTable(), [], 0.0
     with handle:
-        for number, line in _lines(handle, problem):
+        for number, line in _unpacked(_lines(handle, problem), problem):
             if not line.strip():
                 continue
             try:
