@@ -35,3 +35,4 @@ class AgenticSource:
     plays: tuple[AgenticPlay, ...]
     lanes: int | None  # at most this many plays at once; None: each play at its authored start
     basis: str  # the nested timestamp basis used: absolute | relative
+    warmup: bool = False  # `agentic_warmup`: each lane's preparation requests run first, outside the results

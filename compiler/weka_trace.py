@@ -88,7 +88,7 @@ class _Play:
             raise _Problem(f"{pointer}/hash_ids", f"{len(ids)} hash_ids for {item['in']} tokens; blocks of "
                            f"{self.block_size} tokens need {need}", "check the play's `block_size`")
         index = len(self.nodes)
-        self.nodes.append(AgenticNode(f"{self.name}:{pointer.strip('/').replace('/requests/', ':')}", conversation,
+        self.nodes.append(AgenticNode(f"{self.name}:request{pointer.replace('/requests/', ':')}", conversation,
                                       item["in"], item["out"], tuple(self.number(h) for h in ids), waits,
                                       max(0, delay_s)))
         return (index,), t + _seconds(item, "api_time", pointer, 0)
@@ -173,7 +173,7 @@ def _raw_plays(path: Path, problem) -> tuple[list[tuple[int, object]], list[Diag
     return out, problems
 
 
-def read_weka(source: dict, base_dir: Path, speedup: float, lanes: int | None) -> AgenticSource:
+def read_weka(source: dict, base_dir: Path, speedup: float, lanes: int | None, warmup: bool = False) -> AgenticSource:
     """Every play of a `format: weka` source; CompileError with every problem (up to a bound)."""
     def problem(path, line, col, pointer, message, hint, index=0, code=None):
         return Diagnostic(code or ("TRACE-ROW" if pointer else "TRACE-FILE"), pointer, message, hint, span=Span(line, col),
@@ -222,7 +222,7 @@ def read_weka(source: dict, base_dir: Path, speedup: float, lanes: int | None) -
         raise CompileError(problems)
     first = min(play.start_ns for play in plays)
     plays = [AgenticPlay(p.name, p.start_ns - first, p.nodes) for p in plays]
-    return AgenticSource(block_size, tuple(plays), lanes, basis)
+    return AgenticSource(block_size, tuple(plays), lanes, basis, warmup)
 
 
 def _scaled(node: AgenticNode, speedup: float) -> AgenticNode:

@@ -136,7 +136,8 @@ def read_traces(traffic: Mapping, base_dir: Path) -> TraceTable:
     block_size = source.get("block_size", DEFAULT_BLOCK_SIZE)
     speedup = traffic.get("load", {}).get("speedup", 1.0)
     if source.get("format") == "weka":  # plays of dependent requests, not rows
-        return read_weka(source, base_dir, speedup, traffic.get("load", {}).get("agentic_lanes"))
+        load = traffic.get("load", {})
+        return read_weka(source, base_dir, speedup, load.get("agentic_lanes"), load.get("agentic_warmup", False))
     problems = []
     for index, name in enumerate(source["paths"]):
         path = Path(name) if Path(name).is_absolute() else base_dir / name

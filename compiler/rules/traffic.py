@@ -74,9 +74,15 @@ def _agentic_stop(spec: Spec):
 def _agentic_fields(spec: Spec):
     if _weka(spec):
         return
-    for pointer in ("/traffic/source/nested_timestamp_basis", "/traffic/load/agentic_lanes"):
+    for pointer in ("/traffic/source/nested_timestamp_basis", "/traffic/load/agentic_lanes",
+                    "/traffic/load/agentic_warmup"):
         if spec.user_set(pointer):
             yield pointer
+
+
+def _agentic_warmup(spec: Spec):
+    if _weka(spec) and spec.get("/traffic/load/agentic_warmup") and not spec.get("/traffic/load/agentic_lanes"):
+        yield "/traffic/load/agentic_warmup"
 
 
 def _prefix_groups(spec: Spec):
@@ -125,7 +131,10 @@ RULES = (
          _agentic_load),
     Rule("TRAFFIC-AGENTIC-STOP", SECTION, "a `weka` (AgentX) trace runs its plays to their end: "
          "`max_virtual_time_seconds` does not apply", "remove `traffic.stop.max_virtual_time_seconds`", _agentic_stop),
-    Rule("TRAFFIC-AGENTIC-FIELDS", SECTION, "`nested_timestamp_basis` and `agentic_lanes` apply to a `weka` trace only",
+    Rule("TRAFFIC-AGENTIC-WARMUP", SECTION, "`agentic_warmup` prepares each lane: it needs `agentic_lanes`",
+         "add `agentic_lanes: N` to `traffic.load`", _agentic_warmup),
+    Rule("TRAFFIC-AGENTIC-FIELDS", SECTION, "`nested_timestamp_basis`, `agentic_lanes` and `agentic_warmup` apply to a "
+         "`weka` trace only",
          "remove the field, or use `format: weka`", _agentic_fields),
     Rule("TRAFFIC-PREFIX-GROUPS", SECTION, "a shared prefix (`shared_prefix_ratio` > 0) needs `prefix_groups` >= 1",
          "set `prefix_groups` to the number of distinct shared prefixes", _prefix_groups),

@@ -7,10 +7,16 @@ start, any other its delay after the last node it waits for completes.  A reject
 nothing that waits for it; a play ends when every node it released has ended, and its lane takes
 the next play.  The summary says what AISimulate says of these results: `functional_only` (the
 dependency timing is the trace's, not a measured agent's).
+
+Warm-up (`agentic_warmup`, AISimulate's "warmup" stage without a snapshot's history): each lane first
+sends its play's first request WARMUP_REPEATS times, one after another, with one output token; when
+every lane's last one has ended (the barrier) the plays start, from the caches warm-up left.  Warm-up
+requests are numbered from WARM_BASE and `measured_log` keeps them out of the outputs.
 """
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 
 from ..serving.requests import Content, RequestSpec
 
@@ -30,6 +36,28 @@ class _Running:
         self.end_ns = start_ns
 
 
+WARMUP_REPEATS = 10  # per lane, as AISimulate's warmup stage
+WARM_BASE = 1 << 40  # warm-up request indices: apart from the measured ones (0, 1, ...), which the outputs show
+
+
+class _MeasuredLog:
+    """The run's request log, told of measured requests only (warm-up is outside latency, throughput, reuse)."""
+
+    def __init__(self, log):
+        self._log = log
+
+    def arrived(self, request) -> None:
+        if request.spec.index < WARM_BASE:
+            self._log.arrived(request)
+
+    def ended(self, request, record: bool = True) -> None:
+        if request.spec.index < WARM_BASE:
+            self._log.ended(request, record)
+
+    def __getattr__(self, name):
+        return getattr(self._log, name)
+
+
 class AgenticTraffic:
     kind = "agentic"
     open_loop = False  # a node's end releases the nodes that wait for it
@@ -43,6 +71,9 @@ class AgenticTraffic:
         self.waiting = deque(range(len(self.source.plays)))  # plays no lane has taken yet
         self._node_of: dict[int, tuple[_Running, int]] = {}  # request index -> (its play, its node)
         self.outcomes: list[dict] = []
+        self.warm_sent = 0
+        self.warm_lanes: dict[int, tuple[RequestSpec, int]] = {}  # warm-up index -> (its lane's template, sent)
+        self.barrier_ns: int | None = None
 
     def _release(self, running: _Running, node_index: int, arrival_ns: int) -> RequestSpec:
         node = running.play.nodes[node_index]
@@ -69,13 +100,45 @@ class AgenticTraffic:
     def start(self) -> list[RequestSpec]:
         lanes = self.source.lanes
         count = len(self.waiting) if lanes is None else min(lanes, len(self.waiting))
+        if self.source.warmup and count:
+            return [self._warm(self._template(position), 0, 1) for position in range(count)]
         out = []
         for _ in range(count):
             out += self._launch(None if lanes is None else 0)
         return sorted(out, key=lambda spec: (spec.arrival_ns, spec.index))
 
+    def _template(self, position: int) -> RequestSpec:
+        """A lane's warm-up request: its play's first request, one output token."""
+        node = self.source.plays[self.waiting[position]].nodes[0]
+        content = Content(hash_ids=node.hash_ids, trace_block=self.source.block_size)
+        return RequestSpec(WARM_BASE, node.input_length, 1, content, session_id="warmup", name="warmup")
+
+    def _warm(self, template: RequestSpec, arrival_ns: int, sent: int) -> RequestSpec:
+        spec = replace(template, index=WARM_BASE + self.warm_sent, arrival_ns=arrival_ns,
+                       name=f"warmup:{self.warm_sent}")
+        self.warm_sent += 1
+        self.warm_lanes[spec.index] = (template, sent)
+        return spec
+
+    def _warmed(self, spec: RequestSpec, now_ns: int) -> list[RequestSpec]:
+        """A warm-up request ended: its lane's next one, or at the barrier (every lane done) the plays."""
+        template, sent = self.warm_lanes.pop(spec.index)
+        if sent < WARMUP_REPEATS:
+            return [self._warm(template, now_ns, sent + 1)]
+        if self.warm_lanes:
+            return []
+        self.barrier_ns = now_ns
+        lanes = min(self.source.lanes, len(self.waiting))
+        return [spec for _ in range(lanes) for spec in self._launch(now_ns)]
+
+    def measured_log(self, log):
+        """The log the outputs read: without warm-up requests (the traffic knows which they are)."""
+        return _MeasuredLog(log) if self.source.warmup else log
+
     def after(self, spec: RequestSpec, now_ns: int, completed: bool) -> list[RequestSpec]:
         """The nodes `spec`'s end releases, and with its play's end the next play a lane takes."""
+        if spec.index >= WARM_BASE:
+            return self._warmed(spec, now_ns)
         running, node_index = self._node_of.pop(spec.index)
         running.open -= 1
         running.ended += 1
@@ -104,8 +167,10 @@ class AgenticTraffic:
         """What the summary adds for agentic traffic (AISimulate's names where it has them)."""
         source = self.source
         outcomes = sorted(self.outcomes, key=lambda o: (o["start_ms"], o["play_id"]))
+        phases = {"agentic_phases": {"preparation_requests": self.warm_sent, "profile_start_ms":
+                                     None if self.barrier_ns is None else self.barrier_ns / 1e6}}
         return {"agentic_qualification": "functional_only", "agentic_input_format": "weka",
                 "agentic_lanes": source.lanes, "weka_nested_timestamp_basis": source.basis,
-                "agentic_play_outcomes": outcomes,
+                "agentic_play_outcomes": outcomes, **(phases if source.warmup else {}),
                 "completed_trajectories": sum(o["status"] == "completed" for o in outcomes),
                 "incomplete_trajectories": len(source.plays) - sum(o["status"] == "completed" for o in outcomes)}
