@@ -113,7 +113,9 @@ def make_traffic(plan):
 def build(plan, single_step: bool = False) -> Replay:
     """The replay of a finished plan (`ReplayPlan`)."""
     if plan.opal is None and plan.traffic.kind == "agentx":
-        raise ReplayUnsupported("agentx traffic replay is not available yet")
+        raise ReplayUnsupported("agentx traffic replay (its snapshot, warmup and continuous profiles) is not available "
+                                "yet; an AgentX trace replays as `source: {type: trace, format: weka}` with "
+                                "`load: {type: trace_timestamps, agentic_lanes: N, agentic_warmup: true}`")
     clock = Clock()
     workers: list[Worker] = []
     for role in plan.roles:
