@@ -22,6 +22,7 @@ from ..durations import ms_to_ns
 from ..spans import Span
 from ..spec import Spec
 from ..trace_table import TraceTable
+from ..azure_trace import read_azure
 from ..weka_trace import read_weka
 
 MAX_REPORTED = 20
@@ -141,8 +142,12 @@ def read_traces(traffic: Mapping, base_dir: Path) -> TraceTable:
     problems = []
     for index, name in enumerate(source["paths"]):
         path = Path(name) if Path(name).is_absolute() else base_dir / name
+        named_by = NamedBy(join_pointer("traffic", "source", "paths", index))
         try:
-            found = read_trace(path, block_size, speedup, NamedBy(join_pointer("traffic", "source", "paths", index)))
+            if source.get("format") == "azure":  # (CSV rows: no prefix ids, a declared shared prefix)
+                found = read_azure(path, block_size, source.get("shared_prefix_tokens", 0), speedup, named_by)
+            else:
+                found = read_trace(path, block_size, speedup, named_by)
         except CompileError as error:
             problems.extend(error.diagnostics)
             continue

@@ -85,6 +85,12 @@ def _agentic_warmup(spec: Spec):
         yield "/traffic/load/agentic_warmup"
 
 
+def _shared_prefix(spec: Spec):
+    pointer = "/traffic/source/shared_prefix_tokens"
+    if spec.user_set(pointer) and not (_source(spec) == "trace" and spec.get("/traffic/source/format") == "azure"):
+        yield pointer
+
+
 def _prefix_groups(spec: Spec):
     session = spec.get("/traffic/source/session") or {}
     if _source(spec) == "synthetic-session" and session.get("shared_prefix_ratio", 0) > 0 \
@@ -136,6 +142,8 @@ RULES = (
     Rule("TRAFFIC-AGENTIC-FIELDS", SECTION, "`nested_timestamp_basis`, `agentic_lanes` and `agentic_warmup` apply to a "
          "`weka` trace only",
          "remove the field, or use `format: weka`", _agentic_fields),
+    Rule("TRAFFIC-SHARED-PREFIX", SECTION, "`shared_prefix_tokens` declares the shared prefix of an Azure CSV trace "
+         "(it names no prefix ids); other traces carry their own", "remove it, or use `format: azure`", _shared_prefix),
     Rule("TRAFFIC-PREFIX-GROUPS", SECTION, "a shared prefix (`shared_prefix_ratio` > 0) needs `prefix_groups` >= 1",
          "set `prefix_groups` to the number of distinct shared prefixes", _prefix_groups),
     Rule("TRAFFIC-CACHED-PREFIX", SECTION, "`cached_prefix_tokens` cannot exceed `input_tokens`",
