@@ -187,12 +187,12 @@ class RequestListSource:
     requests: tuple[ListedRequest, ...]
 
 
-Source = Union[SyntheticSource, SessionSource, TraceSource, RequestListSource, None]  # None: agentx
+Source = Union[SyntheticSource, SessionSource, TraceSource, RequestListSource, None]  # None: agentx; weka: agentic_records
 
 
 @dataclass(frozen=True, slots=True)
 class TrafficPlan:
-    kind: str  # synthetic | synthetic-session | trace | requests | agentx
+    kind: str  # synthetic | synthetic-session | trace | requests | agentic (a weka trace) | agentx
     source: Source
     load: str  # concurrency | poisson | constant_rate | trace_timestamps
     concurrency: int  # closed-loop slots

@@ -149,6 +149,8 @@ def run(args, config: str | None = None) -> int:
             spool = RecordSpool(outputs.partial_path(destination, "requests.jsonl"), record_of)
         # (opal's per-stage outputs read every request; other runs keep none: memory follows the requests in flight)
         replay.log = (explanation.log if explanation else RequestLog)(keep=plan.opal is not None, spool=spool)
+        if hasattr(replay.traffic, "measured_log"):  # (agentic warm-up: its requests stay out of the outputs)
+            replay.log = replay.traffic.measured_log(replay.log)
         replay.run()
         end_ns = replay.close()
     except outputs.OutputError as error:  # requests.jsonl could not be written as the requests ended

@@ -28,6 +28,7 @@ from .tiers.kvc_chain import attach_kvc
 from .tiers.peer_fetch import PeerFetch
 from .tiers.tier import STORAGE_RULES
 from .timing.factory import make_timing
+from .traffic.agentx import AgenticTraffic
 from .traffic.generator import Traffic
 from .traffic.opal_stages import StagedTraffic
 
@@ -104,13 +105,17 @@ def make_traffic(plan):
     give a plan with opal's parts other traffic)."""
     if plan.traffic.kind == "opal-stages":
         return StagedTraffic(plan.opal)
+    if plan.traffic.kind == "agentic":
+        return AgenticTraffic(plan.traffic)
     return Traffic(plan.traffic)
 
 
 def build(plan, single_step: bool = False) -> Replay:
     """The replay of a finished plan (`ReplayPlan`)."""
     if plan.opal is None and plan.traffic.kind == "agentx":
-        raise ReplayUnsupported("agentx traffic replay is not available yet")
+        raise ReplayUnsupported("agentx traffic replay (its snapshot, warmup and continuous profiles) is not available "
+                                "yet; an AgentX trace replays as `source: {type: trace, format: weka}` with "
+                                "`load: {type: trace_timestamps, agentic_lanes: N, agentic_warmup: true}`")
     clock = Clock()
     workers: list[Worker] = []
     for role in plan.roles:

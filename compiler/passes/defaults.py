@@ -120,7 +120,7 @@ TRAFFIC_DEFAULTS = {
     "synthetic-session": (("new_input_tokens_per_turn", 1024), ("output_tokens_per_turn", 128),
                           ("session", "turns", 4), ("session", "shared_prefix_ratio", 0.0),
                           ("session", "prefix_groups", 0), ("session", "inter_turn_delay_ms", 0.0)),
-    "trace": (("format", "mooncake"), ("block_size", 512)),
+    "trace": (("format", "mooncake"),),
 }
 LOAD_DEFAULTS = {
     "concurrency": (("concurrency", 10),),
@@ -148,6 +148,10 @@ def _traffic(spec: Spec) -> Spec:
     source = spec.get("/traffic/source/type")
     for *parts, value in TRAFFIC_DEFAULTS.get(source, ()):
         spec = spec.default("/traffic/source/" + "/".join(parts), value, f"spec: {source} source")
+    if source == "trace" and spec.get("/traffic/source/format") == "weka":  # its block size is the trace's own
+        spec = spec.default("/traffic/source/nested_timestamp_basis", "auto", "spec: weka trace")
+    elif source == "trace":
+        spec = spec.default("/traffic/source/block_size", 512, "spec: trace source")
     if source == "trace" and not spec.has("/traffic/load"):
         spec = spec.default("/traffic/load", {"type": "trace_timestamps"}, "traces replay their own timestamps")
     elif not spec.has("/traffic/load"):

@@ -9,6 +9,8 @@ that named the file (`traffic.source.paths[i]`); all problems of a file are repo
 """
 from __future__ import annotations
 
+import gzip
+import zlib
 from itertools import count
 from pathlib import Path
 from typing import Iterator, Mapping
@@ -20,6 +22,8 @@ from ..durations import ms_to_ns
 from ..spans import Span
 from ..spec import Spec
 from ..trace_table import TraceTable
+from ..azure_trace import read_azure
+from ..weka_trace import read_weka
 
 MAX_REPORTED = 20
 MAX_TRACE_BYTES = 4 * 1024 ** 3  # a trace larger than this is refused (read lazily, never all of /dev/zero)
@@ -73,6 +77,17 @@ def _lines(handle, problem) -> Iterator[tuple[int, bytes]]:
         yield number, line
 
 
+def _unpacked(lines, problem) -> Iterator[tuple[int, bytes]]:
+    """The lines, a damaged gzip file a TRACE-FILE diagnostic (at the line it broke in), not a traceback."""
+    number = 1
+    try:
+        for number, line in lines:
+            yield number, line
+    except (OSError, EOFError, zlib.error) as error:  # (BadGzipFile is an OSError)
+        raise CompileError([problem("TRACE-FILE", number, "", f"cannot unpack the gzip trace: {error}",
+                                    "check the file (gzip -t), or give it unpacked")]) from None
+
+
 def read_trace(path: Path, block_size: int, speedup: float = 1.0, named_by: NamedBy | None = None) -> TraceTable:
     """The checked rows of one trace file, timestamps in ns after `speedup`; CompileError on any problem."""
     def problem(code: str, line: int, field: str, message: str, hint: str) -> Diagnostic:
@@ -80,13 +95,13 @@ def read_trace(path: Path, block_size: int, speedup: float = 1.0, named_by: Name
                           named_by=named_by)
 
     try:
-        handle = path.open("rb")
+        handle = gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")  # (gzip: read as it unpacks)
     except OSError as error:
         raise CompileError([problem("TRACE-FILE", 1, "", f"cannot read the trace: {error.strerror or error}",
                                     "check `traffic.source.paths` (relative to the config file)")]) from None
     rows, problems, last_timestamp = TraceTable(), [], 0.0
     with handle:
-        for number, line in _lines(handle, problem):
+        for number, line in _unpacked(_lines(handle, problem), problem):
             if not line.strip():
                 continue
             try:
@@ -121,11 +136,18 @@ def read_traces(traffic: Mapping, base_dir: Path) -> TraceTable:
         return rows
     block_size = source.get("block_size", DEFAULT_BLOCK_SIZE)
     speedup = traffic.get("load", {}).get("speedup", 1.0)
+    if source.get("format") == "weka":  # plays of dependent requests, not rows
+        load = traffic.get("load", {})
+        return read_weka(source, base_dir, speedup, load.get("agentic_lanes"), load.get("agentic_warmup", False))
     problems = []
     for index, name in enumerate(source["paths"]):
         path = Path(name) if Path(name).is_absolute() else base_dir / name
+        named_by = NamedBy(join_pointer("traffic", "source", "paths", index))
         try:
-            found = read_trace(path, block_size, speedup, NamedBy(join_pointer("traffic", "source", "paths", index)))
+            if source.get("format") == "azure":  # (CSV rows: no prefix ids, a declared shared prefix)
+                found = read_azure(path, block_size, source.get("shared_prefix_tokens", 0), speedup, named_by)
+            else:
+                found = read_trace(path, block_size, speedup, named_by)
         except CompileError as error:
             problems.extend(error.diagnostics)
             continue

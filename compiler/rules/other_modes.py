@@ -32,9 +32,14 @@ def _belady_role(predicate):
     return lambda spec, role: _belady(spec) and spec.frontend != "predict" and predicate(spec, role)
 
 
+def agentic(spec: Spec) -> bool:
+    """AgentX traffic: the `agentx` source, or a `weka` (AgentX) trace."""
+    return spec.get("/traffic/source/type") == "agentx" or (
+        spec.get("/traffic/source/type") == "trace" and spec.get("/traffic/source/format") == "weka")
+
+
 def _agentx(predicate):
-    return lambda spec, role: (spec.get("/traffic/source/type") == "agentx"
-                               and has_kv(spec, role, "host_offload") and predicate(spec, role))
+    return lambda spec, role: agentic(spec) and has_kv(spec, role, "host_offload") and predicate(spec, role)
 
 
 def _agentx_topology(spec: Spec, role: str) -> bool:
@@ -43,6 +48,11 @@ def _agentx_topology(spec: Spec, role: str) -> bool:
     if disaggregated(spec):
         return replicas != 1
     return replicas > 1 and kv(spec, role, "host_offload", "scope") == "cluster_shared"
+
+
+def _agentic_backend(spec: Spec):
+    if agentic(spec) and backend(spec) == "trtllm":
+        yield "/engine/backend" if spec.user_set("/engine/backend") else "/traffic/source/type"
 
 
 RULES = (
@@ -81,4 +91,9 @@ RULES = (
          role_check(_agentx(lambda s, r: par(s, r, "attention_data") != 1), "parallelism", "attention_data")),
     Rule("AGENTIC-G3", AGENTIC, "agentic traffic does not support G3 offload", "remove `g3_offload`",
          role_check(_agentx(lambda s, r: has_kv(s, r, "g3_offload")), "kv_cache", "g3_offload")),
+    Rule("AGENTIC-G2-STATIC", AGENTIC, "agentic traffic with G2 needs static workers (no `scaling` schedule)",
+         "remove `scaling` and give the role fixed `replicas`",
+         role_check(_agentx(lambda s, r: s.has(role_pointer(r, "scaling"))), "scaling")),
+    Rule("AGENTIC-BACKEND", AGENTIC, "agentic traffic is replayed on vLLM and SGLang workers, not TensorRT-LLM",
+         "use `backend: vllm` (or `sglang` without G2)", _agentic_backend),
 )

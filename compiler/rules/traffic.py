@@ -57,6 +57,40 @@ def _one_trace_file(spec: Spec):
         yield "/traffic/source/paths"
 
 
+def _weka(spec: Spec) -> bool:
+    return _source(spec) == "trace" and spec.get("/traffic/source/format") == "weka"
+
+
+def _agentic_load(spec: Spec):
+    if _weka(spec) and spec.get("/traffic/load/type") != "trace_timestamps":
+        yield "/traffic/load/type"
+
+
+def _agentic_stop(spec: Spec):
+    if _weka(spec) and "max_virtual_time_seconds" in _stop_keys(spec):
+        yield "/traffic/stop/max_virtual_time_seconds"
+
+
+def _agentic_fields(spec: Spec):
+    if _weka(spec):
+        return
+    for pointer in ("/traffic/source/nested_timestamp_basis", "/traffic/load/agentic_lanes",
+                    "/traffic/load/agentic_warmup"):
+        if spec.user_set(pointer):
+            yield pointer
+
+
+def _agentic_warmup(spec: Spec):
+    if _weka(spec) and spec.get("/traffic/load/agentic_warmup") and not spec.get("/traffic/load/agentic_lanes"):
+        yield "/traffic/load/agentic_warmup"
+
+
+def _shared_prefix(spec: Spec):
+    pointer = "/traffic/source/shared_prefix_tokens"
+    if spec.user_set(pointer) and not (_source(spec) == "trace" and spec.get("/traffic/source/format") == "azure"):
+        yield pointer
+
+
 def _prefix_groups(spec: Spec):
     session = spec.get("/traffic/source/session") or {}
     if _source(spec) == "synthetic-session" and session.get("shared_prefix_ratio", 0) > 0 \
@@ -98,6 +132,18 @@ RULES = (
          "use `load: {type: trace_timestamps}` (or `concurrency`)", _trace_load),
     Rule("TRAFFIC-TRACE-PATHS", SECTION, "a Mooncake trace source reads exactly one file",
          "give one path (concatenate the traces first)", _one_trace_file),
+    Rule("TRAFFIC-AGENTIC-LOAD", SECTION, "a `weka` (AgentX) trace replays with `trace_timestamps` load only: its "
+         "requests start from their dependencies", "use `load: {type: trace_timestamps}` (`agentic_lanes` caps plays)",
+         _agentic_load),
+    Rule("TRAFFIC-AGENTIC-STOP", SECTION, "a `weka` (AgentX) trace runs its plays to their end: "
+         "`max_virtual_time_seconds` does not apply", "remove `traffic.stop.max_virtual_time_seconds`", _agentic_stop),
+    Rule("TRAFFIC-AGENTIC-WARMUP", SECTION, "`agentic_warmup` prepares each lane: it needs `agentic_lanes`",
+         "add `agentic_lanes: N` to `traffic.load`", _agentic_warmup),
+    Rule("TRAFFIC-AGENTIC-FIELDS", SECTION, "`nested_timestamp_basis`, `agentic_lanes` and `agentic_warmup` apply to a "
+         "`weka` trace only",
+         "remove the field, or use `format: weka`", _agentic_fields),
+    Rule("TRAFFIC-SHARED-PREFIX", SECTION, "`shared_prefix_tokens` declares the shared prefix of an Azure CSV trace "
+         "(it names no prefix ids); other traces carry their own", "remove it, or use `format: azure`", _shared_prefix),
     Rule("TRAFFIC-PREFIX-GROUPS", SECTION, "a shared prefix (`shared_prefix_ratio` > 0) needs `prefix_groups` >= 1",
          "set `prefix_groups` to the number of distinct shared prefixes", _prefix_groups),
     Rule("TRAFFIC-CACHED-PREFIX", SECTION, "`cached_prefix_tokens` cannot exceed `input_tokens`",

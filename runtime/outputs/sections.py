@@ -76,6 +76,9 @@ def summary_sections(replay) -> dict:
     fetches = {id(fetch): fetch for rank in ranks for fetch in rank.chain.peer_fetch}
     for fetch in fetches.values():  # (one role at most pulls from peers)
         out["kvcr"] = fetch.section()
+    agentic = getattr(replay.traffic, "summary_section", None)  # (agentic traffic: plays and qualification)
+    if agentic is not None:
+        out.update(agentic())
     if any(worker.scaled for worker in replay.workers):
         out["workers"] = workers_section(replay.workers)
     return out

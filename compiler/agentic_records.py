@@ -1,0 +1,38 @@
+"""The finished plan's records of agentic traffic: plays of dependent requests, as the traces pass parsed them.
+
+An AgentX (Weka) play is a tree of requests: the agent's own requests, one after another, and the
+requests of the subagents it starts.  The traces pass flattens each play into nodes that name the
+nodes they wait for, so the runtime schedules them without knowing the trace format.  Times are
+integer nanoseconds after the load's speedup; hash ids are renumbered densely, per play when the
+trace's `hash_id_scope` is `local` (equal ids in two plays are then different blocks).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class AgenticNode:
+    name: str  # the request id the outputs report
+    conversation: str  # the conversation (prefix lineage) the request belongs to
+    input_length: int
+    output_length: int
+    hash_ids: tuple[int, ...]
+    waits_for: tuple[int, ...]  # nodes of the same play that must complete first; () = released by the play's start
+    delay_ns: int  # after the last of `waits_for` completes, or after the play's start
+
+
+@dataclass(frozen=True, slots=True)
+class AgenticPlay:
+    name: str
+    start_ns: int  # its authored start, from the corpus' first play
+    nodes: tuple[AgenticNode, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AgenticSource:
+    block_size: int  # tokens per hash id (the trace's own)
+    plays: tuple[AgenticPlay, ...]
+    lanes: int | None  # at most this many plays at once; None: each play at its authored start
+    basis: str  # the nested timestamp basis used: absolute | relative
+    warmup: bool = False  # `agentic_warmup`: each lane's preparation requests run first, outside the results
