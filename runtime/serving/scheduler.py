@@ -6,7 +6,9 @@ to the budget with chunked prefill).  When blocks run out the newest running
 request is preempted (recompute): it frees its blocks, which keep their
 hashes, and goes back to the front of the waiting queue.  Then, if nothing was
 preempted, waiting requests are admitted in arrival order while budget,
-`max_sequences` and free blocks last; an admission reuses the longest cached
+`max_sequences` and free blocks last (a waiting request needs blocks for its
+whole known sequence, not only this pass's chunk: `known_sequence`, the
+engine's `rank.admission`); an admission reuses the longest cached
 prefix of whole blocks, never the last known token.  Full blocks become
 discoverable as soon as they are scheduled, as in vLLM v1.
 """
@@ -47,7 +49,7 @@ class Rank:
         self.transfers_in_flight = 0
         self.role = "aggregated"
         self.handoff = None  # handoff.Handoff on decode ranks
-        self.admission = this_pass  # free blocks a waiting request needs (an engine's capacity policy may differ)
+        self.admission = known_sequence  # free blocks a waiting request needs (an engine's capacity policy may differ)
 
     @property
     def busy(self) -> bool:
@@ -57,10 +59,12 @@ class Rank:
         return -(-tokens // self.block_size)
 
 
-def this_pass(rank: "Rank", request: Request, hits: list[int], need: int) -> int:
-    """vLLM's admission: a request needs free blocks for what this pass computes, nothing more (later blocks
-    come as it goes, and preemption makes room when they run out)."""
-    return need
+def known_sequence(rank: "Rank", request: Request, hits: list[int], need: int) -> int:
+    """vLLM's admission (AISimulate's mocker): a waiting request starts only when the blocks of its whole known
+    sequence (prompt, and the output a preempted one already made), less its cached prefix, are free, even if
+    chunked prefill computes only part of it this pass.  Admitting on the chunk alone let a long prompt start,
+    run out of blocks at its next chunk and be preempted again and again."""
+    return max(need, rank.blocks_for(request.num_tokens) - len(hits) + rank.state_blocks)
 
 
 class Batch:
