@@ -27,7 +27,7 @@ from .requests import Request
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
-                 "role", "handoff", "admission")
+                 "role", "handoff", "admission", "releases")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -49,6 +49,7 @@ class Rank:
         self.transfers_in_flight = 0
         self.role = "aggregated"
         self.handoff = None  # handoff.Handoff on decode ranks
+        self.releases: list = []  # handed-off requests whose source blocks this prefill rank lets go at its pass end
         self.admission = known_sequence  # free blocks a waiting request needs (an engine's capacity policy may differ)
 
     @property
@@ -165,10 +166,9 @@ def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
             if outcome == 0:
                 break
             del waiting[position]
-            if pd.phase is None:  # arrived: decode from here
-                running.append(request)
-                items.append((request, 1))
-                budget -= 1
+            if pd.phase is None:  # arrived: this pass computes nothing and samples its first token (the mocker's
+                running.append(request)  # activation pass: a decode, with no token of the budget)
+                items.append((request, 0))
             continue  # (else reserved for a destination-first prefill elsewhere)
         new = _admit(rank, request, budget, now_ns)
         if new < 0:  # offload.DEFER, LOAD or READ: this one waits for G2, look at the next one
@@ -246,6 +246,9 @@ def work_of(items: list[tuple[Request, int]]) -> PassWork:
         if new == 1 and request.generated and request.num_computed == request.num_tokens - 1:
             decodes += 1
             context += request.num_computed + 1
+        elif not new:  # a handed-off request's first pass on its decode rank: a decode over its prompt
+            decodes += 1
+            context += request.num_tokens
         else:
             chunks.append((new, request.num_computed))
     return PassWork(tuple(chunks), decodes, context)
