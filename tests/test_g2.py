@@ -337,10 +337,10 @@ def replay_pd(tmp_path: Path, rows: list[dict], decode_blocks: int) -> tuple[Rep
 
 
 # R0, R1 (8-token prompts, 20 output tokens) prefill together on the prefill rank (0-10 ms); their handoffs
-# reserve 3 of the decode rank's 8 G1 blocks each and land at 30 ms (2 MB at 0.1 GB/s).  H (4 tokens, 3
-# output) prefills 20-30 ms and its handoff reserves the last 2 blocks at 30 ms, landing at 40 ms.  At 34 ms
-# both R need a 4th block: the newest running one is preempted and waits at the head of the decode rank's
-# queue, unable to return before the other R finishes at 49 ms.
+# reserve 2 of the decode rank's 8 G1 blocks each (their prompts) and land at 30 ms (2 MB at 0.1 GB/s); each
+# samples its first token at 31 ms.  H (4 tokens, 3 output) prefills 20-30 ms and its handoff reserves 1 block
+# at 30 ms, landing at 40 ms.  At 35 ms both R need a 4th block: the newest running one is preempted and waits
+# at the head of the decode rank's queue, unable to return before the other R finishes at 50 ms.
 PD_ROWS = [row(0, 8, 20, [1, 2]), row(0, 8, 20, [3, 4]), row(20, 4, 3, [5])]
 
 
@@ -349,14 +349,14 @@ def test_pd_decode_rank_with_g2_admits_arrived_handoffs_first(tmp_path):
     requests".
 
     (Scenario above PD_ROWS.)  H's KV lands at 40 ms while a preempted request waits at the head of the decode
-    rank's queue and cannot be readmitted: H is admitted at once and decodes at 41 and 42 ms; the preempted
-    request returns only at 49 ms."""
+    rank's queue and cannot be readmitted: H is admitted at once and samples at 41, 42 and 43 ms; the preempted
+    request returns only at 50 ms."""
     replay, records = replay_pd(tmp_path, PD_ROWS, decode_blocks=8)
     assert [r["terminal_status"] for r in records] == ["completed"] * 3
     assert sorted(r["readmission_count"] for r in records[:2]) == [0, 1]
     preempted = next(r for r in records[:2] if r["readmission_count"])
-    assert preempted["admission_history"][1]["at_ms"] == 49.0
-    assert token_times(replay.requests[2]) == [30.0, 41.0, 42.0]
+    assert preempted["admission_history"][1]["at_ms"] == 50.0
+    assert token_times(replay.requests[2]) == [41.0, 42.0, 43.0]
 
 
 def test_pd_arrived_handoffs_keep_fcfs_order_among_themselves(tmp_path):
@@ -364,10 +364,10 @@ def test_pd_arrived_handoffs_keep_fcfs_order_among_themselves(tmp_path):
     arrival order (vLLM re-prepends the requests it skipped while their KV was in flight, in order).
 
     (Scenario above PD_ROWS.)  R0 arrived before R1 and both land at 30 ms, so R0 is admitted first and R1 is
-    the newest running request: R1 is the one preempted at 34 ms and readmitted at 49 ms, R0 decodes on."""
+    the newest running request: R1 is the one preempted at 35 ms and readmitted at 50 ms, R0 decodes on."""
     replay, records = replay_pd(tmp_path, PD_ROWS, decode_blocks=8)
     assert [r["readmission_count"] for r in records[:2]] == [0, 1]
-    assert token_times(replay.requests[0])[:6] == [10.0, 31.0, 32.0, 33.0, 34.0, 35.0]
+    assert token_times(replay.requests[0])[:6] == [31.0, 32.0, 33.0, 34.0, 35.0, 36.0]
 
 
 # ============================================================================================ connector profiles

@@ -3,14 +3,17 @@
 What is checked (REFERENCE.md "engine.kv_transfer" and the P/D fields of per-request records; kv-cache-tiers.md
 "GPU cache (G1)", "Host offload (G2)" and "State cache"; the model in runtime/handoff.py):
 
-- the prefill rank computes the prompt and samples the first token (TTFT = end of the prefill pass); the
-  prompt's KV then travels to a decode rank, which continues from the second token (TTST includes the transfer);
+- the prefill rank computes the prompt; the prompt's KV then travels to a decode rank, which samples every
+  output token, the first in the pass that admits the request there (TTFT = decode admission + one decode pass:
+  it includes the transfer and any wait for a decode slot, as AISimulate stamps it; the prefill's own sampled
+  token is not counted);
 - transfer time = (tokens x bytes_per_token + state bytes) / (bandwidth x 1e9) s (+ a ReplaySpec
-  `handoff_latency_ms`); `full_prompt` moves the whole prompt, `destination_missing` only what the decode rank
-  does not hold as a cached prefix; a null bandwidth means no delay; a state cache's state (the prefill role's
-  `bytes_per_request`) is charged once per request in either mode;
-- source-first (vLLM, TensorRT-LLM): the decode rank is chosen and reserves its blocks after the prefill, and
-  the source holds its blocks until the transfer ends (including the wait for decode blocks);
+  `handoff_latency_ms`), tokens in whole blocks; `full_prompt` moves the whole prompt, `destination_missing`
+  only the blocks the decode rank does not hold as a cached prefix; a null bandwidth means no delay; a state
+  cache's state (the prefill role's `bytes_per_request`) is charged once per request in either mode;
+- source-first (vLLM, TensorRT-LLM): the decode rank is chosen and reserves its prompt blocks after the
+  prefill, and the source holds its blocks until the transfer ends (including the wait for decode blocks), or
+  until the end of the pass the source is running then;
   destination-first (SGLang): the decode rank reserves its blocks before the prefill starts;
 - landed handoffs are admitted before other waiting requests, in FCFS order;
 - auto `kv_transfer.bytes_per_token`; token-only P/D with G2 on either role; determinism.
@@ -125,17 +128,17 @@ def test_transfer_of_a_cold_prompt_takes_tokens_times_bytes_over_bandwidth(tmp_p
     """engine.kv_transfer: transfer time = tokens x bytes_per_token / (bandwidth x 1e9) s.
 
     One 8-token prompt, 3 output tokens, nothing cached on the decode rank: both modes move 8 tokens x 250,000 B
-    over 0.25 GB/s = 8 ms.  The prefill pass (0-10 ms) samples the first token; the KV lands at 18 ms, the decode
-    rank is admitted at once and samples tokens 2 and 3 at 19 and 20 ms."""
+    over 0.25 GB/s = 8 ms.  The prefill pass runs 0-10 ms; the KV lands at 18 ms, the decode rank admits the
+    request at once and samples tokens 1, 2 and 3 at 19, 20 and 21 ms."""
     run = replay_pd(tmp_path, [row(0, 8, 3, [1, 2])], timing_mode=timing_mode)
     a = run[0]
     assert run.pd(0) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 0.0,
                          "prefill_done_ms": 10.0, "decode_admit_ms": 18.0, "source_released_ms": 18.0,
                          "source_held_ms": 8.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
-    assert run.tokens(0) == [10.0, 19.0, 20.0]
-    assert (a["ttft_ms"], a["ttst_ms"], a["e2e_latency_ms"], a["itl_ms"]) == (10.0, 9.0, 20.0, 5.0)
+    assert run.tokens(0) == [19.0, 20.0, 21.0]
+    assert (a["ttft_ms"], a["ttst_ms"], a["e2e_latency_ms"], a["itl_ms"]) == (19.0, 1.0, 21.0, 1.0)
     assert (a["first_admit_ms"], a["first_token_ms"], a["last_token_ms"], a["terminal_time_ms"]) == \
-        (0.0, 10.0, 20.0, 20.0)
+        (0.0, 19.0, 21.0, 21.0)
     assert (a["terminal_status"], a["output_length"], a["admission_count"], a["readmission_count"]) == \
         ("completed", 3, 1, 0)
     assert [h["pool"] for h in a["admission_history"]] == ["prefill.worker0.dp0"]
@@ -151,16 +154,17 @@ def test_timing_mode_full_prompt_vs_destination_missing(tmp_path, timing_mode, t
 
     (PREFIX_ROWS.)  On the decode rank B finds blocks 1, 2 (8 tokens) and C its whole 8-token prompt, so
     destination_missing moves 4 and 0 tokens where full_prompt moves 12 and 8.  The decode-side prefix is
-    reported as decode_reused_input_tokens in both modes; TTST = transfer + one 1 ms decode pass."""
+    reported as decode_reused_input_tokens in both modes; TTFT = prefill (10 ms) + transfer + one 1 ms decode
+    pass."""
     run = replay_pd(tmp_path, PREFIX_ROWS, timing_mode=timing_mode)
     assert run.field("kv_transfer_tokens") == transferred
     assert run.field("source_held_ms") == held
     assert run.field("decode_reused_input_tokens") == [0, 8, 8]
     assert run.field("prefill_done_ms") == [10.0, 60.0, 110.0]
     assert run.field("decode_admit_ms") == [done + h for done, h in zip([10.0, 60.0, 110.0], held)]
-    assert run.field("ttft_ms") == [10.0, 10.0, 10.0]
-    assert run.field("ttst_ms") == [h + 1 for h in held]
-    assert run.field("e2e_latency_ms") == [h + 12 for h in held]
+    assert run.field("ttft_ms") == [h + 11 for h in held]
+    assert run.field("ttst_ms") == [1.0, 1.0, 1.0]
+    assert run.field("e2e_latency_ms") == [h + 13 for h in held]
 
 
 @pytest.mark.parametrize("bandwidth, held", [(0.25, 8.0), (0.5, 4.0), (2.0, 1.0), (None, 0.0)])
@@ -168,19 +172,19 @@ def test_bandwidth_divides_the_transfer_and_null_means_no_delay(tmp_path, bandwi
     """engine.kv_transfer.bandwidth_gb_per_second is decimal GB/s; null means no delay.
 
     8 tokens x 250,000 B = 2 MB: 8 ms at 0.25 GB/s, 4 ms at 0.5, 1 ms at 2.0, and 0 with no bandwidth, when the
-    decode rank admits the request at the end of the prefill pass (10 ms) and decodes at 11 and 12 ms.  The
+    decode rank admits the request at the end of the prefill pass (10 ms) and samples at 11, 12 and 13 ms.  The
     transferred token count is still reported."""
     run = replay_pd(tmp_path, [row(0, 8, 3, [1, 2])], bandwidth=bandwidth)
     a = run[0]
     assert (a["source_held_ms"], a["source_released_ms"], a["decode_admit_ms"]) == (held, 10 + held, 10 + held)
     assert (a["kv_transfer_tokens"], a["ttft_ms"], a["ttst_ms"], a["e2e_latency_ms"]) == \
-        (8, 10.0, held + 1, held + 12)
+        (8, held + 11, 1.0, held + 13)
 
 
 @pytest.mark.parametrize("timing_mode", ["full_prompt", "destination_missing"])
 def test_null_bandwidth_means_no_delay_in_either_mode(tmp_path, timing_mode):
     """(PREFIX_ROWS with `bandwidth_gb_per_second: null`.)  No request waits for its KV: every decode admission
-    happens at the end of its prefill pass and every TTST is one decode pass."""
+    happens at the end of its prefill pass and every TTFT is the prefill and one decode pass."""
     run = replay_pd(tmp_path, PREFIX_ROWS, bandwidth=None, timing_mode=timing_mode)
     assert run.field("source_held_ms") == [0.0, 0.0, 0.0]
     assert run.field("decode_admit_ms") == run.field("prefill_done_ms") == [10.0, 60.0, 110.0]
@@ -188,18 +192,18 @@ def test_null_bandwidth_means_no_delay_in_either_mode(tmp_path, timing_mode):
     assert run.field("kv_transfer_tokens") == ([8, 12, 8] if timing_mode == "full_prompt" else [8, 4, 0])
 
 
-def test_predict_summary_latencies_include_the_transfer_in_ttst_not_ttft(tmp_path, capsys):
-    """`kvreplay predict` on PREFIX_ROWS (destination_missing): TTFT ends with the prefill pass (10 ms each);
-    TTST = transfer + one decode pass (9, 5, 1 ms); E2E = 20, 16, 12 ms; every record carries the P/D fields."""
+def test_predict_summary_latencies_include_the_transfer_in_ttft(tmp_path, capsys):
+    """`kvreplay predict` on PREFIX_ROWS (destination_missing): TTFT = prefill + transfer + one decode pass
+    (19, 15, 11 ms); TTST one decode pass; E2E = 21, 17, 13 ms; every record carries the P/D fields."""
     out = predict_scenario(tmp_path, PREFIX_ROWS, config_text(timing_mode="destination_missing"), "pd.yaml",
                            "--capture-per-request")
     capsys.readouterr()
     summary, records = read_outputs(out)
     assert (summary["completed_requests"], summary["num_ttst_samples"]) == (3, 3)
-    assert (summary["min_ttft_ms"], summary["max_ttft_ms"]) == (10.0, 10.0)
-    assert (summary["min_ttst_ms"], summary["mean_ttst_ms"], summary["max_ttst_ms"]) == (1.0, 5.0, 9.0)
+    assert (summary["min_ttft_ms"], summary["mean_ttft_ms"], summary["max_ttft_ms"]) == (11.0, 15.0, 19.0)
+    assert (summary["min_ttst_ms"], summary["mean_ttst_ms"], summary["max_ttst_ms"]) == (1.0, 1.0, 1.0)
     assert (summary["min_e2e_latency_ms"], summary["mean_e2e_latency_ms"], summary["max_e2e_latency_ms"]) == \
-        (12.0, 16.0, 20.0)
+        (13.0, 17.0, 21.0)
     assert all(set(PD_FIELDS) <= set(r) for r in records)
     assert [r["kv_transfer_tokens"] for r in records] == [8, 4, 0]
 
@@ -223,7 +227,7 @@ def test_state_bytes_are_charged_once_per_request_in_either_mode(tmp_path, timin
     assert run.replay.handoff.state_bytes == 1_500_000
     assert [rank.state_blocks for rank in run.replay.ranks()] == [2, 3]  # each role sizes its own state
     assert run.field("source_held_ms") == held
-    assert run.field("ttst_ms") == [h + 1 for h in held]
+    assert run.field("ttft_ms") == [h + 11 for h in held]
     assert run.field("kv_transfer_tokens") == ([8, 12, 8] if timing_mode == "full_prompt" else [8, 4, 0])
     assert run.field("decode_reused_input_tokens") == [0, 8, 8]
     assert run.field("terminal_status") == ["completed"] * 3
@@ -233,63 +237,67 @@ def test_state_transfer_has_no_delay_without_bandwidth(tmp_path):
     """A null bandwidth means no delay for the state either."""
     run = replay_pd(tmp_path, [row(0, 8, 3, [1, 2])], bandwidth=None, prefill_state=1_500_000,
                     decode_state=1_500_000)
-    assert (run[0]["source_held_ms"], run[0]["ttst_ms"]) == (0.0, 1.0)
+    assert (run[0]["source_held_ms"], run[0]["ttft_ms"]) == (0.0, 11.0)
 
 
 # ============================================================================================ source-first vs destination-first
 
-# The decode rank has 5 blocks.  A (8 tokens, 10 output tokens) reserves 3 (prompt + next token) and grows to 5
-# while it decodes (tokens at 10, then 19 ... 27 ms).  B (8 tokens, 3 output tokens) arrives at 10 ms and needs 3
-# decode blocks, which only A's end (27 ms) frees.
-FULL_DECODE_ROWS = [row(0, 8, 10, [1, 2]), row(10, 8, 3, [3, 4])]
+# The decode rank has 5 blocks.  A (8 tokens, 10 output tokens) reserves 2 (its prompt; destination-first: 3,
+# prompt + next token) and grows to 5 while it decodes (tokens at 19 ... 28 ms; its 4th block from the pass at
+# 23 ms, its 5th from 27 ms).  B (8 tokens, 3 output tokens) arrives at 14 ms and needs 2 decode blocks (3), which
+# only A's end (28 ms) frees.
+FULL_DECODE_ROWS = [row(0, 8, 10, [1, 2]), row(14, 8, 3, [3, 4])]
 
 
 @pytest.mark.parametrize("backend", ["vllm", "trtllm", "sglang"])
 def test_a_lone_request_has_the_same_timeline_with_either_handoff_order(tmp_path, backend):
-    """With an idle decode rank the order does not matter: prefill 0-10 ms, 8 ms transfer, decode from 18 ms."""
+    """With an idle decode rank the order does not matter: prefill 0-10 ms, 8 ms transfer, decode from 18 ms.
+    Only the source's release differs: source-first, B's prefill runs 14-24 ms when A lands, and the source lets
+    go of A's blocks at the end of that pass (24 ms); destination-first, B's prefill has not started."""
     run = replay_pd(tmp_path, FULL_DECODE_ROWS, backend=backend, decode_blocks=5)
+    released = 18.0 if backend == "sglang" else 24.0
     assert run.pd(0) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 0.0,
-                         "prefill_done_ms": 10.0, "decode_admit_ms": 18.0, "source_released_ms": 18.0,
-                         "source_held_ms": 8.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
-    assert run.tokens(0) == [10.0] + [19.0 + i for i in range(9)]
+                         "prefill_done_ms": 10.0, "decode_admit_ms": 18.0, "source_released_ms": released,
+                         "source_held_ms": released - 10, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
+    assert run.tokens(0) == [19.0 + i for i in range(10)]
 
 
 @pytest.mark.parametrize("backend", ["vllm", "trtllm"])
 def test_source_first_prefills_at_once_and_holds_the_source_while_decode_blocks_are_short(tmp_path, backend):
     """Source-first (vLLM, TensorRT-LLM): the decode rank is chosen and reserves its blocks after the prefill.
 
-    (FULL_DECODE_ROWS.)  B prefills at once (10-20 ms: TTFT 10), then waits for decode blocks until A ends at
-    27 ms, its 8 ms transfer lands at 35 ms: the source held B's blocks for 15 ms = 7 ms waiting + 8 ms
-    transfer.  B's tokens: 20, 36, 37 ms."""
+    (FULL_DECODE_ROWS.)  B prefills at once (14-24 ms), then waits for decode blocks until A ends at 28 ms, its
+    8 ms transfer lands at 36 ms: the source held B's blocks for 12 ms = 4 ms waiting + 8 ms transfer.  B's
+    tokens: 37, 38, 39 ms (TTFT 23)."""
     run = replay_pd(tmp_path, FULL_DECODE_ROWS, backend=backend, decode_blocks=5)
-    assert run.pd(1) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 10.0,
-                         "prefill_done_ms": 20.0, "decode_admit_ms": 35.0, "source_released_ms": 35.0,
-                         "source_held_ms": 15.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
-    assert run.tokens(1) == [20.0, 36.0, 37.0]
-    assert (run[1]["ttft_ms"], run[1]["ttst_ms"], run[1]["e2e_latency_ms"]) == (10.0, 16.0, 27.0)
+    assert run.pd(1) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 14.0,
+                         "prefill_done_ms": 24.0, "decode_admit_ms": 36.0, "source_released_ms": 36.0,
+                         "source_held_ms": 12.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
+    assert run.tokens(1) == [37.0, 38.0, 39.0]
+    assert (run[1]["ttft_ms"], run[1]["ttst_ms"], run[1]["e2e_latency_ms"]) == (23.0, 1.0, 25.0)
 
 
 def test_destination_first_a_full_decode_rank_delays_the_prefill(tmp_path):
     """Destination-first (SGLang): the decode rank reserves before the prefill starts.
 
-    (FULL_DECODE_ROWS.)  B cannot reserve decode blocks until A ends at 27 ms, so its prefill runs 27-37 ms
-    (TTFT 27) although the prefill rank is idle from 10 ms; the transfer starts as the prefill ends and the source
-    holds B's blocks only for the 8 ms transfer.  B's tokens: 37, 46, 47 ms."""
+    (FULL_DECODE_ROWS.)  B cannot reserve its 3 decode blocks until A ends at 28 ms, so its prefill runs 28-38 ms
+    although the prefill rank is idle from 10 ms; the transfer starts as the prefill ends and the source holds
+    B's blocks only for the 8 ms transfer.  B's tokens: 47, 48, 49 ms (TTFT 33)."""
     run = replay_pd(tmp_path, FULL_DECODE_ROWS, backend="sglang", decode_blocks=5)
-    assert run.pd(1) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 27.0,
-                         "prefill_done_ms": 37.0, "decode_admit_ms": 45.0, "source_released_ms": 45.0,
+    assert run.pd(1) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 28.0,
+                         "prefill_done_ms": 38.0, "decode_admit_ms": 46.0, "source_released_ms": 46.0,
                          "source_held_ms": 8.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
-    assert run.tokens(1) == [37.0, 46.0, 47.0]
+    assert run.tokens(1) == [47.0, 48.0, 49.0]
     assert (run[1]["first_admit_ms"], run[1]["ttft_ms"], run[1]["ttst_ms"], run[1]["e2e_latency_ms"]) == \
-        (27.0, 27.0, 9.0, 37.0)
+        (28.0, 33.0, 1.0, 35.0)
 
 
-@pytest.mark.parametrize("backend, reserved_at", [("vllm", [10.0, 27.0]), ("trtllm", [10.0, 27.0]),
-                                                  ("sglang", [0.0, 27.0])])
+@pytest.mark.parametrize("backend, reserved_at", [("vllm", [10.0, 28.0]), ("trtllm", [10.0, 28.0]),
+                                                  ("sglang", [0.0, 28.0])])
 def test_decode_reservation_comes_after_the_prefill_or_before_it(tmp_path, monkeypatch, backend, reserved_at):
     """The order itself, observed at the decode rank's reservation (handoff.reserve): source-first reserves
-    when the prefill has ended (A at 10 ms, B when A's end frees blocks at 27 ms, after B's prefill ended at 20);
-    destination-first reserves at or before the prefill admission (A at 0, B at 27 = its prefill admission)."""
+    when the prefill has ended (A at 10 ms, B when A's end frees blocks at 28 ms, after B's prefill ended at 24);
+    destination-first reserves at or before the prefill admission (A at 0, B at 28 = its prefill admission)."""
     plan = compile_plan(tmp_path, FULL_DECODE_ROWS, backend=backend, decode_blocks=5)
     replay = build(finish_plan(plan, tmp_path))
     reserved: dict[int, float] = {}
@@ -317,24 +325,26 @@ def test_decode_reservation_comes_after_the_prefill_or_before_it(tmp_path, monke
 # ============================================================================================ the source holds its blocks
 
 @pytest.mark.parametrize("backend", ["vllm", "sglang"])
-@pytest.mark.parametrize("prefill_blocks, bandwidth, b_admitted", [
-    (3, 0.25, 18.0),  # A holds 2 of 3 blocks until its transfer ends at 18 ms
-    (4, 0.25, 10.0),  # room for both: B is admitted as soon as A's pass ends
-    (3, None, 10.0),  # no transfer delay: A lets go at 10 ms
+@pytest.mark.parametrize("prefill_blocks, bandwidth, b_admitted, a_released, b_first", [
+    (3, 0.25, 18.0, 18.0, 37.0),  # A holds 2 of 3 blocks until its transfer ends at 18 ms
+    (4, 0.25, 10.0, 20.0, 29.0),  # room for both: B starts as A's pass ends; A lets go at the end of B's pass
+    (3, None, 10.0, 10.0, 21.0),  # no transfer delay: A lets go at 10 ms
 ])
 def test_prefill_rank_keeps_the_source_blocks_until_the_transfer_ends(tmp_path, backend, prefill_blocks, bandwidth,
-                                                                      b_admitted):
+                                                                      b_admitted, a_released, b_first):
     """runtime/handoff.py: the prefill rank (the source) holds the request's blocks until the transfer ends.
 
     A (1, 2) and B (3, 4), 8-token prompts, both arrive at 0 ms; the prefill role runs one sequence at a time.
     A prefill G1 of 3 blocks fits one 8-token prompt (2 blocks) and not two: B waits for A's 8 ms transfer
-    (10-18 ms) although A is no longer running; with 4 blocks or no transfer delay B is admitted at 10 ms."""
+    (10-18 ms) although A is no longer running; with 4 blocks or no transfer delay B is admitted at 10 ms.  A
+    transfer that lands while the source runs a pass is let go at that pass's end (AISimulate's release).  B's
+    first token: its prefill (10 ms), its transfer, one decode pass."""
     run = replay_pd(tmp_path, [row(0, 8, 3, [1, 2]), row(0, 8, 3, [3, 4])], backend=backend,
                     prefill_blocks=prefill_blocks, bandwidth=bandwidth, prefill_sequences=1)
     a, b = run.records
-    assert a["source_released_ms"] == (18.0 if bandwidth else 10.0)
+    assert a["source_released_ms"] == a_released
     assert b["prefill_admit_ms"] == b["first_admit_ms"] == b_admitted
-    assert b["first_token_ms"] == b_admitted + 10
+    assert b["first_token_ms"] == b_first
     assert run.field("terminal_status") == ["completed", "completed"]
 
 
@@ -342,16 +352,17 @@ def test_source_held_while_waiting_for_decode_blocks_blocks_the_next_prefill(tmp
     """Source-first: the source hold spans the wait for decode blocks too, and the held blocks keep later
     prompts off a small prefill G1.
 
-    Prefill G1 3 blocks (one 8-token prompt at a time), decode G1 7 blocks.  A (20 output tokens) prefills 0-10,
-    lands at 18 and decodes until 37 ms, growing to 7 decode blocks (5 of them by 28 ms).  B prefills 18-28 (after A's source is
-    released), waits for decode blocks until 37 and lands at 45 ms; only then can C start its prefill."""
-    rows = [row(0, 8, 20, [1, 2]), row(0, 8, 3, [3, 4]), row(0, 8, 3, [5, 6])]
-    run = replay_pd(tmp_path, rows, prefill_blocks=3, decode_blocks=7)
-    assert run.field("prefill_admit_ms") == [0.0, 18.0, 45.0]
-    assert run.field("prefill_done_ms") == [10.0, 28.0, 55.0]
-    assert run.field("source_released_ms") == [18.0, 45.0, 63.0]
-    assert run.field("source_held_ms") == [8.0, 17.0, 8.0]  # B: 9 ms waiting for A's end + 8 ms transfer
-    assert run.field("last_token_ms") == [37.0, 47.0, 65.0]
+    Prefill G1 3 blocks (one 8-token prompt at a time), decode G1 6 blocks.  A (16 output tokens) prefills 0-10,
+    lands at 18 and samples at 19 ... 34 ms, growing to 6 decode blocks (5 of them from 27 ms, the 6th from 31).
+    B prefills 18-28 (after A's source is released), waits for its 2 decode blocks until A ends at 34 and lands
+    at 42 ms; only then can C start its prefill."""
+    rows = [row(0, 8, 16, [1, 2]), row(0, 8, 3, [3, 4]), row(0, 8, 3, [5, 6])]
+    run = replay_pd(tmp_path, rows, prefill_blocks=3, decode_blocks=6)
+    assert run.field("prefill_admit_ms") == [0.0, 18.0, 42.0]
+    assert run.field("prefill_done_ms") == [10.0, 28.0, 52.0]
+    assert run.field("source_released_ms") == [18.0, 42.0, 60.0]
+    assert run.field("source_held_ms") == [8.0, 14.0, 8.0]  # B: 6 ms waiting for A's end + 8 ms transfer
+    assert run.field("last_token_ms") == [34.0, 45.0, 63.0]
 
 
 # ============================================================================================ per-request fields
@@ -371,12 +382,13 @@ def test_reused_input_tokens_count_prefill_admissions_and_decode_reuse_is_separa
     assert run.field("first_admission_reused_input_tokens") == [0, 0, 8]
     assert run.field("decode_reused_input_tokens") == [0, 8, 8]
     assert run.field("kv_transfer_tokens") == [8, 4, 4]
-    assert run.field("ttft_ms") == [10.0, 10.0, 10.0]
+    assert run.field("ttft_ms") == [19.0, 15.0, 15.0]  # prefill 10 + transfer 8, 4, 4 + one decode pass
 
 
-# R0, R1 (8-token prompts, 20 output tokens) prefill together and land on an 8-block decode rank at 18 ms with 3
-# blocks each; when both need a 4th block the newest (R1) is preempted, and it is readmitted on the decode rank
-# (recomputing its prompt, reusing one cached 4-token block there) when R0 ends at 37 ms.
+# R0, R1 (8-token prompts, 20 output tokens) prefill together and land on an 8-block decode rank at 18 ms with 2
+# blocks each; when both need a 5th block the newest (R1) is preempted, and it is readmitted on the decode rank
+# (recomputing its prompt, reusing one cached 4-token block there) when R0 ends at 38 ms (its 20 tokens at
+# 19 ... 38 ms).
 PREEMPT_ROWS = [row(0, 8, 20, [1, 2]), row(0, 8, 20, [3, 4])]
 
 
@@ -388,7 +400,7 @@ def test_a_decode_preemption_is_an_admission_of_the_decode_rank(tmp_path):
     assert (r0["readmission_count"], r1["readmission_count"]) == (0, 1)
     assert [(h["pool"], h["at_ms"], h["reused_input_tokens"], h["is_readmission"])
             for h in r1["admission_history"]] == [("prefill.worker0.dp0", 0.0, 0, False),
-                                                  ("decode.worker0.dp0", 37.0, 4, True)]
+                                                  ("decode.worker0.dp0", 38.0, 4, True)]
     assert (r1["first_admission_reused_input_tokens"], r1["decode_reused_input_tokens"]) == (0, 0)
     assert run.field("terminal_status") == ["completed", "completed"]
 
@@ -403,9 +415,10 @@ def test_reused_input_tokens_ignore_decode_readmissions(tmp_path):
 
 
 # X (4 tokens, 10 output) decodes alone on a decode rank whose passes take 20 ms and which runs at most 2
-# sequences.  A (12 tokens) and B (4 tokens) arrive at 1 ms, prefill together 10-20 ms and enter the decode
-# queue in that order; the decode rank reserves for both at its next pass start (34 ms); B's 4-token transfer
-# lands at 38 ms, A's 12-token one at 46 ms, both while X's pass 34-54 ms runs.  At 54 ms one slot is free.
+# sequences (X lands at 14 ms, while A's and B's prefill runs: its source is let go at that pass's end, 20 ms).
+# A (12 tokens) and B (4 tokens) arrive at 1 ms, prefill together 10-20 ms and enter the decode queue in that
+# order; the decode rank reserves for both at its next pass start (34 ms); B's 4-token transfer lands at 38 ms,
+# A's 12-token one at 46 ms, both while X's pass 34-54 ms runs.  At 54 ms one slot is free.
 LANDING_ROWS = [row(0, 4, 10, [9]), row(1, 12, 3, [1, 2, 3]), row(1, 4, 3, [5])]
 
 
@@ -413,10 +426,10 @@ def test_landed_handoffs_are_admitted_before_other_waiting_requests(tmp_path):
     """Host offload (G2): a decode rank admits requests whose handoff has arrived before other waiting ones.
 
     (LANDING_ROWS.)  Both handoffs have landed at 54 ms: one is admitted then, the other only when a slot is
-    free again (after the first finished at 94 ms)."""
+    free again (after the first's 3 decode passes, at 114 ms)."""
     run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4)
-    assert run.field("source_released_ms") == [14.0, 46.0, 38.0]
-    assert sorted(run.field("decode_admit_ms")[1:]) == [54.0, 94.0]
+    assert run.field("source_released_ms") == [20.0, 46.0, 38.0]
+    assert sorted(run.field("decode_admit_ms")[1:]) == [54.0, 114.0]
 
 
 def test_landed_handoffs_keep_fcfs_order_among_themselves(tmp_path):
@@ -424,9 +437,9 @@ def test_landed_handoffs_keep_fcfs_order_among_themselves(tmp_path):
     is in flight in their queue order (it re-prepends the skipped ones in order), so among landed handoffs the
     one that entered the decode queue first goes first, whichever transfer ended first.
 
-    (LANDING_ROWS.)  A entered the decode queue before B; A is admitted at 54 ms, B when A ends at 94 ms."""
+    (LANDING_ROWS.)  A entered the decode queue before B; A is admitted at 54 ms, B when A ends at 114 ms."""
     run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4)
-    assert run.field("decode_admit_ms")[1:] == [54.0, 94.0]
+    assert run.field("decode_admit_ms")[1:] == [54.0, 114.0]
 
 
 # ============================================================================================ auto bytes_per_token
@@ -458,7 +471,8 @@ def test_auto_bytes_per_token_from_kvreplay_compile(tmp_path, capsys, tensor, sh
     """`kv_transfer.bytes_per_token: auto`: one token's KV over the prefill role's TP shards.  Qwen3-8B is
     36 layers x 8 KV heads x 128 x (K, V) x 2 B = 147,456 B at TP1; at TP2 each shard holds half
     (kv_cache.bytes_per_token 73,728) and the transfer moves both shards: the plan's 147,456 B.  The decode
-    role's TP (4) does not enter.  The replay uses the plan's value: 1000 tokens over 1 GB/s take 147.456 ms."""
+    role's TP (4) does not enter.  The replay uses the plan's value: 1000 tokens over 1 GB/s take 147.456 ms,
+    between the prefill pass (10 ms) and the decode pass (1 ms) that samples the first token."""
     path = tmp_path / "auto.yaml"
     path.write_text(AUTO_CONFIG.replace("PREFILL_TP", str(tensor)))
     assert main(["compile", str(path), "-o", str(tmp_path / "plan.json")]) == 0
@@ -475,7 +489,7 @@ def test_auto_bytes_per_token_from_kvreplay_compile(tmp_path, capsys, tensor, sh
     (record,) = [request_record(r) for r in replay.requests]
     transfer_ns = 1000 * QWEN3_8B_KV_PER_TOKEN  # bytes at 1 byte/ns
     assert (record["kv_transfer_tokens"], record["source_held_ms"]) == (1000, transfer_ns / MS)
-    assert record["ttst_ms"] == (transfer_ns + MS) / MS
+    assert (record["ttft_ms"], record["ttst_ms"]) == ((10 * MS + transfer_ns + MS) / MS, 1.0)
     capsys.readouterr()
 
 
@@ -490,13 +504,14 @@ def test_g2_on_the_prefill_role(tmp_path):
 
     A (1, 2) stores its 2 prompt blocks; B (3, 4, 5, 6 + a partial block) stores 4 and evicts A's blocks from
     G1; C (1, 2 + a partial block) arrives at 80 ms, restores 1, 2 from G2 (2 ms) and prefills 82-92 ms
-    (TTFT 12).  The decode side is unaffected: C's 9 tokens still travel (9 ms)."""
+    (done at 92).  The decode side is unaffected: C's 3 blocks still travel whole (12 tokens: 12 ms), and its
+    first token comes one decode pass after it lands (TTFT 92 + 12 + 1 - 80 = 25)."""
     rows = [row(0, 8, 2, [1, 2]), row(20, 19, 2, [3, 4, 5, 6, 7]), row(80, 9, 2, [1, 2, 8])]
     run = replay_pd(tmp_path, rows, prefill_blocks=5, prefill_extra=G2)
     assert run.field("terminal_status") == ["completed"] * 3
     c = run[2]
     assert (c["first_admission_g1_reused_input_tokens"], c["first_admission_host_reused_input_tokens"]) == (0, 8)
-    assert (c["prefill_admit_ms"], c["ttft_ms"], c["source_held_ms"], c["ttst_ms"]) == (82.0, 12.0, 9.0, 10.0)
+    assert (c["prefill_admit_ms"], c["ttft_ms"], c["source_held_ms"], c["ttst_ms"]) == (82.0, 25.0, 12.0, 1.0)
     (domain,) = domain_summaries(run.replay)
     assert domain == {"name": "g2.prefill.worker0.dp0", "scope": "dp_rank_local", "capacity_blocks": 16,
                       "block_bytes": 1_000_000, "resident_blocks": 6, "stores": 6, "restores": 2, "evictions": 0,
@@ -509,26 +524,27 @@ def test_g2_on_the_prefill_role_a_block_freed_by_the_handoff_is_still_copied(tmp
     them.  Prefill G1 3 blocks, G2 d2h 0.1 GB/s (10 ms per 1 MB block).  A (1, 2) prefills 0-10 ms; its 2-block
     store runs 10-30 ms, while its 8-token handoff lands at 18 ms and frees both source blocks.  B (3, 4) arrives
     at 20 ms and is given the never-used block and A's last block, still being copied: its prefill pass waits
-    for the copy (30-40 ms, TTFT 20 instead of 10)."""
+    for the copy (30-40 ms instead of 20-30): its first token, after the 8 ms transfer and a decode pass, comes at
+    49 ms (A's at 19)."""
     slow_store = ", host_offload: {num_host_blocks: 16, d2h_bandwidth_gbps: 0.1, h2d_bandwidth_gbps: 1.0}"
     run = replay_pd(tmp_path, [row(0, 8, 2, [1, 2]), row(20, 8, 2, [3, 4])], prefill_blocks=3,
                     prefill_extra=slow_store)
     assert [run.pd(i)["source_held_ms"] for i in (0, 1)] == [8.0, 8.0]
     assert run.field("prefill_admit_ms") == [0.0, 20.0]
-    assert run.field("first_token_ms") == [10.0, 40.0]
+    assert run.field("first_token_ms") == [19.0, 49.0]
 
 
 def test_g2_on_the_decode_role(tmp_path):
-    """G2 on the decode role (PREEMPT_ROWS: R1 is preempted on the 8-block decode rank and readmitted at 37 ms).
+    """G2 on the decode role (PREEMPT_ROWS: R1 is preempted on the 8-block decode rank and readmitted at 38 ms).
 
     G2 stores prompt blocks as the rank computes them.  The decode rank computes no prompt block of a handoff
     (the KV arrives over the transfer), so nothing is stored until R1's readmission recomputes its prompt: it
-    reuses its first block from G1 and recomputes the second (37-47 ms), whose 1 MB store lands at 48 ms.  The
+    reuses its first block from G1 and recomputes the second (38-48 ms), whose 1 MB store lands at 49 ms.  The
     domain then holds exactly that block."""
     run = replay_pd(tmp_path, PREEMPT_ROWS, decode_blocks=8, prefill_sequences=2, decode_extra=G2)
     assert run.field("terminal_status") == ["completed", "completed"]
     assert run.field("readmission_count") == [0, 1]
-    assert run.field("last_token_ms") == [37.0, 57.0]
+    assert run.field("last_token_ms") == [38.0, 58.0]
     (domain,) = domain_summaries(run.replay)
     assert domain == {"name": "g2.decode.worker0.dp0", "scope": "dp_rank_local", "capacity_blocks": 16,
                       "block_bytes": 1_000_000, "resident_blocks": 1, "stores": 1, "restores": 0, "evictions": 0,
@@ -572,11 +588,12 @@ def test_replayspec_handoff_latency_adds_to_every_transfer(tmp_path, capsys):
     """Native ReplaySpec `topology.handoff_latency_ms`: a fixed delay added to the transfer time.
 
     Both requests are pinned to prefill DP rank 1 (one prefill worker, attention_data 2), so they prefill one
-    after the other (0-10 and 10-20 ms).  A's 8 tokens take 8 ms + 0.5 ms: it lands at 18.5 ms and decodes at
-    19.5, 20.5 ms."""
+    after the other (0-10 and 10-20 ms).  A's 8 tokens take 8 ms + 0.5 ms: it lands at 18.5 ms and samples at
+    19.5, 20.5, 21.5 ms; its source is let go at the end of B's prefill pass (20 ms).  B's decode rank reserves
+    at the decode worker's next pass start (20.5 ms), B lands at 29 ms and samples its first token at 30 ms."""
     a, b = _replay_spec(tmp_path, capsys, "vllm")
-    assert (a["prefill_done_ms"], a["source_held_ms"], a["decode_admit_ms"], a["ttst_ms"]) == (10.0, 8.5, 18.5, 9.5)
-    assert (b["prefill_admit_ms"], b["first_token_ms"]) == (10.0, 20.0)
+    assert (a["prefill_done_ms"], a["source_held_ms"], a["decode_admit_ms"], a["ttft_ms"]) == (10.0, 10.0, 18.5, 19.5)
+    assert (b["prefill_admit_ms"], b["first_token_ms"]) == (10.0, 30.0)
 
 
 def test_replayspec_prefill_dp_rank_is_honoured_with_destination_first(tmp_path, capsys):

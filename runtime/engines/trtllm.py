@@ -49,7 +49,7 @@ class TrtllmEngine(Engine):
         return (rank.pool.capacity - rank.state_blocks) * rank.block_size
 
     def equip(self, rank, role=None) -> None:
-        rank.admission = no_evict
+        rank.admission = rank.reservation = no_evict
 
 
 TRTLLM = TrtllmEngine()

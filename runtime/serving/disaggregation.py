@@ -61,4 +61,13 @@ class Disaggregation:
 
     def landed(self, request, now: int) -> None:
         """Event handler: the KV arrived on the decode rank."""
-        handoff.landed(request.pd.decode_rank, request, now)
+        source = self.router.workers[request.pd.source_rank.worker]
+        busy = source.batches is not None and bool(source.pass_ends) and source.pass_ends[0] > now
+        handoff.landed(request.pd.decode_rank, request, now, busy)
+
+    @staticmethod
+    def pass_ended(rank, now: int) -> None:
+        """A prefill rank's pass ended: it lets go of the source blocks of handoffs that landed during it."""
+        for request in rank.releases:
+            handoff.release_source(request, now)
+        rank.releases = []

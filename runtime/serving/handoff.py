@@ -1,8 +1,9 @@
 """Disaggregated prefill/decode: the handoff of a prefilled request's KV to a decode rank.
 
-A request is prefilled on a prefill rank, which samples its first token; the
-prompt's KV then travels to a decode rank, which continues from the second
-token.  The prefill rank (the source) holds the request's blocks until the
+A request is prefilled on a prefill rank; the prompt's KV then travels to a
+decode rank, which samples every output token, the first in the pass that
+admits the request there (the prefill's own sampled token is not counted, as
+in AISimulate).  The prefill rank (the source) holds the request's blocks until the
 transfer ends.  A decode rank needs blocks for the prompt (and one state,
 with a state cache) before the KV can land:
 
@@ -13,7 +14,8 @@ with a state cache) before the KV can land:
 
 Transfer time = (tokens x bytes_per_token + state bytes) / bandwidth, where
 `tokens` is the whole prompt (`full_prompt`) or only what the decode rank does
-not hold as a prefix (`destination_missing`); no bandwidth means no delay.
+not hold as a prefix (`destination_missing`), in whole blocks; no bandwidth
+means no delay.
 A decode rank admits requests whose KV has arrived before other waiting ones.
 """
 from __future__ import annotations
@@ -121,23 +123,34 @@ def hold_source(rank, request: Request, now_ns: int) -> None:
     state.prefill_done_ns = now_ns
 
 
+def as_needed(rank, request: Request, hits: list[int], need: int) -> int:
+    """vLLM's reservation for a handoff: free blocks for what the KV brings, nothing more (an engine's capacity
+    policy, `rank.reservation`, may ask for more)."""
+    return need
+
+
 def reserve(rank, request: Request, handoff: Handoff) -> bool:
-    """A decode rank reserves blocks for the prompt and the next token, less the prefix it already holds.
+    """A decode rank reserves blocks for the prompt (destination-first: and the next token), less the prefix it
+    already holds.
 
     Blocks are kept aside in `decode_blocks` (with destination-first the request is still to be
     prefilled elsewhere); False when the rank is short of blocks."""
     prompt, size = request.spec.prompt_len, rank.block_size
     keys = request.spec.keys(size)
     hits = rank.pool.match(keys, prompt // size)
-    need = rank.blocks_for(prompt + 1) - len(hits) + rank.state_blocks
-    if not rank.pool.can_allocate(rank.admission(rank, request, hits, need), hits):  # (the engine's policy)
+    # source-first (vLLM's mocker): the prompt's blocks, the first output token's block comes when a pass computes
+    # it; destination-first (SGLang) keeps one token more, its rule not checked against AISimulate yet
+    need = rank.blocks_for(prompt + handoff.destination_first) - len(hits) + rank.state_blocks
+    if not rank.pool.can_allocate(rank.reservation(rank, request, hits, need), hits):  # (the engine's policy)
         return False
     rank.pool.touch(hits)
     state = request.pd
     state.decode_blocks = hits + rank.pool.allocate(need)
     state.decode_hits = len(hits)
     state.decode_reused_tokens = len(hits) * size
-    state.transfer_tokens = prompt if handoff.timing_mode == "full_prompt" else prompt - len(hits) * size
+    # KV travels in whole blocks (AISimulate's mocker: the reservation's transferable prompt blocks x block size)
+    blocks = rank.blocks_for(prompt)
+    state.transfer_tokens = (blocks if handoff.timing_mode == "full_prompt" else blocks - len(hits)) * size
     return True
 
 
@@ -150,12 +163,22 @@ def transferring(request: Request) -> None:
     request.pd.phase = "transferring"
 
 
-def landed(rank, request: Request, now_ns: int) -> None:
-    """The KV arrived: the source lets go of its blocks, the decode rank knows the prompt."""
+def release_source(request: Request, now_ns: int) -> None:
+    """The source lets go of the blocks it held for the handoff."""
     state = request.pd
     offload.release_blocks(state.source_rank, request, state.source_blocks)
     state.source_blocks = []
     state.source_released_ns = now_ns
+
+
+def landed(rank, request: Request, now_ns: int, source_busy: bool = False) -> None:
+    """The KV arrived: the decode rank knows the prompt; the source lets go of its blocks now, or at the end of
+    the pass it is running (`source_busy`: AISimulate's mocker applies the release between the source's passes)."""
+    state = request.pd
+    if source_busy:
+        state.source_rank.releases.append(request)
+    else:
+        release_source(request, now_ns)
     blocks, state.decode_blocks = state.decode_blocks, []
     pass_results.resume_decode(rank, request, blocks, state.decode_hits)
     state.phase = "arrived"

@@ -46,7 +46,7 @@ def release_finished(rank, finished: list[Request], end_ns: int) -> None:
     rank.running = [r for r in rank.running if id(r) not in done]
     for request in finished:
         rank.chain.on_finish(rank, request)
-        if request.generated < request.spec.output_len:  # a prefill rank's part is done: the KV is handed off
+        if rank.role == "prefill":  # a prefill rank's part is done: the KV is handed off
             request.status = "transferring"
             continue
         offload.release_blocks(rank, request, request.blocks)
@@ -94,8 +94,16 @@ def move_to(request: Request, rank, stop_after: int) -> None:
 
 
 def hand_over_blocks(request: Request) -> list[int]:
-    """Prefill is done on the source: its blocks go to the handoff, which holds them until the KV has landed."""
+    """Prefill is done on the source: its blocks go to the handoff, which holds them until the KV has landed.
+
+    The token the prefill sampled is not the request's first output token: as AISimulate counts it, the decode
+    rank samples every output token, the first in the pass that activates the handed-off request, so TTFT
+    includes the KV transfer and any wait for a decode slot.  The request goes on with its prompt alone."""
     blocks, request.blocks = request.blocks, []
+    request.generated = 0
+    request.num_tokens = request.spec.prompt_len
+    request.first_token_ns = request.second_token_ns = request.last_token_ns = None
+    request.gaps = []
     return blocks
 
 

@@ -6,7 +6,9 @@ to the budget with chunked prefill).  When blocks run out the newest running
 request is preempted (recompute): it frees its blocks, which keep their
 hashes, and goes back to the front of the waiting queue.  Then, if nothing was
 preempted, waiting requests are admitted in arrival order while budget,
-`max_sequences` and free blocks last; an admission reuses the longest cached
+`max_sequences` and free blocks last (a waiting request needs blocks for its
+whole known sequence, not only this pass's chunk: `known_sequence`, the
+engine's `rank.admission`); an admission reuses the longest cached
 prefix of whole blocks, never the last known token.  Full blocks become
 discoverable as soon as they are scheduled, as in vLLM v1.
 """
@@ -25,7 +27,7 @@ from .requests import Request
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
-                 "role", "handoff", "admission", "misses")
+                 "role", "handoff", "admission", "reservation", "misses", "releases")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -47,7 +49,9 @@ class Rank:
         self.transfers_in_flight = 0
         self.role = "aggregated"
         self.handoff = None  # handoff.Handoff on decode ranks
-        self.admission = this_pass  # free blocks a waiting request needs (an engine's capacity policy may differ)
+        self.releases: list = []  # handed-off requests whose source blocks this prefill rank lets go at its pass end
+        self.admission = known_sequence  # free blocks a waiting request needs (an engine's capacity policy may differ)
+        self.reservation = handoff.as_needed  # free blocks a decode rank needs to take a handoff (likewise)
         self.misses = None  # analysis.miss_classes.MissExplainer, told of each admission when a run asks why
 
     @property
@@ -58,10 +62,12 @@ class Rank:
         return -(-tokens // self.block_size)
 
 
-def this_pass(rank: "Rank", request: Request, hits: list[int], need: int) -> int:
-    """vLLM's admission: a request needs free blocks for what this pass computes, nothing more (later blocks
-    come as it goes, and preemption makes room when they run out)."""
-    return need
+def known_sequence(rank: "Rank", request: Request, hits: list[int], need: int) -> int:
+    """vLLM's admission (AISimulate's mocker): a waiting request starts only when the blocks of its whole known
+    sequence (prompt, and the output a preempted one already made), less its cached prefix, are free, even if
+    chunked prefill computes only part of it this pass.  Admitting on the chunk alone let a long prompt start,
+    run out of blocks at its next chunk and be preempted again and again."""
+    return max(need, rank.blocks_for(request.num_tokens) - len(hits) + rank.state_blocks)
 
 
 class Batch:
@@ -164,10 +170,9 @@ def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
             if outcome == 0:
                 break
             del waiting[position]
-            if pd.phase is None:  # arrived: decode from here
-                running.append(request)
-                items.append((request, 1))
-                budget -= 1
+            if pd.phase is None:  # arrived: this pass computes nothing and samples its first token (the mocker's
+                running.append(request)  # activation pass: a decode, with no token of the budget)
+                items.append((request, 0))
             continue  # (else reserved for a destination-first prefill elsewhere)
         new = _admit(rank, request, budget, now_ns)
         if new < 0:  # offload.DEFER, LOAD or READ: this one waits for G2, look at the next one
@@ -245,6 +250,9 @@ def work_of(items: list[tuple[Request, int]]) -> PassWork:
         if new == 1 and request.generated and request.num_computed == request.num_tokens - 1:
             decodes += 1
             context += request.num_computed + 1
+        elif not new:  # a handed-off request's first pass on its decode rank: a decode over its prompt
+            decodes += 1
+            context += request.num_tokens
         else:
             chunks.append((new, request.num_computed))
     return PassWork(tuple(chunks), decodes, context)

@@ -17,6 +17,11 @@ from ..serving.requests import Request
 from .events import ARRIVAL
 
 FIRST_SEQ = -(1 << 62)  # the first arrival's sequence number (every other event's is >= 0)
+# A session turn that a request's end releases is numbered by (session, turn), below every ordinary event:
+# turns due at the same instant are placed in session order, as AISimulate's workload driver releases them
+# (ready time, then session index), not in the order the ranks happened to finish their previous turns.
+# Round robin then gives a session the same rank or another exactly as it does there.
+TURN_SEQ = -(1 << 61)
 
 
 class Arrivals:
@@ -83,7 +88,9 @@ class Arrivals:
         replay = self.replay
         replay.log.ended(request)
         for spec in replay.traffic.after(request.spec, now, completed):
-            replay.push(spec.arrival_ns if spec.arrival_ns is not None else now, ARRIVAL, spec)
+            session = replay.traffic.session_number(spec)
+            seq = None if session is None else TURN_SEQ + (session << 24) + spec.turn_index
+            replay.push(spec.arrival_ns if spec.arrival_ns is not None else now, ARRIVAL, spec, seq)
 
     def close(self, end_ns: int, stalled: bool) -> None:
         """The replay ended at `end_ns`: requests still open are incomplete.  Those a time limit cut short have no

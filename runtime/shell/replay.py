@@ -227,6 +227,8 @@ class Replay:
                     self.handoffs.prefilled(rank, request, now)
                 else:
                     self.arrivals.ended(request, now, completed=True)
+            if rank.releases:
+                self.handoffs.pass_ended(rank, now)
             self._drain(rank, now)
         for hook in self.after_pass:
             hook(worker, now)

@@ -55,6 +55,11 @@ class Traffic:
             return self.max_in_flight is None
         return self.load != "concurrency" and self.kind != "synthetic-session"
 
+    def session_number(self, spec: RequestSpec) -> int | None:
+        """The number of the synthetic session `spec` is a turn of (None: not a session turn)."""
+        session = self._session_of.get(spec.index)
+        return None if session is None else session.index
+
     # ------------------------------------------------------------------ content
     def _new_index(self) -> int:
         index = self.next_index

@@ -80,6 +80,12 @@ class StagedTraffic:
         """The first stage's arrivals (the first of its sessions for otel), its clock starting at 0."""
         return self._next_stages(0)
 
+    @staticmethod
+    def session_number(spec: RequestSpec) -> None:
+        """None: opal's session turns keep the replay's event order (AISimulate's session order is for predict
+        traffic, shell/arrivals.py `TURN_SEQ`)."""
+        return None
+
     def after(self, spec: RequestSpec, now_ns: int, completed: bool) -> list[RequestSpec]:
         """Arrivals caused by `spec` ending at `now_ns`: a session's next turn or next session, or, when it was
         the running stage's last request, the next stage's."""
