@@ -114,6 +114,19 @@ class RolePlan:
     host: TierPlan | None
     storage: TierPlan | None
     peer_fetch: PeerFetchPlan | None
+    speculation: SpeculationPlan | None = None  # speculative decoding of its decode passes
+
+
+@dataclass(frozen=True, slots=True)
+class SpeculationPlan:
+    """Speculative decoding: `draft_tokens` drafts verified per decode pass (KV lookahead slots too), accepted
+    per position with conditional `rates` (ngram) or `mean_accepted` on average (native MTP, `nextn`)."""
+
+    kind: str  # ngram | mtp
+    draft_tokens: int
+    rates: tuple[float, ...]  # ngram: one per draft position; mtp: ()
+    mean_accepted: float  # mtp: `nextn_accepted`; ngram: 0.0
+    seed: int
 
 
 @dataclass(frozen=True, slots=True)
