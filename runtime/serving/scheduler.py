@@ -210,7 +210,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
             i += 1
             continue
         # a decode reserves KV for its drafts too (vLLM's lookahead slots)
-        reserve = request.num_computed + new + (lookahead if new == 1 and request.generated else 0)
+        reserve = request.num_computed + new + (min(lookahead, request.stop_after - request.generated - 1) if new == 1 and request.generated else 0)
         while not _fits(rank, request, reserve):
             victim = running.pop()
             preempt(rank, victim)
