@@ -163,3 +163,37 @@ def test_byte_identical_across_hash_seeds_and_single_stepping(tmp_path):
     replay(config, tmp_path / "single", "--single-step")
     outputs.add(output_bytes(tmp_path / "single"))
     assert len(outputs) == 1
+
+
+def test_disaggregated_decode_speculates_and_the_prefill_hit_is_one_block_shorter(tmp_path):
+    """P/D, rates [1, 0]: the decode worker emits 2 tokens a pass; the prefill worker's hit of a 256-token cached
+    prefix is 192 tokens.  AISimulate, same config: TPOT 10.0 -> 5.0 ms, reuse 0.2304 -> 0.1728 (it counts the
+    KV transfer in TTFT, kvreplay in the first decode gap, with or without speculation)."""
+    def run(speculation: str, name: str):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(f"""engine:
+  mode: disaggregated
+  model: Qwen/Qwen3-32B
+  hardware: h100_sxm
+{speculation}  kv_transfer: {{bandwidth_gb_per_second: 50.0, timing_mode: destination_missing}}
+  workers:
+    prefill:
+      parallelism: {{tensor: 2}}
+      timing: {{type: fixed, prefill_ms: 20.0, decode_ms: 10.0}}
+      kv_cache: {{capacity: {{type: fixed, blocks: 3000}}, block_size: 64}}
+    decode:
+      parallelism: {{tensor: 4}}
+      timing: {{type: fixed, prefill_ms: 20.0, decode_ms: 10.0}}
+      kv_cache: {{capacity: {{type: fixed, blocks: 3000}}, block_size: 64}}
+traffic:
+  source: {{type: synthetic, input_tokens: 1000, output_tokens: 51, cached_prefix_tokens: 256}}
+  load: {{type: constant_rate, requests_per_second: 2.0}}
+  stop: {{requests: 10}}
+""")
+        return replay(path, tmp_path / name)[0]
+
+    plain, spec = run("", "plain"), run(_ngram([1.0, 0.0]), "spec")
+    assert (plain["prefix_cache_reused_ratio"], spec["prefix_cache_reused_ratio"]) == (0.2304, 0.1728)
+    assert spec["min_itl_ms"] == 0.0
+    assert spec["mean_tpot_ms"] == pytest.approx(5.0807, abs=1e-4) and plain["mean_tpot_ms"] == pytest.approx(10.2375, abs=1e-4)
+    assert abs(spec["duration_ms"] / 4782.01326592 - 1) < 0.01
