@@ -114,6 +114,8 @@ class RolePlan:
     host: TierPlan | None
     storage: TierPlan | None
     peer_fetch: PeerFetchPlan | None
+    prefill_decode_interval: int = 0  # SGLang: scheduler rounds without prefill after each extend pass
+    schedule_policy: str = "fcfs"  # SGLang: fcfs | lpm
     speculation: SpeculationPlan | None = None  # speculative decoding of its decode passes
 
 

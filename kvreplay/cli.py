@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Sequence
 
 import orjson
@@ -21,6 +20,7 @@ from .compiler.passes.plan import canonical_json
 from .compiler.pipeline import CompileResult, compile_file
 from .compiler.rules import all_rules
 from .schema import schema_text
+from .whole_file import write_whole
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -78,7 +78,7 @@ def cmd_compile(args) -> int:
         data = result.plan.canonical_json()
     if args.output:
         try:
-            Path(args.output).write_bytes(data)
+            write_whole(args.output, data)  # (a temporary name until complete: an interrupted run leaves none)
         except OSError as error:
             sys.stderr.write(f"kvreplay: cannot write {args.output}: {error.strerror or error}\n")
             return EXIT_INVALID
@@ -163,6 +163,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spec", metavar="SPEC.json", help="a native ReplaySpec v1 (e.g. from `compile --to replayspec`)")
     predict.add_arguments(p, config_required=False)
     p.set_defaults(func=lambda args: predict.run(args, config=args.spec))
+
+    from .recommend import command as recommend_command
+    from .recommend.deploy import command as deploy_command
+
+    p = sub.add_parser("recommend", help="search the searchable knobs of a config and rank the candidates")
+    recommend_command.add_arguments(p)
+    p.set_defaults(func=recommend_command.run)
+
+    p = sub.add_parser("deploy", help="the engine launch arguments (vLLM, SGLang, TensorRT-LLM) of a plan")
+    deploy_command.add_arguments(p)
+    p.set_defaults(func=deploy_command.run)
 
     from .report_html.command import add_commands  # (report, diff)
 

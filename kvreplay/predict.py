@@ -34,7 +34,8 @@ def add_arguments(p, config_required: bool = True) -> None:
                    help="where prediction.json (and requests.jsonl, kv-events.jsonl; opal's files for an opal config) "
                         "go (default: ./kvreplay-output; for an opal config, opal's simulation-runs/sim-<time>/)")
     p.add_argument("--overwrite", action="store_true", help="replace outputs already in --output-dir")
-    p.add_argument("--format", choices=("table", "json"), default="table", help="what stdout shows")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="what stdout shows: a table (default) or the summary as JSON")
     p.add_argument("--capture-per-request", action="store_true", help="also write requests.jsonl")
     p.add_argument("--capture-kv-events", action="store_true",
                    help="also write kv-events.jsonl (Stored/Removed block events per DP rank)")
@@ -50,8 +51,8 @@ def add_arguments(p, config_required: bool = True) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
     p.add_argument("--max-work", type=work_amount, default=work.DEFAULT_MAX_WORK, metavar="STEPS",
                    help="refuse a replay estimated to take more steps than this (prompt blocks plus output "
-                        f"tokens over all requests, e.g. 5e9; default {work.short(work.DEFAULT_MAX_WORK)}, some "
-                        "minutes of replay)")
+                        "tokens over all requests, and for an opal config its steps per second of virtual time; "
+                        f"e.g. 5e9; default {work.short(work.DEFAULT_MAX_WORK)}, some minutes of replay)")
 
 
 def interval_ms(text: str) -> float:
@@ -123,6 +124,10 @@ def run(args, config: str | None = None) -> int:
     except ReplayUnsupported as error:
         sys.stderr.write(f"kvreplay: {args.config}: {error}\n")
         return EXIT_RUN
+    if getattr(args, "explain_misses", False) and any(w.engine.keyed is False for w in replay.workers):
+        sys.stderr.write(f"kvreplay: {args.config}: --explain-misses classifies block keys, which SGLang's radix "
+                         "cache does not use; run it with another backend\n")
+        return EXIT_CONFIG
     try:  # before the replay runs: a destination that cannot take the outputs is known now, not after the run
         outputs.prepare(destination, args.overwrite)
     except (outputs.OutputExists, outputs.OutputError) as error:

@@ -71,7 +71,7 @@ def _role_workers(plan, role, first_worker: int, first_rank: int, clock: Clock) 
     most = max(max(replicas for _, replicas in role.replica_steps), reserved_workers(plan))
     prefix = "" if role.name == "aggregated" else f"{role.name}."
     workers, rank_index = [], first_rank
-    engine = engine_for(role.backend)
+    engine = engine_for(role.backend, role.name)
     for w in range(most):
         ranks = []
         for d in range(role.attention_data):
@@ -81,7 +81,7 @@ def _role_workers(plan, role, first_worker: int, first_rank: int, clock: Clock) 
                         role.state_blocks_per_request, name=f"{prefix}worker{w}.dp{d}")
             rank.role = role.name
             rank.speculation = speculation.of(role)
-            engine.equip(rank)
+            engine.equip(rank, role)
             ranks.append(rank)
             rank_index += 1
         timing = make_timing(role.timing)

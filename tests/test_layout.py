@@ -91,7 +91,9 @@ def test_one_event_table_every_kind_handled():
 MUTATORS = {"append", "appendleft", "extend", "insert", "remove", "pop", "clear", "update", "setdefault"}
 REQUEST_NAMES = {"request", "r", "victim", "job.request", "copy.request", "pull.request"}
 OWNERS = {  # record (how a write names it) -> the modules that may write it
-    "Request": {"runtime/serving/requests.py", "runtime/serving/scheduler.py", "runtime/serving/pass_results.py"},
+    "Request": {"runtime/serving/requests.py", "runtime/serving/scheduler.py", "runtime/serving/pass_results.py",
+                # SGLang's scheduler is its own (engines/sglang.py): it owns its requests' progress as vLLM's does
+                "runtime/engines/sglang.py", "runtime/engines/sglang_prefill.py", "runtime/engines/sglang_decode.py"},
     "TierState (request.tier)": "runtime/tiers/",
     "HandoffState (request.pd)": {"runtime/serving/handoff.py"},
 }

@@ -94,7 +94,9 @@ def check_sums(out) -> None:
             assert sum(r["miss_classes"].values()) == missed, r["index"]
 
 
-EXAMPLE_FILES = sorted(itertools.chain(EXAMPLES.glob("*.yaml"), (EXAMPLES / "opal").glob("*.json")))
+# (SGLang's radix cache has no block keys to classify: predict refuses --explain-misses there, test_sglang_parity.py)
+EXAMPLE_FILES = sorted(p for p in itertools.chain(EXAMPLES.glob("*.yaml"), (EXAMPLES / "opal").glob("*.json"))
+                       if "backend: sglang" not in p.read_text())
 
 
 @pytest.mark.parametrize("example", EXAMPLE_FILES, ids=lambda p: p.name)

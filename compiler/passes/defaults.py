@@ -82,6 +82,7 @@ ROLE_DEFAULTS = tuple(
                 "spec: 256, 1 on the prefill role"),
         Default(("scheduler", "prefill_schedule_interval"), 1, "vLLM knob: prefill may join every pass"),
         Default(("scheduler", "prefill_decode_interval"), 0, "SGLang knob: no forced decode interleave"),
+        Default(("scheduler", "schedule_policy"), "fcfs", "SGLang knob: waiting requests in arrival order"),
         Default(("timing", "type"), "default", "spec: roofline model from the catalogs"),
         Default(("kv_cache", "block_size"), _backend_value("block_size"), "backend block size (vLLM 64, SGLang 1, "
                 "TensorRT-LLM 32)", lambda s, r: s.get(role_pointer(r, "kv_cache", "block_size")) is None),

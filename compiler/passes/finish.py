@@ -60,7 +60,9 @@ def _role(plan: dict, name: str) -> RolePlan:
         prefix_caching=kv["prefix_caching"], max_batched_tokens=scheduler["max_batched_tokens"],
         max_sequences=scheduler["max_sequences"], state_blocks_per_request=geometry.get("state_blocks_per_request", 0),
         timing=timing_record(role, catalog["model"], catalog["hardware"][name], engine["backend"], geometry["kv_dtype"]),
-        host=host, storage=storage, peer_fetch=peer_fetch, speculation=_speculation(engine))
+        host=host, storage=storage, peer_fetch=peer_fetch,
+        prefill_decode_interval=scheduler.get("prefill_decode_interval", 0),
+        schedule_policy=scheduler.get("schedule_policy", "fcfs"), speculation=_speculation(engine))
 
 
 # ngram without `acceptance_rates`: the conditional rates Dynamo's mocker (AISimulate's engine) assumes

@@ -140,4 +140,10 @@ RULES = (
          role_check(lambda s, r: backend(s) != "sglang"
                     and s.get(role_pointer(r, "scheduler", "prefill_decode_interval"), 0) != 0,
                     "scheduler", "prefill_decode_interval")),
+    Rule("SCHEDULER-SCHEDULE-POLICY", SECTION_ENGINE,
+         "`schedule_policy` is an SGLang scheduler knob; other backends schedule in arrival order",
+         "remove it, or use `backend: sglang`",
+         role_check(lambda s, r: backend(s) != "sglang"
+                    and s.get(role_pointer(r, "scheduler", "schedule_policy"), "fcfs") != "fcfs",
+                    "scheduler", "schedule_policy")),
 )

@@ -21,12 +21,23 @@ class Engine:
 
     name = "vllm"
     fusable = True  # pure decode passes may be applied at once (shell/macro.py)
+    keyed = True  # its requests carry block keys (spec.keys): vLLM's and TensorRT-LLM's caches match by them
 
     def schedule(self, rank, now_ns: int):
         return scheduler.schedule(rank, now_ns)
 
     def finish(self, rank, batch, end_ns: int) -> list:
         return pass_results.finish_pass(rank, batch, end_ns)
+
+    def plan_fused(self, worker, batches, now, horizon, stop, can_finish):
+        """A run of pure decode passes to apply at once (shell/macro.py), or None."""
+        from ..shell import macro
+        return macro.plan(worker, batches, now, horizon, stop, can_finish)
+
+    def apply_fused(self, fused) -> list:
+        """Apply `plan_fused`'s run; (request, end time) of every request it finished."""
+        from ..shell import macro
+        return macro.apply(fused)
 
     def g1(self, blocks: int, prefix_caching: bool):
         return BlockPool(blocks, prefix_caching)
@@ -36,7 +47,7 @@ class Engine:
         no limit of its own: a sequence that outgrows G1 is rejected on arrival, never_fits.py)."""
         return None
 
-    def equip(self, rank) -> None:
+    def equip(self, rank, role=None) -> None:
         """Give a built rank what this engine decides for it (vLLM: the scheduler's own defaults)."""
 
 

@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 from .engine import VLLM, Engine
+from .sglang import SGLANG
 from .trtllm import TRTLLM
 
-# SGLang's own engine is not in the table yet: its roles run vLLM's
-ENGINES = {"vllm": VLLM, "trtllm": TRTLLM}
+ENGINES = {"vllm": VLLM, "trtllm": TRTLLM, "sglang": SGLANG}
 
 
-def engine_for(backend: str) -> Engine:
+def engine_for(backend: str, role: str = "aggregated") -> Engine:
+    """SGLang's disaggregated roles still run vLLM's engine: its P/D source and destination rules (a held
+    source's path lock, a destination's private prompt) are not modelled yet."""
+    if backend == "sglang" and role != "aggregated":
+        return VLLM
     return ENGINES.get(backend, VLLM)

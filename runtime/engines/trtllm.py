@@ -48,7 +48,7 @@ class TrtllmEngine(Engine):
     def sequence_limit(self, rank) -> int:
         return (rank.pool.capacity - rank.state_blocks) * rank.block_size
 
-    def equip(self, rank) -> None:
+    def equip(self, rank, role=None) -> None:
         rank.admission = no_evict
 
 

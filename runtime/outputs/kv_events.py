@@ -39,11 +39,13 @@ class KvEventLog:
 
     def add(self, now_ns: int, dp_rank: int, events: list, label: str = "") -> None:
         """Record `events` (a pool's, drained) of `dp_rank` at `now_ns`; `label`: the events' `tier` (G1: none)."""
-        for kind, keys in events:
+        for kind, keys, *extra in events:  # (SGLang's events carry more: parent_hash, session_id)
             if not keys:
                 continue
             record = {"event_id": len(self.records), "time_ms": now_ns / 1e6, "dp_rank": dp_rank, "type": kind,
                       "block_hashes": [self.hash_of.get(k, k) for k in keys]}
+            if extra:
+                record.update(extra[0])
             if label:
                 record["tier"] = label
             self.records.append(record)

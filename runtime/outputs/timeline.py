@@ -25,7 +25,8 @@ def _rank_state(rank) -> dict:
     pool = rank.pool
     return {"rank": rank.name, "worker": rank.worker, "g1_capacity_blocks": pool.capacity,
             # blocks taken out of the free list: held by requests (for opal's APC: pinned or idle cached)
-            "g1_held_blocks": pool.created - len(pool.free), "g1_cached_blocks": len(pool.cached),
+            "g1_held_blocks": pool.created - len(pool.free) if hasattr(pool, "free") else pool.held_blocks,
+            "g1_cached_blocks": len(pool.cached) if hasattr(pool, "cached") else pool.cached_blocks,
             "running": len(rank.running), "waiting": len(rank.waiting), "preemptions": rank.preemptions}
 
 

@@ -117,7 +117,7 @@ class Request:
     def __init__(self, spec: RequestSpec, arrival_ns: int, rank: int, block_size: int, hint=None,
                  stop_after: int | None = None):
         self.spec = spec
-        self.keys = spec.keys(block_size)
+        self.keys = spec.keys(block_size) if block_size else []  # (0: its engine matches no block keys)
         self.arrival_ns = arrival_ns
         self.rank = rank
         self.num_tokens = spec.prompt_len  # known tokens: prompt + sampled output

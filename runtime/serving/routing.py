@@ -36,7 +36,7 @@ def held_prefix(rank, spec) -> int:
     (prompt_len - 1) // block_size of them, as an admission caps it) and what its tiers hold beyond that."""
     size = rank.block_size
     limit = (spec.prompt_len - 1) // size
-    g1_tokens = len(rank.pool.match(spec.keys(size), limit)) * size
+    g1_tokens = rank.pool.held_tokens(spec, size, limit)
     return g1_tokens + rank.chain.held_beyond(rank, spec, g1_tokens)
 
 

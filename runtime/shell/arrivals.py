@@ -49,9 +49,10 @@ class Arrivals:
                                           else (spec.dp_rank, spec.worker_idx)), spec=spec)
         holder = self.holder(rank)  # (the rank that holds the whole sequence: the decode rank in P/D)
         spec = within_context(spec, replay.workers[holder.worker].engine.sequence_limit(holder))
-        keys = spec.keys(rank.block_size)
-        hint = router.hint(rank, spec, keys, now, rank.chain.kvcr.busy_workers) if rank.chain.wants_hint else None
-        request = Request(spec, now, rank.index, rank.block_size, hint, handoffs.stop_after(spec))
+        hint = router.hint(rank, spec, spec.keys(rank.block_size), now, rank.chain.kvcr.busy_workers) \
+            if rank.chain.wants_hint else None
+        keyed = replay.workers[rank.worker].engine.keyed  # (SGLang's radix cache needs no per-token keys)
+        request = Request(spec, now, rank.index, rank.block_size if keyed else 0, hint, handoffs.stop_after(spec))
         self.open[id(request)] = request
         replay.log.arrived(request)
         if replay.kv_log is not None:

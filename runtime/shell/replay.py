@@ -31,7 +31,6 @@ from ..serving.requests import Request
 from ..serving.scaling import Draining
 from ..tiers.copy_jobs import Copy
 from ..tiers.offload import blocked
-from . import macro
 from .arrivals import Arrivals
 from .clock import Clock
 from .events import EVENTS, PASS_END, WAKE, handlers
@@ -184,11 +183,11 @@ class Replay:
 
     def _run_pass(self, worker, batches: list, now: int) -> None:
         worker.blocked = False
-        fused = None if self.single_step or not worker.engine.fusable else macro.plan(
+        fused = None if self.single_step or not worker.engine.fusable else worker.engine.plan_fused(
             worker, batches, now, horizon := self._horizon(worker, now), self._pass_stop(worker, horizon),
             self.traffic.open_loop)
         if fused is not None:
-            for request, end in macro.apply(fused):
+            for request, end in worker.engine.apply_fused(fused):
                 self.arrivals.ended(request, end, completed=True)
             worker.batches = []
             worker.pass_ends = fused.ends

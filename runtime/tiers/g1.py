@@ -69,6 +69,10 @@ class BlockPool:
         # (the blocks of the keys up to the first miss, in C: a prompt's prefix may be thousands of blocks)
         return list(takewhile(NOT_NONE, map(self.cached.get, keys[:limit])))
 
+    def held_tokens(self, spec, block_size: int, limit: int) -> int:
+        """Tokens of `spec`'s prompt cached here in whole blocks, at most `limit` blocks (a router's question)."""
+        return len(self.match(spec.keys(block_size), limit)) * block_size
+
     def protected(self, key) -> bool:
         """Is `key`'s block kept only by a TTL (idle, not yet expired)?  Never in vLLM's pool (apc.py has TTLs)."""
         return False

@@ -1,0 +1,125 @@
+"""SGLang's engine (v0.5.20): a radix-cache G1 and SGLang's event loop, one pass per scheduler round.
+
+A round runs an extend (prefill) batch whenever one can form (sglang_prefill.py),
+and only otherwise a decode pass over every running request (sglang_decode.py):
+prefill does not mix with decode, so running requests wait out each prefill
+pass.  An extend pass samples the first token of each request whose prompt it
+completes; the request then joins the running batch.  With
+`prefill_decode_interval` N, each extend pass is followed by N rounds without
+prefill (chunk continuations included).  The new-token ratio decays by one step
+after every decode pass.
+
+Cache (tiers/radix_cache.py, page size = the role's block_size): after a pass
+the complete pages a request has computed enter the radix tree (its prompt
+after prefill, each chunk of a chunked prefill), so a later pass's admissions
+reuse them; a finished request leaves prompt + all output cached in whole
+pages (sglang_state.py says why), then unlocks its path.
+
+Pure decode passes are fused into macro steps by SGLang's own planner
+(sglang_macro.py: shell/macro.py assumes vLLM's block allocation).
+"""
+from __future__ import annotations
+
+from ..outputs.radix_events import DECODE_FLUSH_EVERY, RadixEvents
+from ..serving.scheduler import Batch, work_of
+from ..timing import PassWork
+from ..tiers.radix_cache import RadixCache
+from ..tiers.token_runs import spec_runs
+from . import sglang_macro
+from .engine import Engine
+from .sglang_decode import complete, decode_batch
+from .sglang_prefill import prefill_batch
+from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY, SglangState, insert
+
+
+class SglangEngine(Engine):
+    name = "sglang"
+    fusable = True  # (by sglang_macro.py)
+    keyed = False  # requests need no per-block keys: the radix cache compares token runs
+
+    def plan_fused(self, worker, batches, now, horizon, stop, can_finish):
+        return sglang_macro.plan(worker, batches, now, horizon, stop, can_finish)
+
+    def apply_fused(self, fused) -> list:
+        return sglang_macro.apply(fused)
+
+    def g1(self, blocks: int, prefix_caching: bool):
+        return RadixCache(blocks, prefix_caching)
+
+    def equip(self, rank, role=None) -> None:
+        pool = rank.pool
+        pool.set_page(rank.block_size)  # (the rank knows its block size; g1() is called before it exists)
+        pool.sglang = SglangState(getattr(role, "prefill_decode_interval", 0) if role is not None else 0,
+                                  getattr(role, "schedule_policy", "fcfs") if role is not None else "fcfs")
+
+    def schedule(self, rank, now_ns: int):
+        state = rank.pool.sglang
+        if rank.pool.events is not None and rank.pool.recorder is None:  # the replay captures KV events
+            rank.pool.recorder = RadixEvents(rank.pool, rank.pool.events)
+        items = []
+        if rank.waiting and (not state.blocked or not rank.running):
+            items = prefill_batch(rank, state, now_ns)
+        state.extend = bool(items)
+        state.retracted = False
+        if items:
+            state.blocked = state.interval
+        else:
+            if state.blocked:
+                state.blocked -= 1
+            items = decode_batch(rank, state)
+        if not items:
+            flush(rank.pool)  # idle
+            return None
+        if state.extend:
+            return Batch(items, work_of(items))
+        # a decode pass is all decodes, a request whose extend pass could not sample included
+        return Batch(items, PassWork((), len(items), sum(r.num_computed + 1 for r, _ in items)))
+
+    def finish(self, rank, batch, end_ns: int) -> list:
+        pool, state = rank.pool, rank.pool.sglang
+        finished, joined, unfinished = [], [], []
+        prefill = state.extend  # (a pass is all extend or all decode)
+        for request, new in batch.items:
+            request.num_computed += new
+            lease = state.leases[id(request)]
+            if request.num_computed < request.num_tokens:  # a chunk: its pages enter the tree, it waits again
+                insert(pool, lease, request.spec, spec_runs(request.spec), request.num_computed)
+                unfinished.append(request)
+                continue
+            if prefill:
+                # the extend pass also takes the slot of the token it samples (so a finished request's every
+                # token has its KV: sglang_state.py); with no page left for it, the request samples nothing now
+                # and the next decode pass finds it short (AISimulate's mocker: it is retracted there)
+                extra = pool.ceil(request.num_tokens + 1) - lease.end
+                if extra > 0 and not pool.take(extra):
+                    request.num_computed -= 1  # (its last prompt token is computed again by its first decode)
+                    joined.append(request)
+                    continue
+                lease.end += max(extra, 0)
+                insert(pool, lease, request.spec, spec_runs(request.spec), request.num_computed)
+                joined.append(request)
+            request.add_token(end_ns)
+            if request.generated >= request.stop_after:
+                finished.append(request)
+        if unfinished:
+            rank.waiting.extendleft(reversed(unfinished))
+        if joined:
+            rank.running.extend(joined)
+        if not prefill and not state.retracted:
+            state.ratio = max(state.ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
+        if not prefill:
+            state.decodes += 1
+        if finished:
+            complete(rank, finished, end_ns)
+        if prefill or not state.decodes % DECODE_FLUSH_EVERY or not rank.busy:
+            flush(pool)
+        return finished
+
+
+def flush(pool) -> None:
+    """SGLang's KV events leave after an extend pass, every 40 decode passes and when the rank is idle."""
+    if pool.recorder is not None:
+        pool.recorder.flush()
+
+
+SGLANG = SglangEngine()

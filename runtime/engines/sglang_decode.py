@@ -1,0 +1,90 @@
+"""SGLang's decode pass (update_running_batch), retraction under memory pressure (retract_decode), and finishing.
+
+Before a decode pass every running request needs the slot of the token it
+samples (a new page when it crosses a page boundary).  When what is free or
+evictable does not cover that, SGLang retracts: requests are ordered stably by
+descending output length, then ascending prompt length, and taken from the end
+(the youngest output, the longest prompt among equals) until the rest fit; the
+last running request is never retracted.  A retracted request's private pages
+are freed (its prompt pages already in the tree stay there, unlocked), and after
+each retraction unused cache is evicted until 20 tokens per surviving request
+are free.  A retracted request goes to the back of the waiting queue and starts
+over: prompt and output so far are prefilled again.  The new-token ratio
+becomes SGLang's new estimate, (output decoded + 20 per survivor) / (the
+survivors' max output + 1), and does not decay on that pass (AISimulate's
+retraction runs admit their next request at the same step only so).
+"""
+from __future__ import annotations
+
+from ..tiers.token_runs import spec_runs
+from .sglang_state import RETRACT_DECODE_STEPS, insert, release
+
+
+def growth(pool, state, requests) -> int:
+    """Tokens the requests' next decode step allocates."""
+    leases = state.leases
+    ceil = pool.ceil
+    return sum(ceil(r.num_tokens + 1) - leases[id(r)].end for r in requests)
+
+
+def decode_batch(rank, state) -> list:
+    """The (request, 1) items of a decode pass over every running request, after any retraction."""
+    pool = rank.pool
+    running = rank.running
+    if not running:
+        return []
+    if pool.available + pool.evictable < growth(pool, state, running) and len(running) > 1:
+        retract(rank, state)
+    leases = state.leases
+    for request in rank.running:
+        lease = leases[id(request)]
+        need = pool.ceil(request.num_tokens + 1) - lease.end
+        if need > 0:
+            pool.take(need)
+            lease.end += need
+    return [(request, 1) for request in rank.running]
+
+
+def retract(rank, state) -> None:
+    pool = rank.pool
+    order = sorted(rank.running, key=lambda r: (-r.generated, r.spec.prompt_len))
+    retracted = []
+    while len(order) > 1 and pool.available + pool.evictable < growth(pool, state, order):
+        request = order.pop()
+        retracted.append(request)
+        release(pool, state.leases.pop(id(request)))
+        keep = len(order) * RETRACT_DECODE_STEPS
+        if pool.available < keep:
+            pool.evict(keep - pool.available)
+    if not retracted:
+        return
+    gone = set(map(id, retracted))
+    rank.running = [r for r in rank.running if id(r) not in gone]
+    for request in retracted:
+        request.num_computed = 0
+        request.status = "waiting"
+        rank.waiting.append(request)
+    rank.preemptions += len(retracted)
+    state.retractions += len(retracted)
+    survivors = rank.running
+    decoded = sum(r.generated for r in survivors)
+    state.retracted = True  # (this pass's ratio is the new estimate: no decay after it)
+    state.ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(survivors)) / (sum(r.stop_after for r in survivors) + 1))
+    short = growth(pool, state, rank.running) - pool.available
+    if short > 0:
+        pool.evict(short)
+
+
+def complete(rank, finished: list, end_ns: int) -> None:
+    """Requests that sampled their last token: prompt and all output enter the tree (whole pages), the rest of
+    their pages are freed and their path unlocked."""
+    pool, leases = rank.pool, rank.pool.sglang.leases
+    done = set(map(id, finished))
+    rank.running = [r for r in rank.running if id(r) not in done]
+    for request in finished:
+        lease = leases.pop(id(request))
+        lease.end = pool.ceil(request.num_tokens)
+        insert(pool, lease, request.spec, spec_runs(request.spec), request.num_tokens)
+        release(pool, lease)
+        request.status = "completed"
+        request.terminal_ns = end_ns

@@ -1,0 +1,129 @@
+"""Macro steps for SGLang: a run of pure decode passes applied at once, exactly as single stepping would.
+
+A run starts from a scheduled decode pass (pass 0) on every rank that has
+running requests and nothing waiting (a waiting request would be weighed for an
+extend batch every round).  During pure decode passes nothing enters the radix
+tree and nothing is matched, so the pool changes only by each pass's new pages:
+pass p needs the pages its requests cross into, and the run stops before the
+first pass whose need would exceed what is free or evictable (SGLang would
+retract there).  Evicting the passes' pages one pass at a time or all at once
+frees the same pages (eviction frees exactly what is asked, from the same
+least recently used leaves), so the run's pages are taken at once.  Requests
+finish only in the run's last pass (open-loop traffic; closed-loop runs stop
+before any finish), so no release interleaves with the allocations.  The
+new-token ratio decays once per pass, with the same float steps.
+
+Cost: O(passes + requests) per run, and O(requests x log passes) to size it
+with pages larger than one token.
+"""
+from __future__ import annotations
+
+from ..serving.pass_results import advance_decodes
+from ..timing import PassWork
+from .sglang_decode import complete
+from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY
+
+
+class Fused:
+    __slots__ = ("ends", "active", "passes")
+
+    def __init__(self, ends: list, active: list, passes: int):
+        self.ends, self.active, self.passes = ends, active, passes
+
+
+def _eligible(ranks, batches) -> bool:
+    for rank, batch in zip(ranks, batches):
+        if rank.waiting or (batch is None and rank.running):
+            return False
+        if batch is not None and (batch.work.prefill_chunks or rank.pool.recorder is not None
+                                  or rank.pool.sglang.extend or rank.pool.sglang.retracted):
+            return False
+    return any(batch is not None for batch in batches)
+
+
+def _pages_through(rank, requests, p: int) -> int:
+    """Tokens the requests allocate for passes 1..p (pass 0's were taken when it was scheduled)."""
+    ceil = rank.pool.ceil
+    return sum(ceil(r.num_tokens + p + 1) - ceil(r.num_tokens + 1) for r in requests)
+
+
+def _room(rank, requests, limit: int) -> int:
+    """How many passes (from 1, at most `limit`) fit without a retraction: the most p whose pages fit."""
+    pool = rank.pool
+    budget = pool.available + pool.evictable
+    if pool.page == 1:
+        return min(limit, budget // len(requests)) if requests else limit
+    lo, hi = 0, limit
+    while lo < hi:  # (a pass's need never shrinks, so the fitting prefix of passes is found by bisection)
+        mid = (lo + hi + 1) // 2
+        if _pages_through(rank, requests, mid) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def plan(worker, batches, now: int, horizon, stop, can_finish: bool):
+    if not _eligible(worker.ranks, batches):
+        return None
+    active = [(rank, batch) for rank, batch in zip(worker.ranks, batches) if batch is not None]
+    left = [r.stop_after - r.generated for _, b in active for r, _ in b.items]
+    limit = min(left) if can_finish else min(left) - 1  # passes in the run (finishing only in its last)
+    for rank, batch in active:
+        limit = min(limit, 1 + _room(rank, [r for r, _ in batch.items], limit - 1))
+    if limit <= 1:
+        return None
+    constant = getattr(worker.timing, "decode_only_ns", None)
+    ends, start = [], now
+    decoding = [(len(b.items), b.work.decode_context) for _, b in active]
+    for p in range(limit):
+        if p and horizon is not None and start >= horizon:
+            break
+        if constant is not None:
+            duration = constant
+        else:
+            duration = max(worker.timing(PassWork((), n, context + n * p)) for n, context in decoding)
+        if stop is not None and start + duration > stop:
+            break
+        start += duration
+        ends.append(start)
+    if len(ends) <= 1:
+        return None
+    return Fused(ends, active, len(ends))
+
+
+def apply(fused: Fused) -> list:
+    ends, passes = fused.ends, fused.passes
+    gaps = _runs([b - a for a, b in zip(ends, ends[1:])])
+    finished = []
+    for rank, batch in fused.active:
+        pool, state = rank.pool, rank.pool.sglang
+        requests = [r for r, _ in batch.items]
+        pool.take(_pages_through(rank, requests, passes - 1))
+        ratio = state.ratio
+        for _ in range(passes):
+            ratio = max(ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
+        state.ratio = ratio
+        state.decodes += passes
+        state.blocked = max(0, state.blocked - (passes - 1))
+        leases = state.leases
+        done = []
+        for request in requests:
+            advance_decodes(rank, request, passes, ends, gaps)
+            leases[id(request)].end = pool.ceil(request.num_tokens)
+            if request.generated >= request.stop_after:
+                done.append(request)
+        if done:
+            complete(rank, done, ends[-1])
+            finished.extend((request, ends[-1]) for request in done)
+    return finished
+
+
+def _runs(values: list[int]) -> list[list[int]]:
+    runs: list[list[int]] = []
+    for value in values:
+        if runs and runs[-1][0] == value:
+            runs[-1][1] += 1
+        else:
+            runs.append([value, 1])
+    return runs

@@ -1,0 +1,105 @@
+"""SGLang's prefill batch (get_new_batch_prefill with its PrefillAdder): which waiting requests extend this pass.
+
+Waiting requests are taken in the policy's order while running slots last.
+Each is charged its extend tokens (in whole pages) plus its remaining output,
+clipped to 4,096 tokens, against what the pool has free or evictable less an
+estimate of what running requests will still decode (their remaining output
+times the new-token ratio); the first that does not fit strictly below that
+stops the batch.  A prompt longer than the chunk budget is cut to the budget
+left (chunked prefill; the chunk size is the rank's `max_batched_tokens`, so
+each DP rank has its own), and a chunk that does not end the prompt is charged
+no output.  An admission reuses the longest cached prefix in whole pages, never
+the last known token, and locks it.  Requests of one batch do not share their
+prefixes: the tree learns a prompt only when its pass ends.
+"""
+from __future__ import annotations
+
+from ..tiers.token_runs import spec_runs
+from .sglang_state import CLIP_MAX_NEW_TOKENS, INIT_NEW_TOKEN_RATIO, MAX_PREFILL_TOKENS, Lease
+
+
+def prefill_batch(rank, state, now_ns: int) -> list:
+    """The (request, tokens) items of this pass's extend batch, taken out of the waiting queue."""
+    pool = rank.pool
+    running = rank.running
+    reserved = sum(min(r.stop_after - r.generated, CLIP_MAX_NEW_TOKENS) for r in running) * state.ratio
+    rem_total = pool.available + pool.evictable - reserved
+    rem_input = MAX_PREFILL_TOKENS
+    chunk_size = rank.max_batched
+    rem_chunk = chunk_size
+    items: list = []
+    waiting = rank.waiting
+    order = list(waiting) if state.policy == "fcfs" else lpm_order(rank, waiting)
+    slots = rank.max_sequences - len(running)
+    for request in order:
+        if len(items) >= slots:
+            break
+        lease = state.leases.get(id(request))
+        if lease is None:  # a fresh request (or a retracted one): match its prefix
+            node, prefix = pool.match(spec_runs(request.spec), request.num_tokens - 1)
+            start = prefix
+        else:  # the next chunk of a chunked prefill
+            node, prefix, start = lease.node, lease.cached, request.num_computed
+        extend = request.num_tokens - start
+        if extend <= chunk_size:
+            chunk = extend
+        else:
+            chunk = min(pool.floor(int(rem_chunk)), extend)
+            if chunk <= 0:
+                break
+        charged = pool.ceil(chunk)
+        reserve = min(request.stop_after - request.generated, CLIP_MAX_NEW_TOKENS) if chunk == extend else 0
+        if charged + reserve >= rem_total or charged > rem_input or charged > rem_chunk:
+            break
+        old_end = prefix if lease is None else lease.end
+        grow = pool.ceil(start + chunk) - old_end
+        if lease is None:
+            pool.lock(node)
+        if not pool.take(grow):
+            if lease is None:
+                pool.unlock(node)
+            state.ratio = INIT_NEW_TOKEN_RATIO  # an admission that cannot allocate resets the estimate
+            break
+        if lease is None:
+            lease = Lease(node, prefix, prefix)
+            state.leases[id(request)] = lease
+            record_admission(rank, request, prefix, now_ns)
+        lease.end = old_end + grow
+        rem_total -= grow + reserve
+        rem_input -= charged
+        rem_chunk -= charged
+        items.append((request, chunk))
+        if rem_chunk <= 0:
+            break
+    if items:
+        taken = set(map(id, (r for r, _ in items)))
+        rank.waiting = type(waiting)(r for r in waiting if id(r) not in taken)
+    return items
+
+
+def lpm_order(rank, waiting) -> list:
+    """Longest prefix match first (stable); SGLang falls back to arrival order past 128 waiting requests."""
+    if len(waiting) > 128:
+        return list(waiting)
+    pool = rank.pool
+    held = {id(r): pool.held_tokens(r.spec, pool.page, (r.num_tokens - 1) // pool.page) for r in waiting}
+    return sorted(waiting, key=lambda r: -held[id(r)])
+
+
+def record_admission(rank, request, cached: int, now_ns: int) -> None:
+    """The request's admission record (as serving/scheduler.py writes vLLM's): its reused prompt tokens."""
+    readmission = bool(request.admissions)
+    reused = min(cached, request.spec.prompt_len)
+    request.admissions.append({
+        "admission_ordinal": len(request.admissions), "pool": rank.name, "at_ns": now_ns,
+        "reused_input_tokens": reused, "g1_reused_input_tokens": reused, "host_reused_input_tokens": 0,
+        "is_readmission": readmission})
+    if not readmission:
+        request.first_admit_ns = now_ns
+        request.first_reused_tokens = reused
+        request.first_host_tokens = 0
+        request.first_g1_tokens = reused
+    request.reused_tokens = max(request.reused_tokens, reused)
+    request.committed_prefill += max(0, request.spec.prompt_len - cached)
+    request.num_computed = cached
+    request.status = "running"

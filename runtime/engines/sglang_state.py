@@ -1,0 +1,75 @@
+"""What SGLang's scheduler keeps per DP rank beside its radix cache, and how a request's KV enters the tree.
+
+A request's KV is a lease: the last radix node of its cached prefix (locked),
+the tokens that path covers, and the end of what it has allocated (page
+multiples; the tokens in between are its private pages).  SGLang inserts a
+request's complete pages into the tree after its prefill (cache_unfinished_req)
+and when it finishes (cache_finished_req); a page the tree already holds is a
+duplicate and is freed, and the lock moves to the new last node.
+
+A finished request leaves prompt + all its output cached, in whole pages: with
+the overlap scheduler SGLang has already allocated the next decode step's slot
+when the last token is sampled, so the KV of every sampled token is committed
+(`kv_committed_len` = prompt + output in cache_finished_req), one token more
+than vLLM, which never computes the last token's KV.  AISimulate agrees: a
+four-turn session reuses 1,152 tokens per turn (1,024 + 128) where vLLM at
+page 1 would reuse 1,151.
+
+Constants are SGLang v0.5.20's defaults (environ.py / server_args.py), as
+AISimulate's mocker uses them.
+"""
+from __future__ import annotations
+
+INIT_NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO x schedule_conservativeness 1.0
+MIN_NEW_TOKEN_RATIO = INIT_NEW_TOKEN_RATIO * 0.14  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
+NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600  # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
+CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: the output a waiting request is charged at most
+MAX_PREFILL_TOKENS = 16384  # server_args.max_prefill_tokens
+RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS: free tokens kept per surviving request after a retraction
+
+
+class Lease:
+    __slots__ = ("node", "cached", "end")
+
+    def __init__(self, node, cached: int, end: int):
+        self.node = node
+        self.cached = cached  # tokens of its path in the tree
+        self.end = end  # tokens allocated (its private pages are cached..end)
+
+
+class SglangState:
+    """A rank's scheduler state: the new-token ratio, leases, and the prefill-decode interval left."""
+
+    __slots__ = ("ratio", "leases", "interval", "blocked", "policy", "retractions", "extend", "retracted", "decodes")
+
+    def __init__(self, interval: int = 0, policy: str = "fcfs"):
+        self.ratio = INIT_NEW_TOKEN_RATIO
+        self.leases: dict[int, Lease] = {}  # id(request) -> its lease
+        self.interval = interval  # prefill_decode_interval
+        self.blocked = 0  # scheduler rounds before the next prefill may run
+        self.policy = policy
+        self.retractions = 0
+        self.extend = False  # the pass in flight is an extend pass
+        self.retracted = False  # the pass in flight retracted requests
+        self.decodes = 0  # decode passes run (KV events flush every 40)
+
+
+def insert(pool, lease: Lease, spec, runs, tokens: int) -> None:
+    """Insert the request's first `tokens` (floored to pages) in the tree; its lock moves to the new last node,
+    its duplicate pages are freed and the others now belong to the tree."""
+    tokens = pool.floor(tokens)
+    if tokens <= lease.cached or not pool.caching:
+        return
+    held, node = pool.insert(runs, tokens, spec)
+    if held > lease.cached:
+        pool.give_back(held - lease.cached)  # another request inserted these first: ours are duplicates
+    pool.own(tokens - max(held, lease.cached))
+    pool.lock(node)
+    pool.unlock(lease.node)
+    lease.node, lease.cached = node, tokens
+
+
+def release(pool, lease: Lease) -> None:
+    """Free the lease's private pages and unlock its path (what stays in the tree becomes evictable)."""
+    pool.give_back(lease.end - lease.cached)
+    pool.unlock(lease.node)

@@ -1,0 +1,141 @@
+"""Token runs: a request's tokens as a few (label, start, stop) runs, so prefixes are compared per run, not per token.
+
+A run stands for tokens start..stop-1 of one token stream named by its label:
+a synthetic source (token p of source s is a fixed function of (s, p), see
+traffic/block_keys.py), a Mooncake trace block id (prefix-chained: equal ids
+hold equal tokens), a Mooncake request's own output, or explicit token ids
+(a `TokenIds` label, compared by content).  Two runs share their first
+min(lengths) tokens when their labels and starts are equal; runs of different
+streams share none (a synthetic token equals another source's only past
+SOURCE_STRIDE tokens, which no prompt reaches).  SGLang's radix cache with
+page size 1 would otherwise cost one step per token of every prompt.
+"""
+from __future__ import annotations
+
+from array import array
+
+
+class TokenIds(bytes):
+    """Explicit token ids (u32 bytes) as a run label: runs of two such labels are compared by content."""
+
+    __slots__ = ()
+
+    def __new__(cls, ids) -> "TokenIds":
+        return super().__new__(cls, array("I", ids).tobytes())
+
+
+def spec_runs(spec) -> tuple:
+    """Runs of the request's prompt then output (prompt_len + output_len tokens), memoised on the spec."""
+    found = spec._keys.get("runs")
+    if found is None:
+        found = _runs(spec)
+        spec._keys["runs"] = found
+    return found
+
+
+def _runs(spec) -> tuple:
+    content = spec.content
+    out = []
+    if content.hash_ids:
+        size = content.trace_block
+        for i, h in enumerate(content.hash_ids):
+            stop = min(size, spec.prompt_len - i * size)
+            if stop <= 0:
+                break
+            out.append((("h", h), 0, stop))
+        if spec.output_len:  # a trace request's own output is shared with no one
+            out.append((("o", spec.index), 0, spec.output_len))
+        return tuple(out)
+    if content.token_ids:
+        out.append((TokenIds(content.token_ids), 0, len(content.token_ids)))
+    out.extend(((source, start, stop) for source, start, stop in content.segments if stop > start))
+    return tuple(out)
+
+
+def cut(runs, start: int, stop: int) -> tuple:
+    """The runs of tokens start..stop-1 of `runs`."""
+    out, pos = [], 0
+    for label, a, b in runs:
+        n = b - a
+        if pos + n > start and pos < stop:
+            lo, hi = max(start - pos, 0), min(stop - pos, n)
+            out.append((label, a + lo, a + hi))
+        pos += n
+        if pos >= stop:
+            break
+    return tuple(out)
+
+
+def drop_tail(runs, tokens: int) -> tuple:
+    """`runs` without their last `tokens` tokens (from the end: cheap when a few pages go)."""
+    out = list(runs)
+    while tokens:
+        label, a, b = out[-1]
+        if b - a <= tokens:
+            out.pop()
+            tokens -= b - a
+        else:
+            out[-1] = (label, a, b - tokens)
+            tokens = 0
+    return tuple(out)
+
+
+def page_key(runs, page: int):
+    """What names the first `page` tokens of `runs` (a radix node's child key): streams and positions, or the
+    ids themselves for explicit tokens."""
+    if page == 1 or (runs and runs[0][2] - runs[0][1] >= page):
+        label, a, _ = runs[0]
+        if isinstance(label, TokenIds):
+            return label[4 * a:4 * (a + page)]
+        return (label, a)
+    return tuple(_ids_piece(r) if isinstance(r[0], TokenIds) else r for r in cut(runs, 0, page))
+
+
+def _ids_piece(run):
+    label, a, b = run
+    return bytes(label[4 * a:4 * b])
+
+
+def common(a, b, limit: int) -> int:
+    """How many leading tokens runs `a` and `b` share, at most `limit`."""
+    i = j = 0
+    ia = ib = 0  # offsets into a[i], b[j]
+    done = 0
+    while done < limit and i < len(a) and j < len(b):
+        la, sa, ea = a[i]
+        lb, sb, eb = b[j]
+        sa += ia
+        sb += ib
+        n = min(ea - sa, eb - sb, limit - done)
+        if la == lb and sa == sb:
+            same = n
+        elif isinstance(la, TokenIds) and isinstance(lb, TokenIds):
+            same = _same_ids(la, sa, lb, sb, n)
+        else:
+            return done
+        done += same
+        if same < n:
+            return done
+        ia += same
+        ib += same
+        if sa + same == ea:
+            i, ia = i + 1, 0
+        if sb + same == eb:
+            j, ib = j + 1, 0
+    return done
+
+
+def _same_ids(la: bytes, sa: int, lb: bytes, sb: int, n: int) -> int:
+    """Leading equal ids of two id slices of length n: a binary search of slice comparisons (each in C)."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if la[4 * sa:4 * (sa + mid)] == lb[4 * sb:4 * (sb + mid)]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def length(runs) -> int:
+    return sum(b - a for _, a, b in runs)

@@ -1,0 +1,244 @@
+"""SGLang's engine (runtime/engines/sglang*.py) and its radix-cache G1 (runtime/tiers/radix_cache.py).
+
+One test per sentence of the spec's SGLang paragraph (kv-cache-tiers.md, G1) that the engine models, each a small
+scenario with exact cached tokens, events and times (fixed timing 50 ms prefill / 10 ms decode); whole runs against
+AISimulate are in test_sglang_parity.py.
+"""
+from __future__ import annotations
+
+import orjson
+
+from kvreplay.cli import main
+from kvreplay.runtime.engines.engine import VLLM
+from kvreplay.runtime.engines.sglang import SGLANG
+from kvreplay.runtime.engines.sglang_decode import decode_batch
+from kvreplay.runtime.engines.sglang_prefill import lpm_order
+from kvreplay.runtime.engines.table import engine_for
+from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
+from kvreplay.runtime.serving.scheduler import Rank
+from kvreplay.runtime.timing.fixed import fixed_timing
+from kvreplay.runtime.tiers.radix_cache import RadixCache
+
+from .golden import golden_extension
+
+MS = 1_000_000
+TIMING = fixed_timing(50 * MS, 10 * MS)
+
+
+def sg_rank(tokens: int, page: int = 1, budget: int = 8192, max_sequences: int = 8) -> Rank:
+    rank = Rank(0, 0, RadixCache(tokens // page), page, budget, max_sequences, True, name="r0")
+    SGLANG.equip(rank)
+    return rank
+
+
+def request(index: int, segments, output: int, output_source: int | None = None) -> Request:
+    """A request whose prompt is `segments` ((source, start, stop), ...) and whose output is its own source."""
+    prompt = sum(stop - start for _, start, stop in segments)
+    out = ((1000 + index if output_source is None else output_source), 0, output)
+    spec = RequestSpec(index, prompt, output, Content(segments=tuple(segments) + (out,)), arrival_ns=0)
+    return Request(spec, 0, 0, 0)
+
+
+def step(rank, now: int):
+    batch = SGLANG.schedule(rank, now)
+    assert batch is not None
+    end = now + TIMING(batch.work)
+    items = [(r.spec.index, new) for r, new in batch.items]
+    return items, end, [r.spec.index for r in SGLANG.finish(rank, batch, end)]
+
+
+def run(rank, now: int = 0) -> int:
+    while rank.busy:
+        _, now, _ = step(rank, now)
+    return now
+
+
+def test_the_table_gives_sglang_its_engine_for_aggregated_roles_only():
+    assert engine_for("sglang") is SGLANG and SGLANG.fusable and not SGLANG.keyed
+    assert engine_for("sglang", "prefill") is VLLM  # its P/D rules are not modelled yet
+
+
+def test_complete_prompt_pages_enter_the_radix_cache_after_prefill():
+    """Page 4, prompt 10: after the prefill pass the tree holds its 2 full pages (8 tokens), not the partial tail.
+    A request of the same batch with the same prompt reuses nothing; one admitted a pass later reuses 8."""
+    rank = sg_rank(400, page=4)
+    a, b, c = (request(i, [(7, 0, 10)], 3) for i in range(3))
+    rank.waiting.extend([a, b])
+    assert step(rank, 0) == ([(0, 10), (1, 10)], 50 * MS, [])
+    assert rank.pool.tree_tokens == 8  # b's copy of the same 2 pages was a duplicate: freed
+    assert (a.admissions[0]["reused_input_tokens"], b.admissions[0]["reused_input_tokens"]) == (0, 0)
+    rank.waiting.append(c)
+    assert step(rank, 50 * MS) == ([(2, 2)], 100 * MS, [])
+    assert c.admissions[0]["reused_input_tokens"] == 8
+
+
+def test_decoded_pages_enter_when_a_request_finishes():
+    """Page 4, prompt 10, output 6: while it decodes the tree keeps its 8 prompt tokens; when it finishes, prompt and
+    all output (16 tokens: SGLang's overlap scheduler has committed the last token's KV) are cached, and a next
+    turn (that prompt + output + 4 new) reuses all 16 of them."""
+    rank = sg_rank(400, page=4)
+    a = request(0, [(7, 0, 10)], 6, output_source=8)
+    rank.waiting.append(a)
+    step(rank, 0)
+    for k in range(4):
+        step(rank, (50 + 10 * k) * MS)
+        assert rank.pool.tree_tokens == 8
+    assert step(rank, 90 * MS) == ([(0, 1)], 100 * MS, [0])
+    assert rank.pool.tree_tokens == 16 and rank.pool.evictable == 16 and rank.pool.private == 0
+    turn = request(1, [(7, 0, 10), (8, 0, 6), (9, 0, 4)], 2)
+    rank.waiting.append(turn)
+    step(rank, 100 * MS)
+    assert turn.admissions[0]["reused_input_tokens"] == 16
+
+
+def test_a_four_turn_session_reuses_prompt_and_all_output_per_turn():
+    """AISimulate's a1 run (sessions of 4 turns, 1,024 new tokens and 128 output each, page 1): every turn reuses
+    1,152 tokens more than the last (vLLM's rule would reuse 1,151: the last output token's KV is never computed)."""
+    rank = sg_rank(100_000)
+    segments, reused = [], []
+    for turn in range(4):
+        segments.append((100 + turn, 0, 1024))
+        r = request(turn, segments, 128, output_source=200 + turn)
+        rank.waiting.append(r)
+        run(rank)
+        reused.append(r.admissions[0]["reused_input_tokens"])
+        segments.append((200 + turn, 0, 128))
+    assert reused == [0, 1152, 2304, 3456]
+
+
+def test_a_long_prompt_costs_runs_not_tokens():
+    """A 10,000-token prompt at page 1 is one radix node of one run (its prefill), its output a child of one run (its
+    finish), and no per-token block keys are made."""
+    rank = sg_rank(100_000, budget=16_384)
+    a = request(0, [(5, 0, 10_000)], 2)
+    rank.waiting.append(a)
+    run(rank)
+    (node,) = rank.pool.root.children.values()
+    (tail,) = node.children.values()
+    assert (node.length, len(node.runs), tail.length, len(tail.runs)) == (10_000, 1, 2, 1)
+    assert not [k for k in a.spec._keys if isinstance(k, int)]
+
+
+def test_retraction_order_and_the_20_token_reserve():
+    """Three running requests, then G1 shrinks to what they hold: the decode cannot grow, so SGLang retracts.  The
+    order is descending output, then ascending prompt, taken from the end: of b and c (same output) c, whose
+    prompt is longer, goes first; a (more output) and b stay once the rest fits.  c's prompt stays in the tree,
+    unlocked, until the reserve of 20 tokens per survivor (40 > the 2 free) evicts its 12 tokens."""
+    rank = sg_rank(1000)
+    a = request(0, [(1, 0, 10)], 50)
+    rank.waiting.append(a)
+    step(rank, 0)
+    step(rank, 50 * MS)  # a decodes once: it has 2 output tokens
+    b, c = request(1, [(2, 0, 10)], 50), request(2, [(3, 0, 12)], 50)
+    rank.waiting.extend([b, c])
+    step(rank, 60 * MS)
+    assert [r.spec.index for r in rank.running] == [0, 1, 2] and rank.pool.tree_tokens == 10 + 10 + 12
+    pool = rank.pool
+    held = pool.total - pool.available
+    pool.total = held + 1  # one free token: three decodes need three
+    items = decode_batch(rank, pool.sglang)
+    assert [r.spec.index for r, _ in items] == [0, 1]
+    assert [r.spec.index for r in rank.waiting] == [2] and c.num_computed == 0 and rank.preemptions == 1
+    assert pool.evictions == 12 and pool.tree_tokens == 20
+    assert pool.available == 1 + 1 + 12 - 2  # free, c's output slot, its prompt; less the survivors' next slots
+    # the new-token estimate: (decoded + 20 per survivor) / (their max output + 1)
+    assert pool.sglang.ratio == (2 + 1 + 40) / (100 + 1)
+
+
+def test_prefill_decode_interval_keeps_prefill_out_for_n_rounds():
+    """AISimulate's c2 pdi2: after each extend pass, two decode rounds run before the next prefill."""
+    rank = sg_rank(100_000)
+    rank.pool.sglang.interval = 2
+    a, b = request(0, [(1, 0, 100)], 10), request(1, [(2, 0, 100)], 10)
+    rank.waiting.append(a)
+    step(rank, 0)
+    rank.waiting.append(b)
+    assert step(rank, 50 * MS)[0] == [(0, 1)]
+    assert step(rank, 60 * MS)[0] == [(0, 1)]
+    assert step(rank, 70 * MS)[0] == [(1, 100)]
+
+
+def test_chunked_prefill_chunks_by_the_rank_budget_and_caches_each_chunk():
+    """Budget 8 per DP rank: a 20-token prompt runs as chunks 8, 8, 4; each chunk's pages enter the tree."""
+    rank = sg_rank(1000, page=4, budget=8)
+    rank.waiting.append(request(0, [(1, 0, 20)], 2))
+    assert step(rank, 0)[0] == [(0, 8)] and rank.pool.tree_tokens == 8
+    assert step(rank, 50 * MS)[0] == [(0, 8)] and rank.pool.tree_tokens == 16
+    assert step(rank, 100 * MS)[0] == [(0, 4)] and rank.pool.tree_tokens == 20
+
+
+def test_longest_prefix_match_policy_orders_by_cached_prefix():
+    rank = sg_rank(1000)
+    rank.waiting.append(request(0, [(1, 0, 40)], 1))
+    run(rank)
+    short, long_ = request(1, [(1, 0, 10), (2, 0, 5)], 1), request(2, [(1, 0, 30), (3, 0, 5)], 1)
+    rank.waiting.extend([short, long_])
+    assert lpm_order(rank, rank.waiting) == [long_, short]
+
+
+def test_admission_charges_extend_plus_output_against_the_ratio_estimate():
+    """AISimulate's b2 run (3,000 one-token pages, prompt 100, output 2,000): the second request starts at 5,030 ms,
+    when 3000 - 599 - 1501 x ratio first exceeds its 2,100 tokens (the ratio decays from 0.7 per decode pass)."""
+    rank = sg_rank(3000)
+    a, b = request(0, [(1, 0, 100)], 2000), request(1, [(2, 0, 100)], 2000)
+    rank.waiting.extend([a, b])
+    now = 0
+    while not b.admissions:
+        _, now, _ = step(rank, now)
+    assert b.first_admit_ns == 5030 * MS
+
+
+EVENTS = """engine:
+  model: Qwen/Qwen3-8B
+  hardware: h100_sxm
+  backend: sglang
+  workers:
+    aggregated:
+      timing: {type: fixed, prefill_ms: 50.0, decode_ms: 10.0}
+      kv_cache: {block_size: 16, capacity: {type: fixed, blocks: 12}}
+traffic:
+  source: {type: synthetic-session, new_input_tokens_per_turn: 40, output_tokens_per_turn: 8, session: {turns: 3}}
+  load: {type: concurrency, concurrency: 2}
+  stop: {sessions: 2}
+"""
+
+
+def test_kv_events_follow_radix_insertions_batched_and_flushed(tmp_path, snapshot):
+    """Two 3-turn sessions in 12 pages of 16: each extend pass stores the prompt's complete pages (parent link and
+    session id kept), each finish its decoded pages; the evictions of one admission are one batched Removed event.
+    Events leave at the end of an extend pass, of every 40th decode pass, or when the rank goes idle."""
+    path = tmp_path / "events.yaml"
+    path.write_text(EVENTS)
+    out = tmp_path / "out"
+    assert main(["predict", "--no-progress", "-c", str(path), "--output-dir", str(out), "--capture-kv-events",
+                 "--format", "json"]) == 0
+    events = [orjson.loads(line) for line in (out / "kv-events.jsonl").read_bytes().splitlines()]
+    first = events[0]
+    assert (first["type"], first["time_ms"], len(first["block_hashes"]), first["parent_hash"]) == ("Stored", 50.0, 2, None)
+    # a session's next store continues its last one (its parent is that store's last page)
+    assert events[2]["parent_hash"] == first["block_hashes"][-1] and events[2]["session_id"] == first["session_id"]
+    assert [e["type"] for e in events].count("Removed") == 2
+    assert events == snapshot.use_extension(golden_extension("replays"))(name="sglang-session.kv-events")
+
+
+def test_events_flush_every_40_decode_passes():
+    """A request decoding 100 tokens stores nothing until it finishes; a request stored before waits in the
+    buffer until the 40th decode pass flushes it."""
+    rank = sg_rank(1000)
+    rank.pool.events = []
+    a = request(0, [(1, 0, 10)], 100)
+    rank.waiting.append(a)
+    step(rank, 0)
+    assert [e[0] for e in rank.pool.events] == ["Stored"]
+    rank.pool.events.clear()
+    b = request(1, [(2, 0, 10)], 1)  # finishes in its own extend pass: stored and flushed at its end
+    rank.waiting.append(b)
+    now = step(rank, 50 * MS)[1]
+    assert len(rank.pool.events) == 1
+    rank.pool.events.clear()
+    for k in range(39):
+        now = step(rank, now)[1]
+        assert not rank.pool.events
+    rank.pool.recorder.pending.append(["Removed", [7], {}])  # a stand-in for an eviction since the last flush
+    step(rank, now)
+    assert rank.pool.events == [("Removed", [7], {})]

@@ -1,0 +1,97 @@
+"""SGLang's engine end to end against AISimulate (aisimulate 0.13.0.dev, the same configs, fixed timing 50 ms
+prefill / 10 ms decode): retraction under memory pressure, a retraction thrash, and macro steps that equal single
+stepping.  The numbers are AISimulate's, from its per-request records."""
+from __future__ import annotations
+
+import orjson
+
+from kvreplay.cli import main
+from kvreplay.compiler.passes.finish import finish_plan
+from kvreplay.compiler.pipeline import compile_bytes
+from kvreplay.runtime.build import build
+
+from .scenarios import replay_both_ways
+
+MS = 1_000_000
+
+
+SESSION = """engine:
+  model: Qwen/Qwen3-8B
+  hardware: h100_sxm
+  backend: sglang
+  workers:
+    aggregated:
+      timing: {type: fixed, prefill_ms: 50.0, decode_ms: 10.0}
+      kv_cache:
+        capacity: {type: fixed, blocks: 3000}
+traffic:
+  source: {type: synthetic, input_tokens: 100, output_tokens: 2000}
+  load: {type: concurrency, concurrency: 4}
+  stop: {requests: 8}
+"""
+
+
+def test_end_to_end_retraction_matches_aisimulate(tmp_path):
+    """AISimulate's b2 run, whole: four retractions (each readmitted once with no reuse), the same admission and
+    last-token times, and the same duration (105,910 ms)."""
+    path = tmp_path / "b2.yaml"
+    path.write_text(SESSION)
+    result = compile_bytes(SESSION.encode(), str(path), ())
+    assert result.plan is not None, [str(d) for d in result.diagnostics]
+    replay = build(finish_plan(result.plan.to_dict(), tmp_path))
+    replay.run()
+    requests = sorted(replay.requests, key=lambda r: r.spec.index)
+    assert replay.now == 105_910 * MS
+    assert [len(r.admissions) - 1 for r in requests] == [0, 1, 0, 1, 0, 1, 0, 1]
+    assert [r.first_admit_ns // MS for r in requests] == [0, 5030, 20090, 21360, 48710, 55410, 68850, 72080]
+    assert [r.last_token_ns // MS for r in requests] == [20090, 48710, 40180, 55410, 68850, 98280, 88940, 105910]
+
+
+def test_fused_decode_passes_equal_single_stepping(tmp_path):
+    """The b2 run under memory pressure (retractions, readmissions), macro-stepped by sglang_macro.py and single
+    stepped: the same records and end time."""
+    path = tmp_path / "b2.yaml"
+    path.write_text(SESSION)
+    plan = compile_bytes(SESSION.encode(), str(path), ()).plan.to_dict()
+    fused, _, records = replay_both_ways(plan, tmp_path)
+    assert fused.now == 105_910 * MS and sum(r["readmission_count"] for r in records) == 4
+
+
+PRESSURE = SESSION.replace("capacity: {type: fixed, blocks: 3000}", "block_size: 32\n        capacity: {type: fixed, blocks: 200}") \
+    .replace("source: {type: synthetic, input_tokens: 100, output_tokens: 2000}",
+             "source: {type: synthetic-session, new_input_tokens_per_turn: 1000, output_tokens_per_turn: 100, "
+             "session: {turns: 4}}").replace("concurrency: 4}", "concurrency: 3}").replace("requests: 8", "sessions: 3")
+
+
+def test_end_to_end_retraction_thrash_matches_aisimulate(tmp_path):
+    """AISimulate's d4 run (3 four-turn sessions in 200 pages of 32): a second turn admitted beside two others runs
+    short of a page for its first token, is retracted, and is readmitted every 60 ms (its own prompt pages, unlocked
+    in the tree, count as room) 33 times before it fits; the same times as AISimulate, 9,930 ms in all."""
+    path = tmp_path / "d4.yaml"
+    path.write_text(PRESSURE)
+    plan = compile_bytes(PRESSURE.encode(), str(path), ()).plan.to_dict()
+    fused, _, records = replay_both_ways(plan, tmp_path)
+    assert fused.now == 9930 * MS
+    by_turn = sorted(records, key=lambda r: (r["arrival_time_ms"], r["session_id"]))
+    assert [r["readmission_count"] for r in by_turn] == [0, 0, 0, 0, 0, 33, 0, 0, 1, 0, 0, 0]
+    thrash = by_turn[5]["admission_history"]
+    assert [(a["at_ms"], a["reused_input_tokens"]) for a in thrash[:3]] == [(1040.0, 1088), (1210.0, 2080),
+                                                                             (1270.0, 2048)]
+    assert [r["last_token_ms"] for r in by_turn] == [1040.0, 1040.0, 1040.0, 3680.0, 3680.0, 4600.0, 4720.0, 5770.0,
+                                                     7850.0, 6810.0, 8890.0, 9930.0]
+
+
+def test_sglang_runs_take_the_timeline_and_refuse_explain_misses(tmp_path):
+    """A timeline samples the radix cache's held and cached pages; --explain-misses (block keys) is refused."""
+    path = tmp_path / "b2.yaml"
+    path.write_text(SESSION.replace("requests: 8", "requests: 2"))
+    assert main(["predict", "--no-progress", "-c", str(path), "--output-dir", str(tmp_path / "t"),
+                 "--capture-timeline", "1000", "--format", "json"]) == 0
+    first, second = [orjson.loads(line) for line in (tmp_path / "t" / "timeline.jsonl").read_bytes().splitlines()[:2]]
+    rank = second["ranks"][0]
+    # at 1 s the first request runs alone (the second starts at 5,030 ms), its 100 prompt tokens in the tree and
+    # 96 output tokens in private pages
+    assert (rank["g1_capacity_blocks"], rank["g1_cached_blocks"], rank["running"]) == (3000, 100, 1)
+    assert rank["g1_held_blocks"] == 100 + 96 + 1
+    assert main(["predict", "--no-progress", "-c", str(path), "--output-dir", str(tmp_path / "e"),
+                 "--explain-misses"]) == 2
