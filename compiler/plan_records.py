@@ -116,6 +116,19 @@ class RolePlan:
     peer_fetch: PeerFetchPlan | None
     prefill_decode_interval: int = 0  # SGLang: scheduler rounds without prefill after each extend pass
     schedule_policy: str = "fcfs"  # SGLang: fcfs | lpm
+    speculation: SpeculationPlan | None = None  # speculative decoding of its decode passes
+
+
+@dataclass(frozen=True, slots=True)
+class SpeculationPlan:
+    """Speculative decoding: `draft_tokens` drafts verified per decode pass (KV lookahead slots too), accepted
+    per position with conditional `rates` (ngram) or `mean_accepted` on average (native MTP, `nextn`)."""
+
+    kind: str  # ngram | mtp
+    draft_tokens: int
+    rates: tuple[float, ...]  # ngram: one per draft position; mtp: ()
+    mean_accepted: float  # mtp: `nextn_accepted`; ngram: 0.0
+    seed: int
 
 
 @dataclass(frozen=True, slots=True)

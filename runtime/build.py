@@ -13,6 +13,7 @@ from .serving.handoff import Handoff
 from .serving.opal_scaling import attach_scaling, reserved_workers
 from .serving.placement import Router
 from .serving.scaling import periods
+from .serving import speculation
 from .serving.scheduler import Rank
 from .serving.worker import Worker
 from .shell.clock import Clock
@@ -80,6 +81,7 @@ def _role_workers(plan, role, first_worker: int, first_rank: int, clock: Clock) 
                         role.max_sequences, plan.enable_chunked_prefill,
                         role.state_blocks_per_request, name=f"{prefix}worker{w}.dp{d}")
             rank.role = role.name
+            rank.speculation = speculation.of(role)
             engine.equip(rank, role)
             ranks.append(rank)
             rank_index += 1

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ..durations import ms_to_ns, seconds_to_ns
 from ..plan_records import (HandoffPlan, LinkPlan, ListedRequest, PeerFetchPlan, ReplayPlan, RequestListSource,
-                            RolePlan, SessionSource, SyntheticSource, TierPlan, TraceRow, TraceSource, TrafficPlan)
+                            RolePlan, SessionSource, SpeculationPlan,
+                            SyntheticSource, TierPlan, TraceRow, TraceSource, TrafficPlan)
 from ..timing_inputs import timing_record
 from . import opal_finish
 from .opal_stages import read_stages
@@ -61,7 +62,22 @@ def _role(plan: dict, name: str) -> RolePlan:
         timing=timing_record(role, catalog["model"], catalog["hardware"][name], engine["backend"], geometry["kv_dtype"]),
         host=host, storage=storage, peer_fetch=peer_fetch,
         prefill_decode_interval=scheduler.get("prefill_decode_interval", 0),
-        schedule_policy=scheduler.get("schedule_policy", "fcfs"))
+        schedule_policy=scheduler.get("schedule_policy", "fcfs"), speculation=_speculation(engine))
+
+
+# ngram without `acceptance_rates`: the conditional rates Dynamo's mocker (AISimulate's engine) assumes
+DEFAULT_NGRAM_RATES = (0.85, 0.3, 0.0, 0.0, 0.0)
+
+
+def _speculation(engine: dict) -> SpeculationPlan | None:
+    ngram, nextn = engine.get("speculation"), engine.get("nextn") or 0
+    if ngram is not None:
+        drafts = ngram["num_speculative_tokens"]
+        rates = tuple(ngram.get("acceptance_rates", DEFAULT_NGRAM_RATES[:drafts]))
+        return SpeculationPlan("ngram", drafts, tuple(float(r) for r in rates), 0.0, ngram.get("seed", 42))
+    if nextn:
+        return SpeculationPlan("mtp", nextn, (), float(engine["nextn_accepted"]), 42)
+    return None
 
 
 def _handoff(plan: dict) -> HandoffPlan:

@@ -17,6 +17,7 @@ def finish_pass(rank, batch, end_ns: int) -> list[Request]:
     """Apply a pass's results at its end; returns the requests that finished."""
     finished = []
     rank.chain.after_pass(rank, batch)
+    speculation = rank.speculation
     for request, new in batch.items:
         computed = request.num_computed + new
         request.num_computed = computed
@@ -34,11 +35,26 @@ def finish_pass(rank, batch, end_ns: int) -> list[Request]:
             request.num_tokens += 1
         else:
             request.add_token(end_ns)
+        if speculation is not None and new == 1 and request.generated > 1:
+            _accept_drafts(rank, request, speculation.extra(request))
         if request.generated >= request.stop_after:
             finished.append(request)
     if finished:
         release_finished(rank, finished, end_ns)
     return finished
+
+
+def _accept_drafts(rank, request: Request, drafts: int) -> None:
+    """A decode pass under speculation also emits its accepted drafts, at the same time as its base token (a gap
+    of 0 each); their KV is computed, so full blocks they complete become discoverable."""
+    if drafts <= 0:
+        return
+    request.num_computed += drafts
+    request.add_gaps(0, drafts)
+    request.generated += drafts
+    request.num_tokens += drafts
+    held = (len(request.blocks) - rank.state_blocks) * rank.block_size  # (a P/D arrival allocates at its next pass)
+    register(rank, request, min(request.num_computed, held))
 
 
 def release_finished(rank, finished: list[Request], end_ns: int) -> None:

@@ -27,7 +27,7 @@ from .requests import Request
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
-                 "role", "handoff", "admission", "reservation", "misses", "releases")
+                 "role", "handoff", "admission", "reservation", "misses", "releases", "speculation")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -53,6 +53,7 @@ class Rank:
         self.admission = known_sequence  # free blocks a waiting request needs (an engine's capacity policy may differ)
         self.reservation = handoff.as_needed  # free blocks a decode rank needs to take a handoff (likewise)
         self.misses = None  # analysis.miss_classes.MissExplainer, told of each admission when a run asks why
+        self.speculation = None  # speculation.Speculation: decode passes emit accepted drafts too
 
     @property
     def busy(self) -> bool:
@@ -97,6 +98,8 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     rank.pool.advance(request.spec.index)
     limit = (request.num_tokens - 1) // block_size  # the last known token is always recomputed
     hits = rank.pool.match(request.keys, limit)
+    if rank.speculation is not None and hits:  # as vLLM with EAGLE/MTP drafts (and AISimulate for any kind):
+        hits = hits[:-1]  # the last matched block is recomputed, the drafter needs its hidden states
     if not request.tier.preloaded:
         outcome = rank.chain.restore(rank, request, hits, limit)
         if outcome:
@@ -196,11 +199,12 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
     i = 0
     block_size = rank.block_size
     append = items.append
+    lookahead = rank.speculation.lookahead if rank.speculation is not None else 0
     while i < len(running) and budget > 0:
         request = running[i]
         computed = request.num_computed
         new = request.num_tokens - computed
-        if new == 1 and computed % block_size and (computed + 1) // block_size <= request.max_blocks:
+        if new == 1 and not lookahead and computed % block_size and (computed + 1) // block_size <= request.max_blocks:
             append((request, 1))  # a decode inside its last block: nothing to allocate or register
             budget -= 1
             i += 1
@@ -210,7 +214,9 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
         if not rank.chunked and new < request.num_tokens - request.num_computed:
             i += 1
             continue
-        while not _fits(rank, request, request.num_computed + new):
+        # a decode reserves KV for its drafts too (vLLM's lookahead slots)
+        reserve = request.num_computed + new + (min(lookahead, request.stop_after - request.generated - 1) if new == 1 and request.generated else 0)
+        while not _fits(rank, request, reserve):
             victim = running.pop()
             preempt(rank, victim)
             preempted = True
@@ -229,7 +235,11 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
             budget = _admit_waiting(rank, budget, items, now_ns)
     if not items:
         return None
-    return Batch(items, work_of(items))
+    work = work_of(items)
+    if lookahead and work.decode_requests:  # a decode verifies its drafts: 1 + lookahead tokens
+        work = PassWork(work.prefill_chunks, work.decode_requests, work.decode_context,
+                        lookahead * work.decode_requests)
+    return Batch(items, work)
 
 
 def _fits(rank: Rank, request: Request, tokens: int) -> bool:

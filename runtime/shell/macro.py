@@ -47,8 +47,8 @@ def eligible(ranks: list[Rank], batches: list[Batch | None]) -> bool:
             return False
         if (rank.pool.copying or rank.transfers_in_flight) and not _copies_harmless(rank):
             return False
-        if rank.chain.stores_every_pass:
-            return False
+        if rank.chain.stores_every_pass or rank.speculation is not None:
+            return False  # (speculation: each pass's tokens are drawn, so passes are stepped one at a time)
         if batch is not None and (batch.work.prefill_chunks or len(batch.items) != len(rank.running)):
             return False
         if rank.role == "decode" and batch is not None and not all(new for _, new in batch.items):

@@ -18,6 +18,7 @@ class PassWork:
     prefill_chunks: tuple[tuple[int, int], ...] = ()  # (new tokens, tokens already in KV before the chunk)
     decode_requests: int = 0
     decode_context: int = 0  # sum over decoding requests of their context length (prompt + generated)
+    draft_tokens: int = 0  # speculative drafts the decoding requests verify besides their own token
 
     @property
     def prefill_tokens(self) -> int:

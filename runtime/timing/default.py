@@ -89,13 +89,18 @@ def default_timing(inputs) -> Timing:
         ar_s_per_token = ar_s_fixed = 0.0
 
     def timing(work: PassWork) -> int:
-        tokens = work.prefill_tokens + work.decode_requests
+        drafts = work.draft_tokens  # each verified like a decode token over its request's context
+        tokens = work.prefill_tokens + work.decode_requests + drafts
         if tokens == 0:
             return 0
         pairs = work.decode_context + sum(n * (c + n / 2) for n, c in work.prefill_chunks)
+        if drafts:
+            pairs += drafts * work.decode_context / work.decode_requests
         kv_tokens = work.decode_context + sum(c + n for n, c in work.prefill_chunks)
         compute = (flops_per_token * tokens + flops_per_pair * pairs) / flops_per_s
-        memory = weight_s * min(1.0, tokens * active_fraction) + kv_s_per_token * kv_tokens
+        # (drafts read no more weights: AISimulate prices an MTP pass at 1.14x a plain one, not at the
+        # 1 + drafts times more experts a roofline would read for them)
+        memory = weight_s * min(1.0, (tokens - drafts) * active_fraction) + kv_s_per_token * kv_tokens
         seconds = max(compute, memory) + PASS_OVERHEAD_S + ar_s_fixed + ar_s_per_token * tokens
         return seconds_to_ns(seconds)
 

@@ -1,0 +1,199 @@
+"""Speculative decoding in the replay: tokens per decode pass (ngram draws, native MTP), the TPOT and ITL that
+follow under fixed timing, vLLM's lookahead KV and its shorter prefix hit, byte identity across hash seeds, and
+the AISimulate side-by-side numbers of docs/reference-facts.md ("Speculative decoding")."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from kvreplay.runtime.serving.speculation import POSITIONS, STREAM, Speculation
+from kvreplay.runtime.traffic.rng import uniform
+
+from .support import ROOT, output_bytes
+from .test_replay import replay
+
+
+def _config(tmp_path, speculation: str, *, blocks: int = 2000, block_size: int = 64, input_tokens: int = 200,
+            output_tokens: int = 10, cached: int = 128, concurrency: int = 1, requests: int = 2, name="c.yaml"):
+    path = tmp_path / name
+    path.write_text(f"""engine:
+  model: Qwen/Qwen3-32B
+  hardware: h200_sxm
+{speculation}  workers:
+    aggregated:
+      timing: {{type: fixed, prefill_ms: 20.0, decode_ms: 10.0}}
+      kv_cache: {{capacity: {{type: fixed, blocks: {blocks}}}, block_size: {block_size}}}
+traffic:
+  source: {{type: synthetic, input_tokens: {input_tokens}, output_tokens: {output_tokens}, cached_prefix_tokens: {cached}}}
+  load: {{type: concurrency, concurrency: {concurrency}}}
+  stop: {{requests: {requests}}}
+""")
+    return path
+
+
+def _ngram(rates, seed=42):
+    return (f"  speculation: {{kind: ngram, num_speculative_tokens: {len(rates)}, "
+            f"acceptance_rates: {list(rates)}, seed: {seed}}}\n")
+
+
+def _sampler(kind="ngram", rates=(), mean=0.0, seed=42):
+    return Speculation(SimpleNamespace(kind=kind, draft_tokens=max(len(rates), 2), rates=tuple(rates),
+                                       mean_accepted=mean, seed=seed))
+
+
+def test_a_draft_is_accepted_only_after_every_draft_before_it():
+    always, never, first_only = _sampler(rates=(1.0, 1.0)), _sampler(rates=(0.0, 1.0)), _sampler(rates=(1.0, 0.0))
+    assert [always.accepted(i, g) for i in range(3) for g in range(1, 4)] == [2] * 9
+    assert [never.accepted(i, g) for i in range(3) for g in range(1, 4)] == [0] * 9
+    assert [first_only.accepted(i, g) for i in range(3) for g in range(1, 4)] == [1] * 9
+    # the draws are the counter-based generator's, keyed by seed, request index and the pass (`generated`)
+    drawn = _sampler(rates=(0.6, 0.5), seed=7)
+    for index, generated in ((0, 1), (3, 9), (17, 40)):
+        u = [uniform(7, STREAM + index, generated * POSITIONS + p) for p in range(2)]
+        assert drawn.accepted(index, generated) == (0 if u[0] >= 0.6 else 1 if u[1] >= 0.5 else 2)
+
+
+def test_mean_accepted_drafts():
+    ngram = _sampler(rates=(0.8, 0.5, 0.3))
+    draws = [ngram.accepted(i, g) for i in range(200) for g in range(1, 101)]
+    assert sum(draws) / len(draws) == pytest.approx(0.8 + 0.4 + 0.12, abs=0.01)
+    half = _sampler("mtp", mean=0.5)
+    draws = [half.accepted(i, g) for i in range(200) for g in range(1, 101)]
+    assert set(draws) == {0, 1} and sum(draws) / len(draws) == pytest.approx(0.5, abs=0.01)
+    assert {_sampler("mtp", mean=1.0).accepted(i, g) for i in range(50) for g in range(1, 50)} == {1}
+
+
+def test_fixed_acceptance_token_times_and_the_shorter_prefix_hit(tmp_path):
+    """rates [1, 0]: every decode pass emits 2 tokens.  10 output tokens: the prefill pass (20 ms) gives the first,
+    decode passes at 30, 40, 50, 60 give 2 each and the pass at 70 the last one (cut to what is left); so TPOT and
+    ITL are 50 / 9 ms, with a 0 gap after each pass's first token.  The second request shares 128 cached tokens
+    (two 64-token blocks) but reuses one: under speculation the last matched block is recomputed."""
+    summary, records = replay(_config(tmp_path, _ngram([1.0, 0.0])), tmp_path / "out")
+    assert [(r["ttft_ms"], r["e2e_latency_ms"], r["reused_input_tokens"]) for r in records] == [
+        (20.0, 70.0, 0), (20.0, 70.0, 64)]
+    assert [r["itl_ms"] for r in records] == [50 / 9] * 2
+    assert summary["mean_tpot_ms"] == 50 / 9 and summary["min_itl_ms"] == 0.0 and summary["max_itl_ms"] == 10.0
+    assert summary["duration_ms"] == 140.0 and summary["prefix_cache_reused_ratio"] == 0.16
+    # AISimulate, same config: duration 140.0, TPOT 5.5556, min ITL 0, reuse 0.16 (one block less than 0.32)
+    plain, _ = replay(_config(tmp_path, "", name="plain.yaml"), tmp_path / "plain")
+    assert (plain["mean_tpot_ms"], plain["duration_ms"], plain["prefix_cache_reused_ratio"]) == (10.0, 220.0, 0.32)
+
+
+def test_drawn_acceptance_token_times(tmp_path):
+    """One request, rates [0.6, 0.5], seed 7, 12 output tokens: its passes follow the generator's draws.  By hand:
+    the pass starting at 1 token draws (0.433, 0.783): 1 draft accepted, 2 tokens; at 3: (0.040, 0.168), 3
+    tokens; at 6: (0.476, 0.727), 2; at 8: (0.327, 0.009), 3; at 11: (0.468, ...), cut to the 1 token left.
+    Five decode passes: e2e 20 + 5 x 10 = 70 ms, TPOT 50 / 11 ms, six 0-ms gaps."""
+    summary, records = replay(_config(tmp_path, _ngram([0.6, 0.5], seed=7), output_tokens=12, cached=0,
+                                      requests=1), tmp_path / "out")
+    sampler, generated, passes, zeros = _sampler(rates=(0.6, 0.5), seed=7), 1, 0, 0
+    while generated < 12:
+        kept = min(12 - generated - 1, sampler.accepted(0, generated))
+        generated, passes, zeros = generated + 1 + kept, passes + 1, zeros + kept
+    assert records[0]["e2e_latency_ms"] == 20.0 + 10.0 * passes
+    assert summary["mean_tpot_ms"] == 10.0 * passes / 11
+    assert (passes, zeros) == (5, 6) and records[0]["e2e_latency_ms"] == 70.0
+
+
+def test_lookahead_slots_set_the_preemptions(tmp_path):
+    """60 blocks of 16 tokens, 4 concurrent 200+100-token requests, rates [1, 1]: each decode reserves KV for its
+    two drafts, which is what makes these requests preempted and readmitted where AISimulate readmits them."""
+    config = _config(tmp_path, _ngram([1.0, 1.0]), blocks=60, block_size=16, output_tokens=100, cached=0,
+                     concurrency=4, requests=12)
+    summary, records = replay(config, tmp_path / "out")
+    histories = sorted(tuple(a["reused_input_tokens"] for a in r["admission_history"]) for r in records)
+    # AISimulate's requests.jsonl, same config
+    assert histories == sorted([(0,)] * 7 + [(0, 32), (0, 96), (0, 160), (0, 176, 48)] + [(0,)])
+    assert summary["mean_tpot_ms"] == pytest.approx(4.0488, abs=1e-4)  # AISimulate 4.0741 (its passes start 10 ms
+    # later after a completion with or without speculation)
+
+
+def test_native_mtp_halves_tpot(tmp_path):
+    """DeepSeek-V3, `nextn: 2, nextn_accepted: 1.0`, default timing: every decode pass emits 2 tokens, and costs
+    about what a plain pass costs (drafts add compute, no weight reads), so TPOT and duration fall to about half."""
+    def run(nextn: str, name: str):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(f"""engine:
+  model: deepseek-ai/DeepSeek-V3
+  hardware: h200_sxm
+{nextn}  workers:
+    aggregated:
+      parallelism: {{tensor: 8, moe_expert: 8}}
+      kv_cache: {{capacity: {{type: fixed, blocks: 2000}}, block_size: 64}}
+traffic:
+  source: {{type: synthetic, input_tokens: 200, output_tokens: 101, cached_prefix_tokens: 128}}
+  load: {{type: concurrency, concurrency: 1}}
+  stop: {{requests: 2}}
+""")
+        return replay(path, tmp_path / name)[0]
+
+    plain, mtp = run("", "plain"), run("  nextn: 2\n  nextn_accepted: 1.0\n", "mtp")
+    assert mtp["min_itl_ms"] == 0.0 and plain["min_itl_ms"] > 0
+    assert 0.5 <= mtp["mean_tpot_ms"] / plain["mean_tpot_ms"] < 0.51
+    assert 0.5 < mtp["duration_ms"] / plain["duration_ms"] < 0.56
+    # AISimulate (its own step times): TPOT 14.276 -> 8.165 ms, duration 2929 -> 1713 ms
+    assert mtp["prefix_cache_reused_ratio"] == 0.16 and plain["prefix_cache_reused_ratio"] == 0.32
+
+
+def test_side_by_side_drawn_ngram(tmp_path):
+    """200 requests of 1000 + 200 tokens (512 shared), concurrency 8, rates [0.8, 0.5, 0.3]: AISimulate draws from
+    its own generator, so only the means agree: its duration 25,470 ms, TPOT 4.9005 ms, reuse 0.44576."""
+    config = _config(tmp_path, _ngram([0.8, 0.5, 0.3]), blocks=4000, input_tokens=1000, output_tokens=200,
+                     cached=512, concurrency=8, requests=200)
+    summary, _ = replay(config, tmp_path / "out")
+    assert (summary["duration_ms"], summary["prefix_cache_reused_ratio"]) == (25620.0, 0.44576)
+    assert summary["duration_ms"] / 25470.0 - 1 < 0.01
+    assert abs(summary["mean_tpot_ms"] / 4.900502512562811 - 1) < 0.01
+
+
+def test_byte_identical_across_hash_seeds_and_single_stepping(tmp_path):
+    config = _config(tmp_path, _ngram([0.8, 0.5, 0.3]), input_tokens=300, output_tokens=40, concurrency=4,
+                     requests=16)
+    outputs = set()
+    for seed in ("0", "77"):
+        out = tmp_path / f"out{seed}"
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        subprocess.run([sys.executable, "-m", "kvreplay", "predict", "-c", str(config), "--output-dir", str(out),
+                        "--capture-per-request", "--no-progress"], env=env, cwd=ROOT, capture_output=True, check=True)
+        outputs.add(output_bytes(out))
+    replay(config, tmp_path / "single", "--single-step")
+    outputs.add(output_bytes(tmp_path / "single"))
+    assert len(outputs) == 1
+
+
+def test_disaggregated_decode_speculates_and_the_prefill_hit_is_one_block_shorter(tmp_path):
+    """P/D, rates [1, 0]: the decode worker emits 2 tokens a pass; the prefill worker's hit of a 256-token cached
+    prefix is 192 tokens.  AISimulate, same config: TPOT 10.0 -> 5.0 ms, reuse 0.2304 -> 0.1728 (it counts the
+    KV transfer in TTFT, kvreplay in the first decode gap, with or without speculation)."""
+    def run(speculation: str, name: str):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(f"""engine:
+  mode: disaggregated
+  model: Qwen/Qwen3-32B
+  hardware: h100_sxm
+{speculation}  kv_transfer: {{bandwidth_gb_per_second: 50.0, timing_mode: destination_missing}}
+  workers:
+    prefill:
+      parallelism: {{tensor: 2}}
+      timing: {{type: fixed, prefill_ms: 20.0, decode_ms: 10.0}}
+      kv_cache: {{capacity: {{type: fixed, blocks: 3000}}, block_size: 64}}
+    decode:
+      parallelism: {{tensor: 4}}
+      timing: {{type: fixed, prefill_ms: 20.0, decode_ms: 10.0}}
+      kv_cache: {{capacity: {{type: fixed, blocks: 3000}}, block_size: 64}}
+traffic:
+  source: {{type: synthetic, input_tokens: 1000, output_tokens: 51, cached_prefix_tokens: 256}}
+  load: {{type: constant_rate, requests_per_second: 2.0}}
+  stop: {{requests: 10}}
+""")
+        return replay(path, tmp_path / name)[0]
+
+    plain, spec = run("", "plain"), run(_ngram([1.0, 0.0]), "spec")
+    assert (plain["prefix_cache_reused_ratio"], spec["prefix_cache_reused_ratio"]) == (0.2304, 0.1728)
+    assert spec["min_itl_ms"] == 0.0
+    assert spec["mean_tpot_ms"] == pytest.approx(5.0807, abs=1e-4) and plain["mean_tpot_ms"] == pytest.approx(10.2375, abs=1e-4)
+    assert abs(spec["duration_ms"] / 4782.01326592 - 1) < 0.01
