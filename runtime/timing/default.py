@@ -53,40 +53,40 @@ from __future__ import annotations
 from ..virtual_time import seconds_to_ns
 from . import PassWork, Timing
 
-# "high": bf16/fp16 weights; "low": block-scaled fp8/fp4 weights, whose kernels reach a smaller share of peak
-E_COMPUTE = {"high": 0.80, "low": 0.52}
-E_WEIGHTS = {"high": 0.75, "low": 0.50}
-E_KV = 0.60
-PASS_OVERHEAD_S = 0.5e-3
-AR_LATENCY_S = 10e-6
-ACTIVATION_BYTES = 2  # all-reduced hidden states are bf16 whatever the weights are
+ACTIVATION_BYTES = 2  # all-reduced and dispatched hidden states are bf16 whatever the weights are
 
 
 def default_timing(inputs) -> Timing:
     """The roofline provider of a plan's roofline record."""
-    tp = inputs.tensor
-    precision = "low" if inputs.low_precision else "high"
+    tp, terms = inputs.tensor, inputs.terms
     layers = inputs.num_layers
-    heads = inputs.attention_heads
-    head_dim = inputs.head_dim
     active = inputs.active_params
 
     flops_per_token = 2 * active / tp
-    flops_per_pair = 4 * inputs.attention_layers * heads * head_dim / tp
-    flops_per_s = inputs.peak_flops * E_COMPUTE[precision]
+    flops_per_pair = 4 * inputs.attention_layers * inputs.attention_heads * inputs.head_dim / tp
+    flops_per_s = inputs.peak_flops * terms.compute_efficiency
     hbm = inputs.memory_bandwidth_gbps * 1e9
-    weight_bytes = inputs.weight_bytes
-    active_fraction = active / inputs.params
-    weight_s = weight_bytes / (hbm * E_WEIGHTS[precision])
-    kv_s_per_token = inputs.kv_bytes_per_token / (hbm * E_KV)
-    if tp > 1 and inputs.nvlink_bandwidth_gbps:
+    weight_s = inputs.weight_bytes / (hbm * terms.weight_efficiency)
+    routed = inputs.routed_weight_fraction
+    kv_s_per_token = inputs.kv_bytes_per_token / (hbm * terms.kv_efficiency)
+    nvlink = (inputs.nvlink_bandwidth_gbps or 0) * 1e9
+    if tp > 1 and nvlink:
         # hardware with no GPU-to-GPU figure (opal's worker.hw: tflops, mem_bw_TBps, tp) is timed as opal's
         # roofline times it: tensor parallelism divides the work, with no all-reduce term
-        ar_s_per_token = 2 * layers * inputs.hidden_size * ACTIVATION_BYTES * 2 * (tp - 1) / tp \
-            / (inputs.nvlink_bandwidth_gbps * 1e9)
-        ar_s_fixed = 2 * layers * AR_LATENCY_S
+        ar_s_per_token = 2 * layers * inputs.hidden_size * ACTIVATION_BYTES * 2 * (tp - 1) / tp / nvlink
+        ar_s_fixed = 2 * layers * terms.all_reduce_latency_s
     else:
         ar_s_per_token = ar_s_fixed = 0.0
+    ep = inputs.expert_parallel
+    if ep > 1 and nvlink:
+        # every rank holds every token (tensor-parallel attention) and sends each to its k experts and back
+        a2a_s_per_token = inputs.moe_layers * 2 * inputs.experts_per_token * inputs.hidden_size * ACTIVATION_BYTES \
+            * (ep - 1) / ep / (nvlink * terms.all_to_all_efficiency)
+    else:
+        a2a_s_per_token = 0.0
+    fixed_s = terms.pass_overhead_s + layers * terms.layer_overhead_s \
+        + inputs.moe_layers * terms.moe_layer_overhead_s + ar_s_fixed
+    miss = 1 - inputs.experts_per_token / inputs.experts if inputs.experts else 0.0
 
     def timing(work: PassWork) -> int:
         tokens = work.prefill_tokens + work.decode_requests
@@ -95,9 +95,10 @@ def default_timing(inputs) -> Timing:
         pairs = work.decode_context + sum(n * (c + n / 2) for n, c in work.prefill_chunks)
         kv_tokens = work.decode_context + sum(c + n for n, c in work.prefill_chunks)
         compute = (flops_per_token * tokens + flops_per_pair * pairs) / flops_per_s
-        memory = weight_s * min(1.0, tokens * active_fraction) + kv_s_per_token * kv_tokens
-        seconds = max(compute, memory) + PASS_OVERHEAD_S + ar_s_fixed + ar_s_per_token * tokens
+        # routed experts: a token picks k of E, so T tokens leave a (1 - k/E)^T share of them unread
+        touched = 1 - routed * miss ** tokens
+        memory = weight_s * touched + kv_s_per_token * kv_tokens
+        seconds = max(compute, memory) + fixed_s + (ar_s_per_token + a2a_s_per_token) * tokens
         return seconds_to_ns(seconds)
 
     return timing
-
