@@ -27,12 +27,12 @@ KV_DTYPE_BY_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}
 # (docs/reference-facts.md, "Default timing per backend"): efficiencies per weight precision ("high": bf16/fp16,
 # "low": block-scaled fp8/fp4), fixed costs in seconds.  The backends share the shape; only these numbers differ.
 BACKEND_TERMS = {
-    "vllm": {"compute": {"high": 0.80, "low": 0.52}, "weights": {"high": 0.75, "low": 0.50}, "kv": 0.60,
-             "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 150e-6, "all_reduce": 10e-6, "all_to_all": 0.9},
-    "sglang": {"compute": {"high": 0.80, "low": 0.52}, "weights": {"high": 0.75, "low": 0.50}, "kv": 0.60,
-               "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 150e-6, "all_reduce": 10e-6, "all_to_all": 0.9},
-    "trtllm": {"compute": {"high": 0.80, "low": 0.52}, "weights": {"high": 0.75, "low": 0.50}, "kv": 0.60,
-               "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 150e-6, "all_reduce": 10e-6, "all_to_all": 0.9},
+    "vllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60,
+             "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 165e-6, "all_reduce": 10e-6, "all_to_all": 0.8},
+    "sglang": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60,
+               "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 103e-6, "all_reduce": 10e-6, "all_to_all": 0.9},
+    "trtllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60,
+               "pass": 0.75e-3, "layer": 37e-6, "moe_layer": 30e-6, "all_reduce": 10e-6, "all_to_all": 1.25},
 }
 # the share of the hopper-relative GEMM efficiency each architecture's measured kernels reach at its catalog peak
 ARCHITECTURE_COMPUTE = {"blackwell": 0.75}
