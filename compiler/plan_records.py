@@ -43,6 +43,7 @@ class RooflineTerms:
     """The calibrated terms of one backend on one GPU architecture at one weight precision (timing_inputs.py)."""
 
     compute_efficiency: float  # share of the tensor-core peak GEMMs reach
+    attention_efficiency: float  # share of the bf16 tensor-core peak attention kernels reach
     weight_efficiency: float  # share of HBM bandwidth weight reads reach
     kv_efficiency: float  # share of HBM bandwidth KV reads reach
     pass_overhead_s: float  # scheduler, sampling, launch per pass
@@ -66,6 +67,7 @@ class RooflineTiming:
     active_params: float  # parameters one token passes through
     low_precision: bool  # block-scaled fp8/fp4 weights
     peak_flops: float  # tensor-core FLOP/s at the weight precision
+    attention_peak_flops: float  # bf16 tensor-core FLOP/s (attention runs in bf16 whatever the weights are)
     memory_bandwidth_gbps: float
     nvlink_bandwidth_gbps: float | None  # only read when tensor > 1
     weight_bytes: float  # weights a forward reads per GPU (no input embedding table)

@@ -27,11 +27,11 @@ KV_DTYPE_BY_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}
 # (docs/reference-facts.md, "Default timing per backend"): efficiencies per weight precision ("high": bf16/fp16,
 # "low": block-scaled fp8/fp4), fixed costs in seconds.  The backends share the shape; only these numbers differ.
 BACKEND_TERMS = {
-    "vllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60,
+    "vllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60, "attention": 0.65,
              "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 165e-6, "all_reduce": 10e-6, "all_to_all": 0.8},
-    "sglang": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60,
+    "sglang": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60, "attention": 0.56,
                "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 103e-6, "all_reduce": 10e-6, "all_to_all": 0.9},
-    "trtllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60,
+    "trtllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.68}, "kv": 0.60, "attention": 0.60,
                "pass": 0.75e-3, "layer": 37e-6, "moe_layer": 30e-6, "all_reduce": 10e-6, "all_to_all": 1.25},
 }
 # the share of the hopper-relative GEMM efficiency each architecture's measured kernels reach at its catalog peak
@@ -43,6 +43,7 @@ def roofline_terms(backend: str, architecture: str | None, low_precision: bool) 
     precision = "low" if low_precision else "high"
     return RooflineTerms(
         compute_efficiency=t["compute"][precision] * ARCHITECTURE_COMPUTE.get(architecture, 1.0),
+        attention_efficiency=t["attention"],
         weight_efficiency=t["weights"][precision], kv_efficiency=t["kv"], pass_overhead_s=t["pass"],
         layer_overhead_s=t["layer"], moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"],
         all_to_all_efficiency=t["all_to_all"])
@@ -96,7 +97,8 @@ def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_d
         tensor=tensor, num_layers=layers, attention_layers=model.get("kv_layers", layers), attention_heads=heads,
         head_dim=model.get("head_dim") or model["hidden_size"] // heads, hidden_size=model["hidden_size"],
         params=model["params"], active_params=active_params(model), low_precision=dtype in LOW_PRECISION,
-        peak_flops=peak_flops(hardware, dtype), memory_bandwidth_gbps=hardware["memory_bandwidth_gbps"],
+        peak_flops=peak_flops(hardware, dtype),
+        attention_peak_flops=peak_flops(hardware, "bfloat16"), memory_bandwidth_gbps=hardware["memory_bandwidth_gbps"],
         nvlink_bandwidth_gbps=hardware.get("nvlink_bandwidth_gbps"),
         weight_bytes=decode_weight_bytes(model, tensor),
         kv_bytes_per_token=native_bytes_per_token(model, KV_DTYPE_BY_BYTES[kv_dtype_bytes], tensor))

@@ -65,6 +65,7 @@ def default_timing(inputs) -> Timing:
     flops_per_token = 2 * active / tp
     flops_per_pair = 4 * inputs.attention_layers * inputs.attention_heads * inputs.head_dim / tp
     flops_per_s = inputs.peak_flops * terms.compute_efficiency
+    attention_flops_per_s = inputs.attention_peak_flops * terms.attention_efficiency
     hbm = inputs.memory_bandwidth_gbps * 1e9
     weight_s = inputs.weight_bytes / (hbm * terms.weight_efficiency)
     routed = inputs.routed_weight_fraction
@@ -94,7 +95,7 @@ def default_timing(inputs) -> Timing:
             return 0
         pairs = work.decode_context + sum(n * (c + n / 2) for n, c in work.prefill_chunks)
         kv_tokens = work.decode_context + sum(c + n for n, c in work.prefill_chunks)
-        compute = (flops_per_token * tokens + flops_per_pair * pairs) / flops_per_s
+        compute = flops_per_token * tokens / flops_per_s + flops_per_pair * pairs / attention_flops_per_s
         # routed experts: a token picks k of E, so T tokens leave a (1 - k/E)^T share of them unread
         touched = 1 - routed * miss ** tokens
         memory = weight_s * touched + kv_s_per_token * kv_tokens
