@@ -28,11 +28,11 @@ KV_DTYPE_BY_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}
 # "low": block-scaled fp8/fp4), fixed costs in seconds.  The backends share the shape; only these numbers differ.
 BACKEND_TERMS = {
     "vllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60, "attention": 0.65,
-             "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 165e-6, "all_reduce": 10e-6, "all_to_all": 0.8},
+             "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 154e-6, "all_reduce": 10e-6, "all_to_all": 0.8},
     "sglang": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60, "attention": 0.56,
-               "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 103e-6, "all_reduce": 10e-6, "all_to_all": 0.9},
+               "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 92e-6, "all_reduce": 10e-6, "all_to_all": 0.9},
     "trtllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.68}, "kv": 0.60, "attention": 0.60,
-               "pass": 0.75e-3, "layer": 37e-6, "moe_layer": 30e-6, "all_reduce": 10e-6, "all_to_all": 1.25},
+               "pass": 0.75e-3, "layer": 37e-6, "moe_layer": 20e-6, "all_reduce": 10e-6, "all_to_all": 1.25},
 }
 # the share of the hopper-relative GEMM efficiency each architecture's measured kernels reach at its catalog peak
 ARCHITECTURE_COMPUTE = {"blackwell": 0.75}
@@ -88,12 +88,13 @@ def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_d
         raise ValueError(f"unknown backend {backend!r}")
     dtype = model.get("weight_dtype", "bfloat16")
     layers, heads = model["num_layers"], model["num_attention_heads"]
-    routed = routed_params(model) if model.get("experts_per_token") else 0.0
+    # the routed experts' share of the weights, as the active parameters imply it: active = P(1 - f) + P f k/E
+    experts, per_token = model.get("num_experts", 0), model.get("experts_per_token", 0)
+    routed = (1 - active_params(model) / model["params"]) / (1 - per_token / experts) if per_token else 0.0
     return RooflineTiming(
         terms=roofline_terms(backend, hardware.get("architecture"), dtype in LOW_PRECISION),
-        moe_layers=layers if routed else 0, experts=model.get("num_experts", 0) if routed else 0,
-        experts_per_token=model.get("experts_per_token", 0) if routed else 0,
-        routed_weight_fraction=routed / model["params"], expert_parallel=expert_parallel,
+        moe_layers=layers if routed else 0, experts=experts if routed else 0,
+        experts_per_token=per_token if routed else 0, routed_weight_fraction=routed, expert_parallel=expert_parallel,
         tensor=tensor, num_layers=layers, attention_layers=model.get("kv_layers", layers), attention_heads=heads,
         head_dim=model.get("head_dim") or model["hidden_size"] // heads, hidden_size=model["hidden_size"],
         params=model["params"], active_params=active_params(model), low_precision=dtype in LOW_PRECISION,
