@@ -29,7 +29,7 @@ KV_DTYPE_BY_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}
 BACKEND_TERMS = {
     "vllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60, "attention": 0.65,
              "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 154e-6, "all_reduce": 10e-6, "all_to_all": 0.8},
-    "sglang": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60, "attention": 0.56,
+    "sglang": {"compute": {"high": 0.80, "low": 0.58}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60, "attention": 0.56,
                "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 92e-6, "all_reduce": 10e-6, "all_to_all": 0.9},
     "trtllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.68}, "kv": 0.60, "attention": 0.60,
                "pass": 0.75e-3, "layer": 37e-6, "moe_layer": 20e-6, "all_reduce": 10e-6, "all_to_all": 1.25},
