@@ -24,7 +24,7 @@ and dispatch per MoE layer (``moe_layer_overhead``, vLLM's far larger than Tenso
 all-to-all to the experts' GPUs (every rank holds every token under tensor-parallel attention), expert
 weights read only where tokens go, attention at the bf16 rate whatever the weights are, and Blackwell's
 GEMMs reaching a smaller share of their catalog peak.  Pipeline parallelism is not modelled: a pass is
-one rank's whole forward; nor are links between nodes (a TP16 Kimi K3 is about 3.5x too fast).
+one rank's whole forward; nor are links between nodes (a TP16 Kimi K3 is about 3x too fast).
 """
 from __future__ import annotations
 
