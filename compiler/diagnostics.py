@@ -38,6 +38,8 @@ class Diagnostic:
     source: str = ""
     severity: str = "error"
     named_by: NamedBy | None = None
+    labels: tuple[tuple[str, Span], ...] = ()  # secondary places in the same file, each with what it is
+    at_key: bool = False  # a rule's: a mapping or list it blames is shown at its key (`host_offload:`), not inside
 
     @property
     def dotted(self) -> str:
@@ -95,7 +97,8 @@ def locate(diagnostics: Iterable[Diagnostic], spans: SpanTable | None, source: s
     for d in diagnostics:
         span = d.span
         if span is None and spans is not None:
-            span = spans.find(d.pointer, key=d.code.startswith("SCHEMA-UNKNOWN"))
+            key = d.code.startswith("SCHEMA-UNKNOWN") or (d.at_key and spans.is_collection(d.pointer))
+            span = spans.find(d.pointer, key=key)
         named_by = d.named_by
         if named_by is not None and named_by.span is None and spans is not None:
             named_span = spans.find(named_by.pointer)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from .diagnostics import CompileError, Diagnostic, locate
-from .load import MAX_BYTES, load_bytes, read_bounded
+from .load import load_bytes, read_bounded, size_limit
 from .passes import defaults, frontend, geometry, opal_stages, plan, resolve, rules, traces, validate
 from .passes.plan import Plan
 from .spec import Spec
@@ -84,7 +84,7 @@ def compile_bytes(data: bytes, source: str = "<input>", overrides: Sequence[str]
 def compile_file(path: str | Path, overrides: Sequence[str] = ()) -> CompileResult:
     path = Path(path)
     try:
-        data = read_bounded(path, MAX_BYTES)
+        data = read_bounded(path, size_limit(path))
     except OSError as error:
         diagnostic = Diagnostic("LOAD-FILE", "", f"cannot read the file: {error.strerror or error}",
                                 "check the path and permissions")

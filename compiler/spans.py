@@ -58,6 +58,12 @@ class SpanTable:
                 return Span(1, 1)
             current = current.rsplit("/", 1)[0]
 
+    def is_collection(self, pointer: str) -> bool:
+        """Whether `pointer` was written as a mapping or a list (something below it has a position)."""
+        self._ensure()
+        inside = pointer + "/"
+        return any(p.startswith(inside) for p in self._values)
+
     def with_overrides(self, extra: Mapping[str, Span]) -> "SpanTable":
         self._ensure()
         values = dict(self._values)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from itertools import islice
 
+from . import work_time
 from .diagnostics import Diagnostic
 from .opal_records import RateStage, TraceStage
 from .plan_records import ReplayPlan, RequestListSource, SessionSource, SyntheticSource, TraceSource
@@ -97,6 +98,12 @@ def estimate(plan: ReplayPlan) -> tuple[int, str, str]:
     steps = -(-prompt // block) + output + ranks * WORK_PER_RANK
     words = (f"{count:,} requests: {short(prompt)} prompt tokens in {block}-token blocks, {short(output)} output "
              f"tokens; {ranks:,} rank{'s' * (ranks != 1)}")
+    timed, timed_words, timed_pointer = work_time.per_second_work(plan, prompt, output)
+    if timed_pointer is not None:  # an opal run: its outputs and checks grow with its virtual time too
+        words += f"; {timed_words}"
+        if timed > steps:
+            pointer = timed_pointer
+        steps += timed
     return steps, words, pointer
 
 
@@ -105,10 +112,14 @@ def check(plan: ReplayPlan, limit: int) -> list[Diagnostic]:
     steps, words, pointer = estimate(plan)
     if steps <= limit:
         return []
+    field = pointer.rsplit("/", 1)[-1]
+    advice = f"or check `{field}`: a value this small makes the run span that much virtual time" \
+        if field in work_time.SLOW_FIELDS else \
+        "or ask for fewer or shorter requests"
     return [Diagnostic(CODE, pointer, f"the replay would take about {short(steps)} steps ({words}), more than "
                        f"the work limit of {short(limit)} steps",
                        f"pass `--max-work {_round_up(steps)}` if a run this long is meant (roughly a million steps "
-                       "a second), or ask for fewer or shorter requests")]
+                       f"a second), {advice}")]
 
 
 def short(amount: int) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import Sequence
 
 import orjson
@@ -21,6 +20,7 @@ from .compiler.passes.plan import canonical_json
 from .compiler.pipeline import CompileResult, compile_file
 from .compiler.rules import all_rules
 from .schema import schema_text
+from .whole_file import write_whole
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -78,7 +78,7 @@ def cmd_compile(args) -> int:
         data = result.plan.canonical_json()
     if args.output:
         try:
-            Path(args.output).write_bytes(data)
+            write_whole(args.output, data)  # (a temporary name until complete: an interrupted run leaves none)
         except OSError as error:
             sys.stderr.write(f"kvreplay: cannot write {args.output}: {error.strerror or error}\n")
             return EXIT_INVALID

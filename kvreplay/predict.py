@@ -19,6 +19,7 @@ from .runtime.outputs import metrics, opal_run, sections, timeline
 from .runtime.outputs.record_spool import RecordSpool
 from .runtime.outputs.request_log import RequestLog
 from .runtime.build import ReplayUnsupported, build
+from .runtime.analysis.explain import Explanation
 
 EXIT_OK, EXIT_RUN, EXIT_CONFIG = 0, 1, 2
 DEFAULT_OUTPUT = "kvreplay-output"
@@ -33,21 +34,36 @@ def add_arguments(p, config_required: bool = True) -> None:
                    help="where prediction.json (and requests.jsonl, kv-events.jsonl; opal's files for an opal config) "
                         "go (default: ./kvreplay-output; for an opal config, opal's simulation-runs/sim-<time>/)")
     p.add_argument("--overwrite", action="store_true", help="replace outputs already in --output-dir")
-    p.add_argument("--format", choices=("table", "json"), default="table", help="what stdout shows")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="what stdout shows: a table (default) or the summary as JSON")
     p.add_argument("--capture-per-request", action="store_true", help="also write requests.jsonl")
     p.add_argument("--capture-kv-events", action="store_true",
                    help="also write kv-events.jsonl (Stored/Removed block events per DP rank)")
-    p.add_argument("--capture-timeline", nargs="?", type=float, const=timeline.DEFAULT_INTERVAL_MS, default=None,
+    p.add_argument("--capture-timeline", nargs="?", type=interval_ms, const=timeline.DEFAULT_INTERVAL_MS, default=None,
                    metavar="MS", help="also write timeline.jsonl: G1, tiers, batch, queue and preemptions sampled "
                    f"every MS of virtual time (default {timeline.DEFAULT_INTERVAL_MS:g}); passes run one at a time")
     p.add_argument("--report", action="store_true", help="also write report.html (implies --capture-per-request "
                    "and --capture-timeline)")
+    p.add_argument("--explain-misses", action="store_true",
+                   help="also say why each missed prompt token was not reused (summary and requests.jsonl: "
+                        "miss_classes) and add the one-pass LRU miss-ratio curve (miss_ratio_curve)")
     p.add_argument("--single-step", action="store_true", help="advance one scheduler pass at a time (checking)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on a terminal")
     p.add_argument("--max-work", type=work_amount, default=work.DEFAULT_MAX_WORK, metavar="STEPS",
                    help="refuse a replay estimated to take more steps than this (prompt blocks plus output "
-                        f"tokens over all requests, e.g. 5e9; default {work.short(work.DEFAULT_MAX_WORK)}, some "
-                        "minutes of replay)")
+                        "tokens over all requests, and for an opal config its steps per second of virtual time; "
+                        f"e.g. 5e9; default {work.short(work.DEFAULT_MAX_WORK)}, some minutes of replay)")
+
+
+def interval_ms(text: str) -> float:
+    """`--capture-timeline MS`: a positive number of milliseconds of virtual time (at most a year)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of milliseconds") from None
+    if not 0 < value <= 3.2e10:
+        raise argparse.ArgumentTypeError(f"{text!r} is not between 0 and a year (3.2e10 ms), 0 excluded")
+    return value
 
 
 def work_amount(text: str) -> int:
@@ -96,6 +112,8 @@ def run(args, config: str | None = None) -> int:
         sys.stderr.write(report.text_report([replace(result, diagnostics=locate(too_much, result.spec.spans,
                                                                                    result.source))]))
         return EXIT_CONFIG
+    if args.report and args.capture_timeline is None:
+        args.capture_timeline = timeline.DEFAULT_INTERVAL_MS
     destination = Path(args.output_dir or (opal_run.default_folder() if plan.opal is not None else DEFAULT_OUTPUT))
     if not args.overwrite and outputs.existing(destination):
         sys.stderr.write(f"kvreplay: {outputs.existing(destination)[0]} exists; pass --overwrite or "
@@ -112,11 +130,6 @@ def run(args, config: str | None = None) -> int:
         sys.stderr.write(f"kvreplay: {error}\n")
         return EXIT_CONFIG
     kv_log = replay.capture_kv_events() if args.capture_kv_events else None
-    if args.report and args.capture_timeline is None:
-        args.capture_timeline = timeline.DEFAULT_INTERVAL_MS
-    if args.capture_timeline is not None and not args.capture_timeline > 0:
-        sys.stderr.write(f"kvreplay: --capture-timeline {args.capture_timeline:g}: the interval must be positive\n")
-        return EXIT_CONFIG
     samples = timeline.Timeline.attach(replay, args.capture_timeline) if args.capture_timeline is not None else None
     ledger = opal_run.attach_ledger(replay) if plan.opal is not None else None
     capture = args.capture_per_request or plan.record_per_request or args.report
@@ -126,11 +139,12 @@ def run(args, config: str | None = None) -> int:
         progress = Progress(replay.traffic.request_limit)
         replay.on_progress = progress
     spool = None
+    explanation = Explanation(replay) if getattr(args, "explain_misses", False) else None
     try:
         if capture:
             spool = RecordSpool(outputs.partial_path(destination, "requests.jsonl"), record_of)
         # (opal's per-stage outputs read every request; other runs keep none: memory follows the requests in flight)
-        replay.log = RequestLog(keep=plan.opal is not None, spool=spool)
+        replay.log = (explanation.log if explanation else RequestLog)(keep=plan.opal is not None, spool=spool)
         replay.run()
         end_ns = replay.close()
     except outputs.OutputError as error:  # requests.jsonl could not be written as the requests ended
@@ -145,15 +159,20 @@ def run(args, config: str | None = None) -> int:
             progress.close()
     summary = metrics.summary(replay.log, end_ns, plan.eviction_policy, cut=replay.stopped_at is not None)
     summary.update(sections.summary_sections(replay))
+    if explanation:
+        summary.update(explanation.sections(replay, summary))
     opal_files = None
     if ledger is not None:
         ledger.close()
         summary["stages"], opal_files = opal_run.opal_outputs(replay, plan.opal, ledger, end_ns, str(destination))
     prediction = {"summary": summary, "kvreplay_plan_version": plan.plan_version}
     try:
+        spooled = spool.finish() if spool else None
+        if explanation and spooled:
+            explanation.complete_records(spooled)
         outputs.write(destination, prediction, {"kv-events.jsonl": kv_log.records if kv_log else None,
                                                 "timeline.jsonl": samples.close(end_ns) if samples else None},
-                      args.overwrite, opal_files, {"requests.jsonl": spool.finish()} if spool else None)
+                      args.overwrite, opal_files, {"requests.jsonl": spooled} if spool else None)
     except outputs.OutputExists as error:
         sys.stderr.write(f"kvreplay: {error}\n")
         return EXIT_CONFIG

@@ -14,17 +14,42 @@ from typing import Iterable
 import orjson
 
 from .compiler.diagnostics import Diagnostic
-from .compiler.load import MAX_BYTES, read_bounded
+from .compiler.load import read_bounded, size_limit
 from .compiler.pipeline import CompileResult
 
+QUOTE_WIDTH = 160  # characters of a long source line quoted around the caret
 
-@lru_cache(maxsize=64)
-def _source_lines(path: str) -> tuple[str, ...]:
+
+@lru_cache(maxsize=8)
+def _source(path: str) -> bytes:
     try:
-        data = read_bounded(path, MAX_BYTES)  # (a source quoted from is never read past the loader's limit)
-        return tuple(data[:MAX_BYTES].decode("utf-8", errors="replace").splitlines())
+        return read_bounded(path, size_limit(path))  # (a source quoted from is never read past the loader's limit)
     except OSError:
-        return ()
+        return b""
+
+
+def source_line(path: str, line: int) -> str | None:
+    """Line `line` (1-based) of the file at `path`, or None; only the lines up to it are split off (a diagnostic
+    about the first line of a 60 MB file must not decode all of it)."""
+    data, start = _source(path), 0
+    for _ in range(line - 1):
+        start = data.find(b"\n", start) + 1
+        if start == 0:
+            return None
+    if line < 1 or start >= len(data):
+        return None
+    end = data.find(b"\n", start)
+    return data[start:end if end >= 0 else len(data)].rstrip(b"\r").decode("utf-8", errors="replace")
+
+
+def _quote(text: str, col: int, width: int = QUOTE_WIDTH) -> tuple[str, int]:
+    """`text` cut to about `width` characters around column `col` (1-based), and the caret's column in the cut."""
+    if len(text) <= width:
+        return text, col
+    start = max(0, min(col - 1 - width // 2, len(text) - width))
+    cut = text[start:start + width]
+    prefix = "..." if start else ""
+    return prefix + cut + ("..." if start + width < len(text) else ""), col - start + len(prefix)
 
 
 def _position(d: Diagnostic) -> str:
@@ -36,11 +61,17 @@ def format_diagnostic(d: Diagnostic, context: bool = True) -> str:
     path = f" {d.dotted}:" if d.pointer else ""
     lines = [f"{_position(d)}: {d.severity}[{d.code}]{path} {d.message}"]
     if context and d.span and d.span.line and not d.span.source:
-        source = _source_lines(d.source)
-        if 0 < d.span.line <= len(source):
-            text = source[d.span.line - 1]
+        text = source_line(d.source, d.span.line)
+        if text is not None:
+            text, col = _quote(text, d.span.col)
             lines.append(f"    {text}")
-            lines.append("    " + " " * (d.span.col - 1) + "^")
+            lines.append("    " + " " * (col - 1) + "^")
+    for label, span in d.labels:  # (secondary places: where an unclosed bracket or quote was opened)
+        lines.append(f"  note: {label}: {d.source}:{span}")
+        text = source_line(d.source, span.line) if context else None
+        if text is not None:
+            text, col = _quote(text, span.col)
+            lines.extend([f"    {text}", "    " + " " * (col - 1) + "^"])
     if d.named_by is not None:
         lines.append(f"  note: named by {_position(d.named_by)}: {d.named_by.dotted}")
     if d.hint:
@@ -78,6 +109,8 @@ def diagnostic_dict(d: Diagnostic) -> dict:
            "line": span.line if span else 0, "column": span.col if span else 0,
            "origin": span.source if span and span.source else None,
            "path": d.dotted if d.pointer else "", "pointer": d.pointer, "message": d.message, "hint": d.hint}
+    if d.labels:  # (only where there are some, so other reports keep their shape)
+        out["labels"] = [{"label": label, "line": span.line, "column": span.col} for label, span in d.labels]
     if d.named_by is not None:  # only for a file the config names, so other reports keep their shape
         named = d.named_by.span
         out["named_by"] = {"file": d.named_by.source, "line": named.line if named else 0,

@@ -44,10 +44,10 @@ def test_validate_text_report(capsys, bad):
     code, out, _ = run(capsys, "validate", bad, HOST)
     assert code == 1
     lines = out.splitlines()
-    assert lines[0] == (f"{bad}:8:23: error[G2-BACKEND] engine.workers.aggregated.kv_cache.host_offload: host offload "
+    assert lines[0] == (f"{bad}:8:9: error[G2-BACKEND] engine.workers.aggregated.kv_cache.host_offload: host offload "
                         "(G2) follows vLLM's CPU offload and is rejected with SGLang and TensorRT-LLM")
     assert lines[1] == "            host_offload: {num_host_blocks: 8}"
-    assert lines[2] == "                          ^"
+    assert lines[2] == "            ^"  # (at the key the rule is about, not inside its mapping)
     assert lines[3] == "  hint: use `backend: vllm` or remove `host_offload`"
     assert lines[-1] == "1 error in 1 of 2 files"
 
@@ -57,7 +57,7 @@ def test_validate_json_report(capsys, bad):
     report = json.loads(out)
     assert code == 1
     (diagnostic,) = report["files"][0]["diagnostics"]
-    assert (diagnostic["code"], diagnostic["line"], diagnostic["column"]) == ("G2-BACKEND", 8, 23)
+    assert (diagnostic["code"], diagnostic["line"], diagnostic["column"]) == ("G2-BACKEND", 8, 9)
     assert report["summary"] == {"files": 1, "invalid_files": 1, "errors": 1}
 
 

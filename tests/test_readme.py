@@ -49,3 +49,19 @@ def test_every_option_and_argument_has_help():
     missing = [f"{name} {action.option_strings or action.dest}" for name, command in commands.items()
                for action in command._actions if not action.help and not isinstance(action, argparse._HelpAction)]
     assert missing == []
+
+
+def test_every_option_is_in_the_readme_and_there_are_two_set_up_commands():
+    """(Issue 19, item 8) the options table names every option of every command, and `--version`."""
+    from kvreplay.cli import build_parser
+
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("### Commands and options"):readme.index("### Tiers, routing")]
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    options = {o for command in commands.values() for a in command._actions for o in a.option_strings} - {"-h",
+                                                                                                           "--help"}
+    assert sorted(o for o in options if f"`{o}" not in table and f", `{o}" not in table) == []
+    assert "`kvreplay --version`" in table and "`1e9`" in table
+    set_up = readme[readme.index("## Set up"):readme.index("## Tour")]
+    assert set_up.count("```bash\n") == 2 and len([line for line in set_up.splitlines() if line.startswith("pip ")]) == 2

@@ -302,8 +302,8 @@ def test_prefill_dp_rank_only_when_disaggregated():
 def test_token_ids_must_match_input_tokens():
     doc = base(requests=[with_ids("r0", 0, [1, 2, 3]), request("r1", 1, 5, input_token_ids=[1, 2])])
     text, result = compile_doc(doc)
-    assert blamed(result) == [("REPLAYSPEC-TOKEN-IDS", "/requests/1/input_token_ids",
-                               value_at(text, "input_token_ids", "[1, 2]"))]
+    assert blamed(result) == [("REPLAYSPEC-TOKEN-IDS", "/requests/1/input_token_ids",  # (a list: at its key)
+                               at(text, '"input_token_ids": [1, 2]'))]
 
 
 def test_engine_mode_must_match_the_topology():
@@ -543,10 +543,11 @@ def generated(n: int, token_ids: int = 0, policy: str = "lru") -> bytes:
 def test_ten_thousand_requests_compile_fast(token_ids, policy):
     data = generated(10_000, token_ids, policy)
     compile_bytes(generated(2), "warm.json")  # schemas and validators are built once per process
-    start = time.perf_counter()
+    # (CPU time of this process: the bound is on the compiler's cost, not on what else the machine runs)
+    start = time.process_time()
     result = compile_bytes(data, "big.json")
     plan = result.plan.canonical_json() if result.ok else b""
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert result.ok, result.diagnostics[:3]
     assert len(orjson.loads(plan)["traffic"]["source"]["requests"]) == 10_000
     assert elapsed < 2.0, f"compiling 10,000 requests took {elapsed:.2f} s"

@@ -96,12 +96,16 @@ def test_miss_classes_and_the_curve_are_shown_when_the_summary_has_them(small, t
     prediction = orjson.loads((folder / "prediction.json").read_bytes())
     prediction["summary"]["miss_classes"] = {"compulsory": 9000, "capacity": 1200, "policy": 300, "placement": 0}
     prediction["summary"]["miss_ratio_curve"] = [[64, 0.1], [256, 0.35], [1024, 0.6], [4096, 0.62]]
+    prediction["summary"]["stages"] = [{"stage": 0, "hit_types": {"apc": 5}}, {"stage": 1, "hit_types": {"apc": 7}}]
     (folder / "prediction.json").write_bytes(orjson.dumps(prediction))
     page = report_html(load_run(folder))
     assert "<h2>Why prompt tokens were not reused</h2>" in page and "<h2>Miss-ratio curve</h2>" in page
     assert page.count("<svg") == 12
     assert "<td>compulsory</td><td>9,000</td><td>0.857143</td>" in page
     assert "miss_ratio_curve" not in page  # (its own section, not summary rows)
+    assert "<h2>Stages</h2>" in page and "<tr><td>hit_types.apc</td><td>5</td><td>7</td></tr>" in page
+    code, out = run_cli("diff", str(small), str(folder))  # (the diff compares every field, stages included)
+    assert code == 0 and "stages[0].hit_types.apc: - -> 5" in out and "miss_classes.capacity: - -> 1,200" in out
 
 
 def test_a_run_without_requests_or_timeline_says_which_flag_adds_them(tmp_path):
@@ -157,3 +161,54 @@ def test_a_bad_run_folder_is_one_line_and_exit_2(tmp_path, capsys, make, message
     assert code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
     code, _ = run_cli("diff", str(folder), str(folder))
     assert code == 2 and message in capsys.readouterr().err
+
+
+def test_a_long_timeline_is_the_coarser_grid_it_would_have_sampled(small, monkeypatch):
+    """With room for fewer samples the interval doubles; what is kept is what the doubled interval takes."""
+    from kvreplay.runtime.outputs import timeline
+
+    class Clocked:  # (the state a sample reads, without a replay)
+        log = type("L", (), {"total": 0})()
+        after_instant: list = []
+        single_step = False
+
+        def ranks(self):
+            return []
+
+    instants = [0, 30, 90, 100, 150, 210, 260, 330, 390, 420, 500, 640, 800, 810]
+
+    def sampled(interval_ms, limit):
+        monkeypatch.setattr(timeline, "MAX_SAMPLES", limit)
+        line = timeline.Timeline.attach(Clocked(), interval_ms)
+        for at in instants:
+            line.after_instant(at * 1_000_000)
+        return [r["t_ms"] for r in line.records], line.interval_ns
+
+    fine, _ = sampled(100, 1000)
+    assert fine == [0, 100, 210, 330, 420, 500, 640, 800]
+    coarse, interval = sampled(100, 5)
+    assert interval == 200_000_000 and coarse == sampled(200, 1000)[0] == [0, 210, 420, 640, 800]
+    coarse, interval = sampled(100, 3)
+    assert interval == 400_000_000 and coarse == sampled(400, 1000)[0] == [0, 420, 800]
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "abc"])
+def test_a_bad_timeline_interval_is_a_usage_error(tmp_path, capsys, value):
+    with pytest.raises(SystemExit) as stop:
+        run_cli("predict", "-c", str(ROOT / "examples" / "host-offload-prediction.yaml"), "--output-dir",
+                str(tmp_path / "out"), "--capture-timeline", value)
+    assert stop.value.code == 2 and "--capture-timeline" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_predict_explain_misses_gets_both_sections(tmp_path):
+    """The sections read what predict --explain-misses writes (runtime/analysis/): the classes and the curve
+    as ratios of prompt tokens, with the replay's own point on it."""
+    folder = predict(tmp_path / "explained", *SMALL, "--report", "--explain-misses")
+    run = load_run(folder)
+    curve = data.curve_of(run.summary)
+    assert curve["replay"] == [(2499, run.summary["first_admission_prefix_cache_reused_ratio"])]
+    assert curve["lru"][-1][1] >= curve["replay"][0][1] and len(curve["belady"]) == 1
+    page = (folder / "report.html").read_text()
+    assert "<h2>Why prompt tokens were not reused</h2>" in page and "<h2>Miss-ratio curve</h2>" in page
+    assert page.count("<svg") == 12 and "compulsory " in page  # (and each sampled request's classes)

@@ -12,11 +12,12 @@ from .rule import Rule
 
 
 def _collect() -> tuple[Rule, ...]:
-    from . import (engine, g1, g3, host_offload, kvcr, opal, other_modes, recommend_mode, replayspec, state_cache,
-                   traffic)
+    from . import (engine, floors, g1, g3, host_offload, kvcr, opal, other_modes, recommend_mode, replayspec,
+                   state_cache, traffic)
 
     rules = (*engine.RULES, *traffic.RULES, *g1.RULES, *host_offload.RULES, *g3.RULES, *kvcr.RULES,
-             *state_cache.RULES, *other_modes.RULES, *recommend_mode.RULES, *replayspec.RULES, *opal.RULES)
+             *state_cache.RULES, *other_modes.RULES, *recommend_mode.RULES, *replayspec.RULES, *opal.RULES,
+             *floors.RULES)
     ids = [r.id for r in rules]
     duplicated = sorted({i for i in ids if ids.count(i) > 1})
     if duplicated:

@@ -36,7 +36,8 @@ class OpalRule(Rule):
         for found in self.check(spec):
             pointer, details = found if isinstance(found, tuple) else (found, {})
             details = {"field": pointer.rsplit("/", 1)[-1], **details}
-            yield Diagnostic(self.id, pointer, self.template.format(**details), self.hint_template.format(**details))
+            yield Diagnostic(self.id, pointer, self.template.format(**details), self.hint_template.format(**details),
+                             at_key=True)
 
 
 def _number(value) -> bool:

@@ -26,7 +26,7 @@ class Rule:
 
     def diagnostics(self, spec: Spec) -> Iterator[Diagnostic]:
         for pointer in self.check(spec):
-            yield Diagnostic(self.id, pointer, self.message, self.hint)
+            yield Diagnostic(self.id, pointer, self.message, self.hint, at_key=True)
 
 
 RolePredicate = Callable[[Spec, str], bool]

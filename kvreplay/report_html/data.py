@@ -16,20 +16,21 @@ BINS = 40
 SAMPLE = 20
 
 
-def flatten(value, prefix: str = "") -> list[tuple[str, object]]:
-    """Every scalar of a summary as (dotted path, value), in sorted key order; list entries by name or index."""
+def flatten(value, prefix: str = "", skip=SKIPPED_SECTIONS) -> list[tuple[str, object]]:
+    """Every scalar of a summary as (dotted path, value), in sorted key order; list entries by name or index;
+    top-level sections in `skip` left out."""
     if isinstance(value, dict):
         out = []
         for key in sorted(value):
-            if not prefix and key in SKIPPED_SECTIONS:
+            if not prefix and key in skip:
                 continue
-            out += flatten(value[key], f"{prefix}.{key}" if prefix else str(key))
+            out += flatten(value[key], f"{prefix}.{key}" if prefix else str(key), skip)
         return out
     if isinstance(value, list):
         out = []
         for i, item in enumerate(value):
             name = item.get("name", i) if isinstance(item, dict) else i
-            out += flatten(item, f"{prefix}[{name}]")
+            out += flatten(item, f"{prefix}[{name}]", skip)
         return out
     return [(prefix, value)]
 
@@ -43,6 +44,22 @@ def percentile_points(summary: dict, name: str) -> tuple[list[float], list[float
     points = [(summary.get(f"{label}_{name}_ms"), q) for label, q in PERCENTILE_POINTS]
     points = [(x, q) for x, q in points if isinstance(x, (int, float))]
     return [x for x, _ in points], [q for _, q in points]
+
+
+def curve_of(summary: dict) -> dict | None:
+    """The miss-ratio curve as ratios of prompt tokens: `lru` [(capacity, hit ratio)], the replay's own point and
+    Belady's (each a list of (capacity, ratio)).  Read from predict --explain-misses' section (points of
+    [capacity_blocks, hit_tokens, hit_ratio], `replay`, `belady`) or from a plain [[capacity, hit_ratio], ...]."""
+    curve = summary.get("miss_ratio_curve")
+    if isinstance(curve, list) and curve:
+        return {"lru": sorted((float(p[0]), float(p[-1])) for p in curve), "replay": [], "belady": []}
+    if not isinstance(curve, dict) or not curve.get("points"):
+        return None
+    prompt = curve.get("prompt_tokens") or summary.get("total_input_tokens") or 1
+    replay = curve.get("replay")
+    return {"lru": sorted((float(p[0]), float(p[-1])) for p in curve["points"]),
+            "replay": [(replay["capacity_blocks"], replay["hit_tokens"] / prompt)] if isinstance(replay, dict) else [],
+            "belady": [(c, hits / prompt) for c, hits in curve.get("belady") or []]}
 
 
 def sources_of(record: dict) -> dict[str, int]:

@@ -1,6 +1,7 @@
 """`kvreplay diff A B`: what changed from run A to run B (deltas are B - A).
 
-Summary: every scalar field of either summary (data.flatten), numbers with
+Summary: every scalar field of either summary (data.flatten, opal's stages
+and the miss-ratio curve included), numbers with
 their delta and relative change, other values as changed or not.
 Requests: matched by id (a repeated id by its occurrence), each compared
 field counted where it differs, with the mean delta and the requests of
@@ -61,7 +62,7 @@ def compare_requests(a, b) -> dict:
 
 
 def compare(a, b) -> dict:
-    fa, fb = dict(data.flatten(a.summary)), dict(data.flatten(b.summary))
+    fa, fb = dict(data.flatten(a.summary, skip=())), dict(data.flatten(b.summary, skip=()))  # (every field)
     keys = sorted(set(fa) | set(fb))
     changed = {k: _delta(fa.get(k), fb.get(k)) for k in keys if fa.get(k) != fb.get(k)}
     requests = compare_requests(a, b) if a.has_requests and b.has_requests else None

@@ -31,6 +31,17 @@ def summary_section(run) -> tuple[str, str]:
         f"<details><summary>every field ({len(rows)})</summary>{page.table(['field', 'value'], rows)}</details>"
 
 
+def stages_section(run) -> list[tuple[str, str]]:
+    """opal runs: each stage's statistics side by side."""
+    stages = run.summary.get("stages")
+    if not isinstance(stages, list) or not stages:
+        return []
+    columns = [dict(data.flatten(stage, skip=())) for stage in stages]
+    fields = dict.fromkeys(name for column in columns for name in column)  # (each stage's in sorted order)
+    rows = [[name, *(column.get(name) for column in columns)] for name in fields]
+    return [("Stages", page.table(["field", *(f"stage {k}" for k in range(len(stages)))], rows))]
+
+
 def latency_section(run) -> tuple[str, str]:
     body = [] if run.has_requests else [page.note(NEEDS_REQUESTS)]
     for label, field in data.LATENCIES if run.has_requests else ():
@@ -91,6 +102,12 @@ def transfer_section(run) -> list[tuple[str, str]]:
     return [(title, _plot(title, figures.cdf(salt_of(title), series, "ms")))]
 
 
+def _misses(record: dict) -> str:
+    """A request's missed tokens by class (predict --explain-misses), the classes that have any."""
+    classes = record.get("miss_classes")
+    return ", ".join(f"{k} {v}" for k, v in sorted(classes.items()) if v) if isinstance(classes, dict) else "-"
+
+
 def sample_section(run) -> tuple[str, str]:
     if not run.has_requests:
         return "Requests (a sample)", page.note(NEEDS_REQUESTS)
@@ -102,9 +119,9 @@ def sample_section(run) -> tuple[str, str]:
                             for a in r.get("admission_history") or [])
         rows.append([r.get("index"), str(r.get("id"))[:18], r.get("terminal_status"), r.get("arrival_time_ms"),
                      r.get("ttft_ms"), r.get("e2e_latency_ms"), r.get("input_length"),
-                     ", ".join(f"{k} {v}" for k, v in sources.items()), r.get("admission_count"), history])
+                     ", ".join(f"{k} {v}" for k, v in sources.items()), _misses(r), r.get("admission_count"), history])
     header = ["index", "id", "status", "arrival (ms)", "TTFT (ms)", "E2E (ms)", "prompt", "reused by source",
-              "admissions", "admission history"]
+              "missed by class", "admissions", "admission history"]
     return "Requests (a sample)", page.note(f"{len(rows)} of {len(run.requests)} requests, evenly spaced") + \
         page.table(header, rows)
 
@@ -119,22 +136,29 @@ def miss_sections(run) -> list[tuple[str, str]]:
         svg = figures.bars(salt_of(title), names, [("tokens", [classes[n] for n in names])], "missed prompt tokens")
         table = page.table(["class", "tokens", "share"], [[n, classes[n], classes[n] / total] for n in names])
         out.append((title, _plot(title, svg) + table))
-    curve = run.summary.get("miss_ratio_curve")
-    if isinstance(curve, list) and curve:
+    curve = data.curve_of(run.summary)
+    if curve is not None:
         title = "Miss-ratio curve"
-        points = sorted((float(c), float(h)) for c, h in curve)
-        series = [("ideal LRU hit ratio", [h for _, h in points])]
-        replayed = run.summary.get("first_admission_prefix_cache_reused_ratio")
-        if isinstance(replayed, (int, float)):
-            series.append(("this replay (first admission)", [replayed] * len(points)))
-        svg = figures.lines(salt_of(title), [c for c, _ in points], series, "capacity (blocks)", "prefix hit ratio")
-        out.append((title, _plot(title, svg)))
+        out.append((title, _plot(title, figures.render(salt_of(title), lambda ax: _curve(ax, curve)))))
     return out
+
+
+def _curve(ax, curve: dict) -> None:
+    """The ideal LRU curve (a log capacity axis: its points are spaced so), the replay's point and Belady's."""
+    ax.plot([c for c, _ in curve["lru"]], [h for _, h in curve["lru"]], marker=".", label="ideal LRU (one pass)")
+    for key, label, marker in (("replay", "this replay (first admission)", "o"), ("belady", "Belady bound", "^")):
+        if curve[key]:
+            ax.plot([c for c, _ in curve[key]], [h for _, h in curve[key]], marker, markersize=7, label=label)
+    if min(c for c, _ in curve["lru"]) > 0:
+        ax.set_xscale("log")
+    ax.set_xlabel("G1 capacity (blocks)")
+    ax.set_ylabel("prefix hit ratio (of prompt tokens)")
+    ax.legend(loc="lower right", fontsize=7)
 
 
 def run_sections(run) -> list[tuple[str, str]]:
     """Every section of one run's report, in the page's order."""
-    out = [summary_section(run), latency_section(run), reuse_section(run)]
+    out = [summary_section(run), *stages_section(run), latency_section(run), reuse_section(run)]
     out += miss_sections(run)
     out += timeline_section(run)
     out += transfer_section(run)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .. import report
 from ..compiler.diagnostics import locate
+from ..whole_file import write_whole
 from .carry import Carry, Refusal
 
 TARGETS = ("aisimulate-native", "opal", "predict", "dynamo-mocker")
@@ -52,7 +53,7 @@ def run(result, target: str, output: str | None, strict: bool) -> int:
             continue
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
+            write_whole(path, data)
         except OSError as error:
             sys.stderr.write(f"kvreplay: cannot write {path}: {error.strerror or error}\n")
             return EXIT_INVALID

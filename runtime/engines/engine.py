@@ -1,4 +1,4 @@
-"""The interface every backend's engine gives the replay shell, and the table that picks one by backend name.
+"""The interface every backend's engine gives the replay shell, and vLLM's engine, the default.
 
 An engine is what differs between vLLM, TensorRT-LLM and SGLang: how a rank
 schedules a pass (which requests run, which wait, which are preempted), what

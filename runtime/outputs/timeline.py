@@ -9,11 +9,16 @@ capacity (a tier shared by several ranks counted once); and the requests
 finished so far.  Sampling only reads state, so the summary does not change;
 the capture runs passes one at a time (as --capture-kv-events does), so no
 sample falls inside fused decode passes whose effects are applied early.
+A long run keeps at most MAX_SAMPLES: when there would be more, the interval
+doubles and only the samples the doubled grid would have taken are kept (the
+first of each doubled cell), so the file is what sampling at that interval
+from the start gives.
 """
 from __future__ import annotations
 
 MS = 1e6
 DEFAULT_INTERVAL_MS = 100.0
+MAX_SAMPLES = 2000
 
 
 def _rank_state(rank) -> dict:
@@ -44,6 +49,7 @@ class Timeline:
         self.interval_ns = max(1, round(interval_ms * MS))
         self.next_ns = 0
         self.records: list[dict] = []
+        self.times: list[int] = []  # each record's instant (ns)
 
     @classmethod
     def attach(cls, replay, interval_ms: float = DEFAULT_INTERVAL_MS) -> "Timeline":
@@ -57,11 +63,26 @@ class Timeline:
         if now < self.next_ns:
             return
         self.sample(now)
+        if len(self.records) > MAX_SAMPLES:
+            self._coarsen()
         self.next_ns = (now // self.interval_ns + 1) * self.interval_ns
+
+    def _coarsen(self) -> None:
+        """Double the interval, keeping the first sample of each doubled cell."""
+        self.interval_ns *= 2
+        keep, last = [], -1
+        for k, at in enumerate(self.times):
+            cell = at // self.interval_ns
+            if cell > last:
+                keep.append(k)
+                last = cell
+        self.records = [self.records[k] for k in keep]
+        self.times = [self.times[k] for k in keep]
 
     def sample(self, now: int) -> None:
         replay = self.replay
         ranks = replay.ranks()
+        self.times.append(now)
         self.records.append({"t_ms": now / MS, "finished_requests": replay.log.total,
                              "ranks": [_rank_state(rank) for rank in ranks], "tiers": _tier_state(ranks)})
 

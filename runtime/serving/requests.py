@@ -60,6 +60,12 @@ class RequestSpec:
             self._keys[block_size] = found
         return found
 
+    def fresh_keys(self, block_size: int) -> list[int]:
+        """The keys of `keys`, memoised or not, without memoising them (an analysis reading a whole trace keeps
+        one array, not a list per request)."""
+        found = self._keys.get(block_size)
+        return found if found is not None else self._compute_keys(block_size)
+
     def prompt_chunks(self, chunk_size: int, partial: bool) -> list:
         """Keys of the prompt's full chunks of `chunk_size` tokens, then (with `partial`) one for its trailing
         partial chunk, which only the same prompt shares (opal's KV-cache tiers)."""

@@ -25,7 +25,7 @@ from .requests import Request
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
-                 "role", "handoff", "admission")
+                 "role", "handoff", "admission", "misses")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -48,6 +48,7 @@ class Rank:
         self.role = "aggregated"
         self.handoff = None  # handoff.Handoff on decode ranks
         self.admission = this_pass  # free blocks a waiting request needs (an engine's capacity policy may differ)
+        self.misses = None  # analysis.miss_classes.MissExplainer, told of each admission when a run asks why
 
     @property
     def busy(self) -> bool:
@@ -124,6 +125,8 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     if rank.role != "decode":  # with a prefill stage, reuse is counted over prefill admissions only
         request.reused_tokens = max(request.reused_tokens, prompt_reused)
     request.committed_prefill += max(0, request.spec.prompt_len - cached)
+    if rank.misses is not None:
+        rank.misses.admitted(rank, request, len(hits), limit)
     request.status = "running"
     return new
 

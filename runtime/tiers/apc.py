@@ -106,6 +106,14 @@ class ApcPool(BlockPool):
         return sum(map(self.free.__contains__, idle)) + \
             sum(map(boundary.__gt__, map(entry.get, idle, repeat(boundary))))
 
+    def protected(self, key) -> bool:
+        """Is `key`'s block idle and kept by its TTL, not yet expired (the miss breakdown asks)?"""
+        block = self.cached.get(key)
+        if not self.ttl_ns or block is None or self.ref[block]:
+            return False
+        self.queue.expire(self.now())  # (bookkeeping only, as free_among does)
+        return self.queue.entry.get(block, -1) >= self.queue.boundary
+
     def match(self, keys, limit: int) -> list[int]:
         """The cached prefix (as BlockPool's); with a TTL a lookup is an access: matched idle blocks become the
         newest.  (Without one, only holds and releases order the queue, as in vLLM: a request that waits for

@@ -93,6 +93,10 @@ class TierChain:
             held += 1
         return held
 
+    def holds(self, key) -> bool:
+        """Does a tier behind G1 hold `key`, ready (the miss breakdown asks; it changes nothing)?"""
+        return any(tier.ready(key) for tier in self.tiers)
+
     def held_beyond(self, rank, spec, g1_tokens: int) -> int:
         """Tokens of `spec`'s prompt past the first `g1_tokens` (what G1 holds) that the tiers could serve now,
         for the max_prefix router (0 here: opal's KVC tiers answer for themselves)."""
@@ -121,6 +125,9 @@ class NoTiers:
     fusable_during_copies = False
     stores_on_finish = False
     wants_hint = False
+
+    def holds(self, key) -> bool:
+        return False
 
     def restore(self, rank, request, hits: list, limit: int) -> int:
         return 0

@@ -69,6 +69,10 @@ class BlockPool:
         # (the blocks of the keys up to the first miss, in C: a prompt's prefix may be thousands of blocks)
         return list(takewhile(NOT_NONE, map(self.cached.get, keys[:limit])))
 
+    def protected(self, key) -> bool:
+        """Is `key`'s block kept only by a TTL (idle, not yet expired)?  Never in vLLM's pool (apc.py has TTLs)."""
+        return False
+
     def advance(self, position: int) -> None:
         """The newest admitted request's input position (only Belady eviction looks at it)."""
 

@@ -160,6 +160,7 @@ def pull(rank, request, start: int, limit: int) -> bool:
         return False
     if out_of_rounds(rank.chain):
         rank.chain.kvcr.bypassed += 1
+        request.tier.bypassed = True
         return False
     guard = [key for key in keys[:limit] if key not in cached and host.holds(key)]
     if guard:  # the prompt's blocks G1 lacks stay: the reservation stops where it would need them

@@ -35,6 +35,7 @@ class ReadUp:
             return False
         if out_of_rounds(chain):
             tier.bypassed += 1
+            request.tier.bypassed = True
             return False
         slots = chain.top.reserve(request.keys[start:start + found], count_dropped=False)
         if not slots:

@@ -9,7 +9,7 @@ from __future__ import annotations
 class TierState:
     __slots__ = ("loading", "restoring", "preloaded", "restored_tokens", "stored_upto", "stores_in_flight",
                  "store_jobs", "pins", "unstored", "deferred_at", "hint",
-                 "served", "reads_in_flight", "io_started", "io_ns")
+                 "served", "reads_in_flight", "io_started", "io_ns", "bypassed")
 
     def __init__(self, hint=None):
         self.loading = False  # waiting for a copy into G1 (or into the first tier, which it then loads from)
@@ -27,3 +27,4 @@ class TierState:
         self.reads_in_flight = 0  # opal's tiers: the restore's reads not yet on the GPU
         self.io_started = 0  # ... when they started
         self.io_ns = 0  # opal's tiers: how long the first admission's reads took to reach the GPU
+        self.bypassed = False  # the no-progress rule made it recompute what a tier or a peer held (the miss breakdown)

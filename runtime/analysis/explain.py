@@ -1,0 +1,64 @@
+"""What `predict --explain-misses` adds to a run: the miss breakdown and the miss-ratio curve beside the run.
+
+The summary gains `miss_classes` (tokens per class, miss_classes.py; they add
+up to committed_prefill_tokens) and `miss_ratio_curve`: the ideal LRU curve
+of the traffic's block stream in arrival order (mrc.py, sampled points
+[capacity_blocks, hit_tokens, hit_ratio]), the replay's own point (its G1
+blocks over all ranks, its first admissions' reused tokens) and Belady's hit
+tokens at that capacity.  Each requests.jsonl record gains `miss_classes`
+(null for a request never admitted); the policy/capacity split is only known
+after the run, so the records are completed then, in the spool's file.
+"""
+from __future__ import annotations
+
+import orjson
+
+from ..outputs.request_log import RequestLog
+from . import block_stream, mrc
+from .miss_classes import MissExplainer
+
+
+class ExplainedLog(RequestLog):
+    """A RequestLog that also keeps each arriving request's spec (the curve's stream)."""
+
+    def __init__(self, keep: bool, spool, specs: list):
+        super().__init__(keep=keep, spool=spool)
+        self.specs = specs
+
+    def arrived(self, request) -> None:
+        super().arrived(request)
+        self.specs.append(request.spec)
+
+
+class Explanation:
+    def __init__(self, replay):
+        self.misses = MissExplainer(replay.ranks())
+        self.specs: list = []
+
+    def log(self, keep: bool, spool) -> ExplainedLog:
+        return ExplainedLog(keep, spool, self.specs)
+
+    def sections(self, replay, summary: dict) -> dict:
+        """The summary's two sections, once the replay has ended."""
+        self.misses.finish()
+        size = replay.block_size
+        curve = mrc.curve(block_stream.from_specs(self.specs, size))
+        capacity = sum(rank.pool.capacity for rank in replay.ranks())
+        section = curve.summary(extra=[capacity] if capacity <= curve.saturation else [])
+        items = [(spec.keys(size), max(0, (spec.prompt_len - 1) // size)) for spec in self.specs]
+        section["replay"] = {"capacity_blocks": capacity,
+                             "hit_tokens": summary["first_admission_g1_reused_tokens"] +
+                             summary["first_admission_host_reused_tokens"]}
+        section["belady"] = [[capacity, mrc.belady_hit_tokens(items, min(capacity, curve.saturation), size)]]
+        return {"miss_classes": self.misses.totals(), "miss_ratio_curve": section}
+
+    def complete_records(self, path) -> None:
+        """Add each record's `miss_classes` to the requests.jsonl written at `path` (canonical lines again)."""
+        lines = []
+        with open(path, "rb") as f:
+            for number, line in enumerate(f):  # (records are in request index order)
+                record = orjson.loads(line)
+                record["miss_classes"] = self.misses.of(record.get("index", number))
+                lines.append(orjson.dumps(record, option=orjson.OPT_SORT_KEYS) + b"\n")
+        with open(path, "wb") as f:
+            f.writelines(lines)
