@@ -164,6 +164,17 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_arguments(p, config_required=False)
     p.set_defaults(func=lambda args: predict.run(args, config=args.spec))
 
+    from .recommend import command as recommend_command
+    from .recommend.deploy import command as deploy_command
+
+    p = sub.add_parser("recommend", help="search the searchable knobs of a config and rank the candidates")
+    recommend_command.add_arguments(p)
+    p.set_defaults(func=recommend_command.run)
+
+    p = sub.add_parser("deploy", help="the engine launch arguments (vLLM, SGLang, TensorRT-LLM) of a plan")
+    deploy_command.add_arguments(p)
+    p.set_defaults(func=deploy_command.run)
+
     from .report_html.command import add_commands  # (report, diff)
 
     add_commands(sub)
