@@ -39,6 +39,21 @@ class PolynomialTiming:
 
 
 @dataclass(frozen=True, slots=True)
+class RooflineTerms:
+    """The calibrated terms of one backend on one GPU architecture at one weight precision (timing_inputs.py)."""
+
+    compute_efficiency: float  # share of the tensor-core peak GEMMs reach
+    attention_efficiency: float  # share of the bf16 tensor-core peak attention kernels reach
+    weight_efficiency: float  # share of HBM bandwidth weight reads reach
+    kv_efficiency: float  # share of HBM bandwidth KV reads reach
+    pass_overhead_s: float  # scheduler, sampling, launch per pass
+    layer_overhead_s: float  # small kernels of every layer (norms, rotary, launches)
+    moe_layer_overhead_s: float  # routing, expert grouping and dispatch of every MoE layer
+    all_reduce_latency_s: float
+    all_to_all_efficiency: float  # share of NVLink bandwidth the expert dispatch and combine reach
+
+
+@dataclass(frozen=True, slots=True)
 class RooflineTiming:
     """The model and hardware numbers the roofline of one tensor-parallel rank needs."""
 
@@ -52,10 +67,17 @@ class RooflineTiming:
     active_params: float  # parameters one token passes through
     low_precision: bool  # block-scaled fp8/fp4 weights
     peak_flops: float  # tensor-core FLOP/s at the weight precision
+    attention_peak_flops: float  # bf16 tensor-core FLOP/s (attention runs in bf16 whatever the weights are)
     memory_bandwidth_gbps: float
     nvlink_bandwidth_gbps: float | None  # only read when tensor > 1
     weight_bytes: float  # weights a forward reads per GPU (no input embedding table)
     kv_bytes_per_token: int  # KV bytes per token on this rank
+    terms: RooflineTerms
+    moe_layers: int = 0  # 0: a dense model
+    experts: int = 0
+    experts_per_token: int = 0
+    routed_weight_fraction: float = 0.0  # of weight_bytes, the routed experts (read only where tokens go)
+    expert_parallel: int = 1
 
 
 Timing = Union[FixedTiming, PolynomialTiming, RooflineTiming]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from .durations import ms_coefficients_to_ns, ms_to_ns
 from .geometry.kv_bytes import DTYPE_BYTES, native_bytes_per_token
 from .geometry.memory import weights_per_gpu
-from .plan_records import FixedTiming, PolynomialTiming, RooflineTiming, Timing
+from .plan_records import FixedTiming, PolynomialTiming, RooflineTerms, RooflineTiming, Timing
 
 BACKENDS = ("vllm", "sglang", "trtllm")
 LOW_PRECISION = ("fp8", "fp4")
@@ -23,6 +23,40 @@ TFLOPS_KEYS = {"bfloat16": ("bf16",), "float16": ("fp16", "bf16"), "fp8": ("fp8"
 KV_DTYPE_BY_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}
 
 
+# The roofline's terms per backend, calibrated against AISimulate 0.13's op-level (measured-kernel) estimates
+# (docs/reference-facts.md, "Default timing per backend"): efficiencies per weight precision ("high": bf16/fp16,
+# "low": block-scaled fp8/fp4), fixed costs in seconds.  The backends share the shape; only these numbers differ.
+BACKEND_TERMS = {
+    "vllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60, "attention": 0.65,
+             "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 154e-6, "all_reduce": 10e-6, "all_to_all": 0.8},
+    "sglang": {"compute": {"high": 0.80, "low": 0.58}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60, "attention": 0.56,
+               "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 92e-6, "all_reduce": 10e-6, "all_to_all": 0.9},
+    "trtllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.68}, "kv": 0.60, "attention": 0.60,
+               "pass": 0.75e-3, "layer": 37e-6, "moe_layer": 20e-6, "all_reduce": 10e-6, "all_to_all": 1.25},
+}
+# the share of the hopper-relative GEMM efficiency each architecture's measured kernels reach at its catalog peak
+ARCHITECTURE_COMPUTE = {"blackwell": 0.75}
+
+
+def roofline_terms(backend: str, architecture: str | None, low_precision: bool) -> RooflineTerms:
+    t = BACKEND_TERMS[backend]
+    precision = "low" if low_precision else "high"
+    return RooflineTerms(
+        compute_efficiency=t["compute"][precision] * ARCHITECTURE_COMPUTE.get(architecture, 1.0),
+        attention_efficiency=t["attention"],
+        weight_efficiency=t["weights"][precision], kv_efficiency=t["kv"], pass_overhead_s=t["pass"],
+        layer_overhead_s=t["layer"], moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"],
+        all_to_all_efficiency=t["all_to_all"])
+
+
+def routed_params(model: dict) -> float:
+    """Parameters of the routed experts (0 for a dense model): L x E x 3 x hidden x moe_intermediate."""
+    experts, inter, hidden = model.get("num_experts"), model.get("moe_intermediate_size"), model.get("hidden_size")
+    if not (experts and inter and hidden):
+        return 0.0
+    return min(model["params"], model["num_layers"] * experts * 3 * hidden * inter)
+
+
 def active_params(model: dict) -> float:
     """Parameters one token passes through (all of them for a dense model)."""
     if model.get("active_params"):
@@ -30,8 +64,7 @@ def active_params(model: dict) -> float:
     experts, per_token = model.get("num_experts"), model.get("experts_per_token")
     inter, hidden = model.get("moe_intermediate_size"), model.get("hidden_size")
     if experts and per_token and inter and hidden:
-        routed = min(model["params"], model["num_layers"] * experts * 3 * hidden * inter)
-        return model["params"] - routed * (1 - per_token / experts)
+        return model["params"] - routed_params(model) * (1 - per_token / experts)
     return model["params"]
 
 
@@ -49,16 +82,24 @@ def decode_weight_bytes(model: dict, tensor: int) -> float:
     return weights_per_gpu(model, tensor, 1) - untied_embedding * 2 / tensor
 
 
-def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_dtype_bytes: int) -> RooflineTiming:
+def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_dtype_bytes: int,
+                    expert_parallel: int = 1) -> RooflineTiming:
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}")
     dtype = model.get("weight_dtype", "bfloat16")
     layers, heads = model["num_layers"], model["num_attention_heads"]
+    # the routed experts' share of the weights, as the active parameters imply it: active = P(1 - f) + P f k/E
+    experts, per_token = model.get("num_experts", 0), model.get("experts_per_token", 0)
+    routed = (1 - active_params(model) / model["params"]) / (1 - per_token / experts) if per_token else 0.0
     return RooflineTiming(
+        terms=roofline_terms(backend, hardware.get("architecture"), dtype in LOW_PRECISION),
+        moe_layers=layers if routed else 0, experts=experts if routed else 0,
+        experts_per_token=per_token if routed else 0, routed_weight_fraction=routed, expert_parallel=expert_parallel,
         tensor=tensor, num_layers=layers, attention_layers=model.get("kv_layers", layers), attention_heads=heads,
         head_dim=model.get("head_dim") or model["hidden_size"] // heads, hidden_size=model["hidden_size"],
         params=model["params"], active_params=active_params(model), low_precision=dtype in LOW_PRECISION,
-        peak_flops=peak_flops(hardware, dtype), memory_bandwidth_gbps=hardware["memory_bandwidth_gbps"],
+        peak_flops=peak_flops(hardware, dtype),
+        attention_peak_flops=peak_flops(hardware, "bfloat16"), memory_bandwidth_gbps=hardware["memory_bandwidth_gbps"],
         nvlink_bandwidth_gbps=hardware.get("nvlink_bandwidth_gbps"),
         weight_bytes=decode_weight_bytes(model, tensor),
         kv_bytes_per_token=native_bytes_per_token(model, KV_DTYPE_BY_BYTES[kv_dtype_bytes], tensor))
@@ -76,6 +117,7 @@ def timing_record(role_plan: dict, model: dict, hardware: dict, backend: str, kv
         return PolynomialTiming(prefill, prefill_denominator, decode, decode_denominator,
                                 timing.get("prefill_variable", "tokens"), timing.get("decode_variable", "batch_size"))
     if kind == "default":
-        tensor = role_plan.get("parallelism", {}).get("tensor", 1)
-        return roofline_record(model, hardware, backend, tensor, DTYPE_BYTES[kv_dtype])
+        parallelism = role_plan.get("parallelism", {})
+        return roofline_record(model, hardware, backend, parallelism.get("tensor", 1), DTYPE_BYTES[kv_dtype],
+                               parallelism.get("moe_expert") or 1)
     raise ValueError(f"unknown timing type {kind!r}")

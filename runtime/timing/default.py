@@ -1,92 +1,71 @@
-"""Default step times: a roofline of one pass from the model and hardware catalogs.
+"""Default step times: a roofline of one pass from the model and hardware catalogs, with per-backend terms.
 
-One pass of one tensor-parallel rank (TP degree ``tp``) with prefill chunks
-``(n_i new tokens, c_i cached tokens)`` and ``R`` decoding requests whose
-contexts sum to ``C``:
+One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep``) with prefill chunks
+``(n_i new tokens, c_i cached tokens)`` and ``R`` decoding requests whose contexts sum to ``C``:
 
     T      = sum(n_i) + R                                   tokens in the batch
     A      = sum(n_i * (c_i + n_i/2)) + C                   (query, key) pairs attended
-    FLOPs  = (2 * P_active * T + 4 * L_attn * H * D * A) / tp
-    t_comp = FLOPs / (peak_TFLOPS[weight precision] * 1e12 * E_COMPUTE[weight precision])
+    t_comp = 2 * P_active * T / tp / (peak[weight precision] * e_compute)
+           + 4 * L_attn * H * D * A / tp / (peak[bf16] * e_attention)
+    B_w    = W * (1 - f_routed * (1 - k/E)^T)               MoE: T tokens leave (1 - k/E)^T of the experts unread
+    t_mem  = B_w / (HBM * e_weights) + kv_bytes_per_token * (C + sum(c_i + n_i)) / (HBM * e_kv)
+    t_ar   = 2 * L * (T * hidden * 2 B * 2(tp-1)/tp / NVLink + all_reduce_latency)      only when tp > 1
+    t_a2a  = L_moe * T * 2 * k * hidden * 2 B * (ep-1)/ep / (NVLink * e_all_to_all)     only when ep > 1
+    pass   = max(t_comp, t_mem) + pass_overhead + L * layer_overhead + L_moe * moe_layer_overhead
+             + t_ar + t_a2a                                 (0 for an empty pass)
 
-    W      = weights_per_gpu(model, tp) - input embedding table (a row lookup, not read whole)
-    B_w    = W * min(1, T * P_active / P)                   MoE: only the experts touched
-    B_kv   = kv_bytes_per_token(rank) * (C + sum(c_i + n_i))  read cached KV, write new KV
-    t_mem  = B_w / (HBM * E_WEIGHTS[weight precision]) + B_kv / (HBM * E_KV)
-
-    t_ar   = 2 * L * (T * hidden * 2 B * 2(tp-1)/tp / NVLink + AR_LATENCY)   only when tp > 1
-    pass   = max(t_comp, t_mem) + PASS_OVERHEAD + t_ar       (0 for an empty pass)
-
-P = ``params``; P_active = ``active_params``, else for MoE an estimate
-``P - routed * (1 - k/E)`` with routed = min(P, L * E * 3 * hidden *
-moe_intermediate_size), else P.  L = ``num_layers``, L_attn = ``kv_layers`` (the
-layers that attend over the whole context; default L), H = attention heads,
-D = ``head_dim``.  Peak FLOPS follow the weight precision (bf16 -> bf16 TFLOPS,
-fp8 -> fp8, fp4 -> fp4, falling back to fp8 then bf16 when the GPU has no such
-units, e.g. fp8 weights on A100 run at bf16 rate).  HBM and NVLink are the
-catalog's decimal GB/s (NVLink per GPU, one direction; a ring all-reduce moves
-2(tp-1)/tp of the message per GPU).  The compiler resolves these inputs into the
-plan's roofline record (compiler/timing_inputs.py): P_active, the peak FLOPS of the
-weight precision, W, and the KV bytes per token per rank (GQA heads split by TP,
-MLA latent replicated, only ``kv_layers``); this module holds the formula and
-its calibration.
-
-Constants, calibrated against AISimulate op-level estimates (h200_sxm, vLLM,
-one request, TP1): Qwen3-32B-FP8 TTFT 66 ms @1k and 1,309 ms @16k (2 chunks of
-8192), decode 14.2-14.9 ms @1k-16k context; Llama-3.1-8B TTFT 21 ms @1k, decode
-4.9 ms.  Block-scaled FP8 GEMMs (per-128 scales, dynamic activation
-quantisation) reach only about half of the FP8 peak and of HBM bandwidth in
-those figures, bf16 GEMMs much more, hence per-precision efficiencies:
-
-    E_COMPUTE   bf16/fp16 0.80, fp8/fp4 0.52
-    E_WEIGHTS   bf16/fp16 0.75, fp8/fp4 0.50
-    E_KV        0.60 (decode attention reads; from the 14.2 -> 14.9 ms slope)
-    PASS_OVERHEAD 0.5 ms (scheduler, sampling, launch per pass)
-    AR_LATENCY  10 us per all-reduce (AISimulate's p2p_latency)
-
-The figures are vLLM's; SGLang and TensorRT-LLM use the same constants (no
-measured figures for them), so ``backend`` is only checked.  Pipeline
-parallelism is not modelled: a pass is one rank's whole forward.
+P_active, W (weights per GPU without the input embedding), f_routed (the routed experts' share of the
+weights), the peaks and the KV bytes per token of one rank come from the plan's roofline record
+(compiler/timing_inputs.py), and so do the terms ``e_*`` and the overheads: one small table per backend,
+calibrated against AISimulate 0.13's op-level estimates, which sum measured kernel times per backend
+(docs/reference-facts.md, "Default timing per backend").  What a bare roofline leaves out and these terms
+add: small kernels of every layer (norms, rotary, launches: ``layer_overhead``), MoE routing, grouping
+and dispatch per MoE layer (``moe_layer_overhead``, vLLM's far larger than TensorRT-LLM's), the token
+all-to-all to the experts' GPUs (every rank holds every token under tensor-parallel attention), expert
+weights read only where tokens go, attention at the bf16 rate whatever the weights are, and Blackwell's
+GEMMs reaching a smaller share of their catalog peak.  Pipeline parallelism is not modelled: a pass is
+one rank's whole forward; nor are links between nodes (a TP16 Kimi K3 is about 3x too fast).
 """
 from __future__ import annotations
 
 from ..virtual_time import seconds_to_ns
 from . import PassWork, Timing
 
-# "high": bf16/fp16 weights; "low": block-scaled fp8/fp4 weights, whose kernels reach a smaller share of peak
-E_COMPUTE = {"high": 0.80, "low": 0.52}
-E_WEIGHTS = {"high": 0.75, "low": 0.50}
-E_KV = 0.60
-PASS_OVERHEAD_S = 0.5e-3
-AR_LATENCY_S = 10e-6
-ACTIVATION_BYTES = 2  # all-reduced hidden states are bf16 whatever the weights are
+ACTIVATION_BYTES = 2  # all-reduced and dispatched hidden states are bf16 whatever the weights are
 
 
 def default_timing(inputs) -> Timing:
     """The roofline provider of a plan's roofline record."""
-    tp = inputs.tensor
-    precision = "low" if inputs.low_precision else "high"
+    tp, terms = inputs.tensor, inputs.terms
     layers = inputs.num_layers
-    heads = inputs.attention_heads
-    head_dim = inputs.head_dim
     active = inputs.active_params
 
     flops_per_token = 2 * active / tp
-    flops_per_pair = 4 * inputs.attention_layers * heads * head_dim / tp
-    flops_per_s = inputs.peak_flops * E_COMPUTE[precision]
+    flops_per_pair = 4 * inputs.attention_layers * inputs.attention_heads * inputs.head_dim / tp
+    flops_per_s = inputs.peak_flops * terms.compute_efficiency
+    attention_flops_per_s = inputs.attention_peak_flops * terms.attention_efficiency
     hbm = inputs.memory_bandwidth_gbps * 1e9
-    weight_bytes = inputs.weight_bytes
-    active_fraction = active / inputs.params
-    weight_s = weight_bytes / (hbm * E_WEIGHTS[precision])
-    kv_s_per_token = inputs.kv_bytes_per_token / (hbm * E_KV)
-    if tp > 1 and inputs.nvlink_bandwidth_gbps:
+    weight_s = inputs.weight_bytes / (hbm * terms.weight_efficiency)
+    routed = inputs.routed_weight_fraction
+    kv_s_per_token = inputs.kv_bytes_per_token / (hbm * terms.kv_efficiency)
+    nvlink = (inputs.nvlink_bandwidth_gbps or 0) * 1e9
+    if tp > 1 and nvlink:
         # hardware with no GPU-to-GPU figure (opal's worker.hw: tflops, mem_bw_TBps, tp) is timed as opal's
         # roofline times it: tensor parallelism divides the work, with no all-reduce term
-        ar_s_per_token = 2 * layers * inputs.hidden_size * ACTIVATION_BYTES * 2 * (tp - 1) / tp \
-            / (inputs.nvlink_bandwidth_gbps * 1e9)
-        ar_s_fixed = 2 * layers * AR_LATENCY_S
+        ar_s_per_token = 2 * layers * inputs.hidden_size * ACTIVATION_BYTES * 2 * (tp - 1) / tp / nvlink
+        ar_s_fixed = 2 * layers * terms.all_reduce_latency_s
     else:
         ar_s_per_token = ar_s_fixed = 0.0
+    ep = inputs.expert_parallel
+    if ep > 1 and nvlink:
+        # every rank holds every token (tensor-parallel attention) and sends each to its k experts and back
+        a2a_s_per_token = inputs.moe_layers * 2 * inputs.experts_per_token * inputs.hidden_size * ACTIVATION_BYTES \
+            * (ep - 1) / ep / (nvlink * terms.all_to_all_efficiency)
+    else:
+        a2a_s_per_token = 0.0
+    fixed_s = terms.pass_overhead_s + layers * terms.layer_overhead_s \
+        + inputs.moe_layers * terms.moe_layer_overhead_s + ar_s_fixed
+    miss = 1 - inputs.experts_per_token / inputs.experts if inputs.experts else 0.0
 
     def timing(work: PassWork) -> int:
         drafts = work.draft_tokens  # each verified like a decode token over its request's context
@@ -97,12 +76,12 @@ def default_timing(inputs) -> Timing:
         if drafts:
             pairs += drafts * work.decode_context / work.decode_requests
         kv_tokens = work.decode_context + sum(c + n for n, c in work.prefill_chunks)
-        compute = (flops_per_token * tokens + flops_per_pair * pairs) / flops_per_s
-        # (drafts read no more weights: AISimulate prices an MTP pass at 1.14x a plain one, not at the
-        # 1 + drafts times more experts a roofline would read for them)
-        memory = weight_s * min(1.0, (tokens - drafts) * active_fraction) + kv_s_per_token * kv_tokens
-        seconds = max(compute, memory) + PASS_OVERHEAD_S + ar_s_fixed + ar_s_per_token * tokens
+        compute = flops_per_token * tokens / flops_per_s + flops_per_pair * pairs / attention_flops_per_s
+        # routed experts: a token picks k of E, so T tokens leave a (1 - k/E)^T share of them unread; drafts read
+        # no more weights (AISimulate prices an MTP pass at 1.14x a plain one, not at the experts they would touch)
+        touched = 1 - routed * miss ** (tokens - drafts)
+        memory = weight_s * touched + kv_s_per_token * kv_tokens
+        seconds = max(compute, memory) + fixed_s + (ar_s_per_token + a2a_s_per_token) * tokens
         return seconds_to_ns(seconds)
 
     return timing
-

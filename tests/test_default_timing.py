@@ -1,0 +1,94 @@
+"""The default (roofline) timing per backend: exact pass times of its formula, and AISimulate's op-level figures.
+
+The table holds AISimulate 0.13.0.dev's own figures (docs/reference-facts.md, "Default timing per backend"):
+one request at a time, TTFT of a whole prompt (8,192-token chunks) and TPOT of 200 output tokens after a
+prompt of the given length.  Dense models must agree within 10%, MoE within 25%.
+"""
+from __future__ import annotations
+
+import pytest
+
+from kvreplay.compiler.catalog import resolve_hardware, resolve_model
+from kvreplay.compiler.timing_inputs import BACKEND_TERMS, roofline_record
+from kvreplay.runtime.timing import PassWork
+from kvreplay.runtime.timing.default import default_timing
+
+CHUNK = 8192  # the scheduler's default max_batched_tokens, as in the AISimulate runs
+OUTPUT = 200  # decode probes generate 200 tokens: mean context is the prompt plus 100
+SETUPS = {  # model, hardware, tensor, moe_expert, KV bytes (the KV dtype the capacity pass picks)
+    "qwen3-8b h200": ("Qwen/Qwen3-8B", "h200_sxm", 1, 1, 2),
+    "qwen3-32b b200 tp2": ("Qwen/Qwen3-32B", "b200_sxm", 2, 1, 2),
+    "qwen3-32b-fp8 h200": ("Qwen/Qwen3-32B-FP8", "h200_sxm", 1, 1, 1),
+    "deepseek-v3 h200 tp8 ep8": ("deepseek-ai/DeepSeek-V3", "h200_sxm", 8, 8, 1),
+}
+MOE = {"deepseek-v3 h200 tp8 ep8"}
+# setup, backend: (TTFT ms at prompts 1024, 4096, 8192), (TPOT ms after prompts 1024, 16384)
+AISIMULATE = {
+    ("qwen3-8b h200", "vllm"): ((22.14, 91.19, 201.74), (6.025, 6.726)),
+    ("qwen3-8b h200", "sglang"): ((23.58, 96.08, 215.80), (6.001, 6.582)),
+    ("qwen3-8b h200", "trtllm"): ((23.85, 91.99, 196.22), (6.216, 6.972)),
+    ("qwen3-32b b200 tp2", "vllm"): ((33.97, 113.70, 239.56), (9.851, 10.211)),
+    ("qwen3-32b b200 tp2", "sglang"): ((32.96, 114.64, 238.37), (9.628, 10.016)),
+    ("qwen3-32b b200 tp2", "trtllm"): ((32.66, 117.49, 257.37), (9.971, 10.348)),
+    ("qwen3-32b-fp8 h200", "vllm"): ((66.34, 251.94, 552.20), (14.203, 14.930)),
+    ("qwen3-32b-fp8 h200", "sglang"): ((70.25, 248.32, 602.02), (14.182, 14.861)),
+    ("qwen3-32b-fp8 h200", "trtllm"): ((71.16, 271.50, 586.90), (13.289, 13.909)),
+    ("deepseek-v3 h200 tp8 ep8", "vllm"): ((78.64, 236.86, 460.27), (14.681, 15.400)),
+    ("deepseek-v3 h200 tp8 ep8", "sglang"): ((68.81, 203.95, 438.66), (11.248, 13.198)),
+    ("deepseek-v3 h200 tp8 ep8", "trtllm"): ((61.96, 160.01, 310.86), (6.860, 7.578)),
+}
+
+
+def timing(setup: str, backend: str):
+    model, hardware, tensor, experts, kv_bytes = SETUPS[setup]
+    return default_timing(roofline_record(resolve_model(model)[0], resolve_hardware(hardware)[0], backend, tensor,
+                                          kv_bytes, experts))
+
+
+def ttft_ms(step, prompt: int) -> float:
+    return sum(step(PassWork(prefill_chunks=((min(CHUNK, prompt - done), done),)))
+               for done in range(0, prompt, CHUNK)) / 1e6
+
+
+def tpot_ms(step, prompt: int) -> float:
+    return step(PassWork(decode_requests=1, decode_context=prompt + OUTPUT // 2)) / 1e6
+
+
+@pytest.mark.parametrize("setup, backend", sorted(AISIMULATE), ids=[f"{s} {b}" for s, b in sorted(AISIMULATE)])
+def test_ttft_and_tpot_agree_with_aisimulate(setup, backend):
+    step = timing(setup, backend)
+    tolerance = 0.25 if setup in MOE else 0.10
+    ttfts, tpots = AISIMULATE[setup, backend]
+    for prompt, theirs in zip((1024, 4096, 8192), ttfts):
+        assert abs(ttft_ms(step, prompt) / theirs - 1) <= tolerance, ("ttft", prompt, ttft_ms(step, prompt), theirs)
+    for prompt, theirs in zip((1024, 16384), tpots):
+        assert abs(tpot_ms(step, prompt) / theirs - 1) <= tolerance, ("tpot", prompt, tpot_ms(step, prompt), theirs)
+
+
+def test_exact_pass_times_of_the_formula():
+    """Qwen3-8B, H200, vLLM, by hand: weights 15,136,194,560 B at 4,800 GB/s x 0.75, KV 147,456 B/token at
+    x 0.60, plus 0.5 ms per pass and 36 layers x 37 us; a 4,096-token prefill is compute-bound:
+    2 x 8,190,427,136 x 4,096 FLOPs at 989 TFLOP/s x 0.80 plus 4 x 36 x 32 x 128 x 4096 x 2048 at x 0.65."""
+    qwen = timing("qwen3-8b h200", "vllm")
+    assert qwen(PassWork(decode_requests=1, decode_context=1024)) == 6_088_927
+    assert qwen(PassWork(prefill_chunks=((4096, 0),))) == 94_331_472
+    assert qwen(PassWork()) == 0
+    assert timing("qwen3-32b b200 tp2", "sglang")(PassWork(prefill_chunks=((4096, 0),))) == 116_494_914
+    deepseek = timing("deepseek-v3 h200 tp8 ep8", "trtllm")
+    assert deepseek(PassWork(decode_requests=1, decode_context=1024)) == 6_905_033
+    assert deepseek(PassWork(decode_requests=64, decode_context=64 * 1024)) == 30_487_299
+
+
+def test_backends_differ_only_by_their_terms():
+    """Same shape and keys for every backend; TensorRT-LLM routes MoE layers far cheaper than vLLM."""
+    assert {tuple(sorted(t)) for t in BACKEND_TERMS.values()} == {tuple(sorted(BACKEND_TERMS["vllm"]))}
+    one = PassWork(decode_requests=1, decode_context=1024)
+    vllm, trtllm = (timing("deepseek-v3 h200 tp8 ep8", b)(one) for b in ("vllm", "trtllm"))
+    assert trtllm < vllm / 2
+
+
+def test_moe_reads_more_experts_as_the_batch_grows():
+    """(1 - k/E)^T of the routed experts stay unread: 8 of 256 per token, so 64 tokens read most of them."""
+    step = timing("deepseek-v3 h200 tp8 ep8", "vllm")
+    times = [step(PassWork(decode_requests=b, decode_context=b * 1024)) for b in (1, 2, 8, 32, 64, 128)]
+    assert times == sorted(times) and len(set(times)) == len(times)
