@@ -135,6 +135,12 @@ class AgenticTraffic:
         """The log the outputs read: without warm-up requests (the traffic knows which they are)."""
         return _MeasuredLog(log) if self.source.warmup else log
 
+    @staticmethod
+    def session_number(spec: RequestSpec) -> None:
+        """None: a play's requests keep the replay's event order (the session order of shell/arrivals.py
+        `TURN_SEQ` is for synthetic session turns)."""
+        return None
+
     def after(self, spec: RequestSpec, now_ns: int, completed: bool) -> list[RequestSpec]:
         """The nodes `spec`'s end releases, and with its play's end the next play a lane takes."""
         if spec.index >= WARM_BASE:
