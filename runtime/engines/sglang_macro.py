@@ -18,7 +18,7 @@ with pages larger than one token.
 """
 from __future__ import annotations
 
-from ..serving.pass_results import advance_decodes
+from ..serving.pass_results import advance_decodes, gap_runs
 from ..timing import PassWork
 from .sglang_decode import complete
 from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY
@@ -94,7 +94,7 @@ def plan(worker, batches, now: int, horizon, stop, can_finish: bool):
 
 def apply(fused: Fused) -> list:
     ends, passes = fused.ends, fused.passes
-    gaps = _runs([b - a for a, b in zip(ends, ends[1:])])
+    gaps = gap_runs(ends)
     finished = []
     for rank, batch in fused.active:
         pool, state = rank.pool, rank.pool.sglang
@@ -118,12 +118,3 @@ def apply(fused: Fused) -> list:
             finished.extend((request, ends[-1]) for request in done)
     return finished
 
-
-def _runs(values: list[int]) -> list[list[int]]:
-    runs: list[list[int]] = []
-    for value in values:
-        if runs and runs[-1][0] == value:
-            runs[-1][1] += 1
-        else:
-            runs.append([value, 1])
-    return runs

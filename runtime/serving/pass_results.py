@@ -84,6 +84,17 @@ def add_decode_block(rank, request: Request, block: int) -> None:
     request.blocks.insert(len(request.blocks) - rank.state_blocks, block)
 
 
+def gap_runs(ends: list[int]) -> list[list[int]]:
+    """The gaps between consecutive fused pass ends as [gap, count] runs (a request's `gaps` keep that form)."""
+    runs: list[list[int]] = []
+    for gap in (b - a for a, b in zip(ends, ends[1:])):
+        if runs and runs[-1][0] == gap:
+            runs[-1][1] += 1
+        else:
+            runs.append([gap, 1])
+    return runs
+
+
 def advance_decodes(rank, request: Request, passes: int, ends: list[int], gaps: list[list[int]]) -> None:
     """Give the request the tokens of fused passes 0..passes-1 (it already has its first token)."""
     request.num_computed += passes

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from itertools import islice
 
 from ..tiers.g1 import BlockPool
-from ..serving.pass_results import add_decode_block, advance_decodes, release_finished
+from ..serving.pass_results import add_decode_block, advance_decodes, gap_runs, release_finished
 from ..serving.scheduler import Batch, Rank
 from ..timing import PassWork
 
@@ -153,7 +153,7 @@ def _allocations_clear(rank: Rank, count: int) -> bool:
 def apply(macro: Macro) -> list[tuple[object, int]]:
     """Apply the fused passes; returns (request, end time) of every request that finished."""
     ends = macro.ends
-    gaps = _runs([b - a for a, b in zip(ends, ends[1:])])
+    gaps = gap_runs(ends)
     finished = []
     for (rank, batch), events in zip(macro.active, macro.events):
         at = rank.pool.at  # a pool that stamps changes with their time (APC's TTL) is told it (None: it does not)
@@ -174,12 +174,3 @@ def apply(macro: Macro) -> list[tuple[object, int]]:
                 advance_decodes(rank, request, macro.last_pass[id(request)] + 1, ends, gaps)
     return finished
 
-
-def _runs(values: list[int]) -> list[list[int]]:
-    runs: list[list[int]] = []
-    for value in values:
-        if runs and runs[-1][0] == value:
-            runs[-1][1] += 1
-        else:
-            runs.append([value, 1])
-    return runs
