@@ -104,7 +104,7 @@ def test_a_cached_prefix_needs_no_new_block():
     assert no_evict(rank, b, hits, 1) == 2
     rank.waiting.append(b)
     items, _, _ = step(TRTLLM, rank, 100 * MS)
-    assert items == [(1, 4)]  # 8 of its 12 prompt tokens reused
+    assert items == [(1, 1)]  # TensorRT-LLM's own limit reaches the third block: the whole prompt is reused
 
 
 TRACE = [row(0.0, 8, 8, [1, 2]), row(0.0, 8, 8, [3, 4]), row(0.0, 8, 8, [5, 6]), row(0.0, 8, 8, [1, 2])]
@@ -121,13 +121,13 @@ def _scenario(directory, backend: str):
 def test_end_to_end_backend_trtllm_never_preempts(tmp_path):
     """A predict YAML with `backend: trtllm` runs this engine (macro-stepped and single-stepped alike): four
     requests of 4 blocks each in 10 blocks; vLLM preempts, TensorRT-LLM starts the last two when the first two
-    end, and the fourth reuses the first's prompt block."""
+    end, and the fourth reuses the first's whole prompt (both blocks: TensorRT-LLM reuses the last token's too)."""
     trt, trt_records = _scenario(tmp_path / "trtllm", "trtllm")
     vllm, _ = _scenario(tmp_path / "vllm", "vllm")
     assert sum(r.preemptions for r in trt.ranks()) == 0
     assert sum(r.preemptions for r in vllm.ranks()) > 0
     assert [r["terminal_status"] for r in trt_records] == ["completed"] * 4
-    assert [r["reused_input_tokens"] for r in trt_records] == [0, 0, 0, 4]
+    assert [r["reused_input_tokens"] for r in trt_records] == [0, 0, 0, 8]
     assert [r.first_admit_ns // MS for r in trt.requests] == [0, 0, 17, 17]
 
 
@@ -201,3 +201,22 @@ def test_a_decode_rank_reserves_the_whole_sequence_before_taking_a_handoff():
         runs[backend] = (sum(r.preemptions for r in decode), max(most), replay.log.completed)
     assert runs["trtllm"] == (0, 4, 24)
     assert runs["vllm"][0] > 0 and runs["vllm"][1] > 4 and runs["vllm"][2] == 24
+
+
+def test_a_prompt_cached_whole_is_reused_whole_and_its_first_token_is_a_decode():
+    """TensorRT-LLM reuses every cached block of a prompt, the last token's included (vLLM stops one token short),
+    and with nothing to prefill the pass that samples the first token is a decode step (AISimulate's a5 run:
+    prompt 1,024 cached whole, reuse 1,024, TTFT 10 ms against the prefill's 50; docs/reference-runs)."""
+    trt, vllm = trt_rank(16), make_rank(16)
+    for rank, engine in ((trt, TRTLLM), (vllm, VLLM)):
+        rank.waiting.append(make_request(0, 8, 2, source=7))
+        run(engine, rank)
+        rank.waiting.append(make_request(1, 8, 2, source=7))
+    batch = TRTLLM.schedule(trt, 100 * MS)
+    (request, new), = batch.items
+    assert (new, request.first_reused_tokens, request.committed_prefill) == (1, 8, 0)
+    assert (batch.work.decode_requests, batch.work.prefill_chunks) == (1, ())
+    assert TIMING(batch.work) == 1 * MS
+    batch = VLLM.schedule(vllm, 100 * MS)
+    (request, new), = batch.items
+    assert (new, request.first_reused_tokens) == (4, 4) and TIMING(batch.work) == 10 * MS

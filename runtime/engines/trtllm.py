@@ -26,6 +26,12 @@ def to_completion(rank, request) -> int:
     return rank.blocks_for(request.spec.prompt_len + request.stop_after) + rank.state_blocks
 
 
+def whole_sequence(rank, request) -> int:
+    """TensorRT-LLM's reuse limit: every whole block of the known tokens, the last one's included (a prompt
+    cached whole is reused whole, and its first token costs one decode step: AISimulate's a5 run)."""
+    return request.num_tokens // rank.block_size
+
+
 def held(request) -> int:
     """Blocks the request holds on its rank: its own, or those a decode rank set aside for its KV (P/D)."""
     pd = request.pd
@@ -50,6 +56,7 @@ class TrtllmEngine(Engine):
 
     def equip(self, rank, role=None) -> None:
         rank.admission = rank.reservation = no_evict
+        rank.reuse_limit = whole_sequence
 
 
 TRTLLM = TrtllmEngine()

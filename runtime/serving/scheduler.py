@@ -27,7 +27,7 @@ from .requests import Request
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
-                 "role", "handoff", "admission", "reservation", "misses", "releases", "speculation")
+                 "role", "handoff", "admission", "reservation", "reuse_limit", "misses", "releases", "speculation")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -52,6 +52,7 @@ class Rank:
         self.releases: list = []  # handed-off requests whose source blocks this prefill rank lets go at its pass end
         self.admission = known_sequence  # free blocks a waiting request needs (an engine's capacity policy may differ)
         self.reservation = handoff.as_needed  # free blocks a decode rank needs to take a handoff (likewise)
+        self.reuse_limit = all_but_last  # how many blocks of a request's known tokens an admission may reuse
         self.misses = None  # analysis.miss_classes.MissExplainer, told of each admission when a run asks why
         self.speculation = None  # speculation.Speculation: decode passes emit accepted drafts too
 
@@ -61,6 +62,12 @@ class Rank:
 
     def blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.block_size)
+
+
+def all_but_last(rank: "Rank", request: Request) -> int:
+    """vLLM's reuse limit: whole blocks before the last known token, which is always recomputed (its logits
+    sample the next token)."""
+    return (request.num_tokens - 1) // rank.block_size
 
 
 def known_sequence(rank: "Rank", request: Request, hits: list[int], need: int) -> int:
@@ -96,7 +103,7 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     """Try to admit a waiting request: tokens scheduled, 0 if it must wait for blocks, DEFER or LOAD."""
     block_size = rank.block_size
     rank.pool.advance(request.spec.index)
-    limit = (request.num_tokens - 1) // block_size  # the last known token is always recomputed
+    limit = rank.reuse_limit(rank, request)
     hits = rank.pool.match(request.keys, limit)
     if rank.speculation is not None and hits:  # as vLLM with EAGLE/MTP drafts (and AISimulate for any kind):
         hits = hits[:-1]  # the last matched block is recomputed, the drafter needs its hidden states
@@ -105,20 +112,21 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
         if outcome:
             return outcome
     cached = len(hits) * block_size
-    new = request.num_tokens - cached
+    computed = min(cached, request.num_tokens - 1)  # (a wholly cached sequence still runs its last token)
+    new = request.num_tokens - computed
     if not rank.chunked and new > budget:
         return 0
     new = min(new, budget)
-    need = rank.blocks_for(cached + new) - len(hits) + rank.state_blocks
+    need = rank.blocks_for(computed + new) - len(hits) + rank.state_blocks
     if not rank.pool.can_allocate(rank.admission(rank, request, hits, need), hits):
         return 0
     rank.pool.touch(hits)
     restored = rank.chain.admitting(rank, request, len(hits))
     new_blocks = rank.pool.allocate(need)
-    token_blocks = rank.blocks_for(cached + new) - len(hits)
+    token_blocks = rank.blocks_for(computed + new) - len(hits)
     request.blocks = hits + new_blocks[:token_blocks] + new_blocks[token_blocks:]
     request.max_blocks = len(hits)
-    request.num_computed = cached
+    request.num_computed = computed
     readmission = bool(request.admissions)
     prompt_reused = min(cached, request.spec.prompt_len)
     host_reused = min(restored, prompt_reused)
@@ -257,7 +265,9 @@ def _fits(rank: Rank, request: Request, tokens: int) -> bool:
 def work_of(items: list[tuple[Request, int]]) -> PassWork:
     chunks, decodes, context = [], 0, 0
     for request, new in items:
-        if new == 1 and request.generated and request.num_computed == request.num_tokens - 1:
+        # a decode: one token after the first; or the first, of a prompt whose KV was all reused (TensorRT-LLM)
+        if new == 1 and request.num_computed == request.num_tokens - 1 and (
+                request.generated or request.first_reused_tokens == request.spec.prompt_len):
             decodes += 1
             context += request.num_computed + 1
         elif not new:  # a handed-off request's first pass on its decode rank: a decode over its prompt
