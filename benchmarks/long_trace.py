@@ -53,7 +53,7 @@ def run(config: Path, output: Path, per_request: bool) -> tuple[float, float, di
         err.seek(0)
         if os.waitstatus_to_exitcode(status) != 0:
             sys.exit(f"kvreplay predict failed:\n{err.read().decode()}")
-        return wall, usage.ru_maxrss / 1024, orjson.loads(out.read())["summary"]
+        return wall, usage.ru_maxrss / 1024, orjson.loads(out.read())
 
 
 def main() -> int:

@@ -49,7 +49,7 @@ def run_once(config: Path, output: Path, checkout: Path = ROOT) -> tuple[float, 
         if child.returncode != 0:
             sys.exit(f"kvreplay predict failed ({child.returncode}):\n{err.read().decode()}")
         cpu = usage.ru_utime + usage.ru_stime  # (less moved than the wall by work on the other core)
-        return wall, usage.ru_maxrss / 1024, json.loads(out.read())["summary"], cpu
+        return wall, usage.ru_maxrss / 1024, json.loads(out.read()), cpu
 
 
 def report(label: str, results: list) -> float:

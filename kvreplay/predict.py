@@ -171,7 +171,8 @@ def run(args, config: str | None = None) -> int:
     if ledger is not None:
         ledger.close()
         summary["stages"], opal_files = opal_run.opal_outputs(replay, plan.opal, ledger, end_ns, str(destination))
-    prediction = {"summary": summary, "kvreplay_plan_version": plan.plan_version}
+    # the summary fields at the top level, as AISimulate writes them (a script written for its file reads this one)
+    prediction = {**summary, "kvreplay_plan_version": plan.plan_version}
     try:
         spooled = spool.finish() if spool else None
         if explanation and spooled:

@@ -32,7 +32,7 @@ def read_outputs(out_dir) -> tuple[dict, list[dict]]:
     out_dir = Path(out_dir)
     prediction = orjson.loads((out_dir / "prediction.json").read_bytes())
     records = [orjson.loads(line) for line in (out_dir / "requests.jsonl").read_bytes().splitlines()]
-    return prediction["summary"], records
+    return {k: v for k, v in prediction.items() if k != "kvreplay_plan_version"}, records
 
 
 def output_bytes(out_dir) -> tuple[bytes, bytes]:

@@ -60,7 +60,7 @@ def test_the_report_names_the_policy_and_its_assumption(tmp_path):
     path = tmp_path / "belady.json"
     path.write_bytes(orjson.dumps(spec(requests_of([A, A + [9]]), "belady", blocks=8)))
     assert main(["replay", str(path), "--output-dir", str(tmp_path / "out"), "--no-progress"]) == 0
-    summary = orjson.loads((tmp_path / "out" / "prediction.json").read_bytes())["summary"]
+    summary = orjson.loads((tmp_path / "out" / "prediction.json").read_bytes())
     assert summary["kv_eviction_policy"] == "belady"
     assert "next use" in summary["kv_eviction_assumption"]
 

@@ -950,7 +950,7 @@ def test_example_is_byte_identical_across_runs_and_stepping(tmp_path, capsys, co
     capsys.readouterr()
     assert set(first) == {"prediction.json", "requests.jsonl"}
     assert first == again == single
-    summary = orjson.loads(first["prediction.json"])["summary"]
+    summary = orjson.loads(first["prediction.json"])
     assert summary["completed_requests"] == 64
     (domain,) = summary["g2_domains"]
     assert (domain["connector"], domain["scope"]) == (connector, scope)

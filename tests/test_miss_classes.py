@@ -75,7 +75,7 @@ def test_the_curve_beside_the_run(tmp_path):
 
 
 def read_outputs_summary(out) -> dict:
-    return json.loads((out / "prediction.json").read_bytes())["summary"]
+    return json.loads((out / "prediction.json").read_bytes())
 
 
 def check_sums(out) -> None:

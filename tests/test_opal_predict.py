@@ -28,7 +28,7 @@ def predict(tmp_path: Path, config: str, *flags: str) -> tuple[dict, Path]:
     code = main(["predict", "--no-progress", "-c", str(OPAL / config), "--output-dir", str(out), "--format",
                  "json", "--overwrite", "--capture-per-request", *flags])
     assert code == 0
-    return orjson.loads((out / "prediction.json").read_bytes())["summary"], out
+    return orjson.loads((out / "prediction.json").read_bytes()), out
 
 
 @pytest.fixture(scope="module")

@@ -668,7 +668,7 @@ def test_pd_outputs_are_byte_identical_across_runs_and_with_single_step(tmp_path
     single = predict("c", "--single-step")
     assert set(first) == {"prediction.json", "requests.jsonl"}
     assert first == again == single
-    summary = orjson.loads(first["prediction.json"])["summary"]
+    summary = orjson.loads(first["prediction.json"])
     assert (summary["num_requests"], summary["completed_requests"]) == (60, 60)
     records = [orjson.loads(line) for line in first["requests.jsonl"].splitlines()]
     assert {r["prefill_worker_idx"] for r in records} == {0, 1}

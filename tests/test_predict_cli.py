@@ -87,7 +87,7 @@ def test_refuses_to_overwrite_without_the_flag(config, tmp_path, capsys):
     code, _, err = run(capsys, "-c", config, "--output-dir", out_dir, "--set", "traffic.stop.requests=1",
                        "--overwrite")
     assert code == 0, err
-    assert json.loads((out_dir / "prediction.json").read_text())["summary"]["num_requests"] == 1
+    assert json.loads((out_dir / "prediction.json").read_text())["num_requests"] == 1
 
 
 def test_refuses_to_overwrite_requests_jsonl_without_the_flag(config, tmp_path, capsys):
@@ -103,7 +103,7 @@ def test_format_json_prints_prediction_json(config, tmp_path, capsys):
     code, out, err = run(capsys, "-c", config, "--output-dir", tmp_path / "out", "--format", "json")
     assert code == 0, err
     assert out.encode() == (tmp_path / "out" / "prediction.json").read_bytes()
-    assert json.loads(out)["summary"]["completed_requests"] == 3
+    assert json.loads(out)["completed_requests"] == 3
 
 
 def test_table_format_prints_a_summary(config, tmp_path, capsys):
@@ -130,7 +130,7 @@ def test_table_format_prints_a_summary(config, tmp_path, capsys):
 def test_capture_per_request_writes_one_record_per_request(config, tmp_path, capsys):
     code, _, err = run(capsys, "-c", config, "--output-dir", tmp_path / "out", "--capture-per-request")
     assert code == 0, err
-    summary = json.loads((tmp_path / "out" / "prediction.json").read_text())["summary"]
+    summary = json.loads((tmp_path / "out" / "prediction.json").read_text())
     assert SUMMARY_KEYS <= summary.keys()
     lines = (tmp_path / "out" / "requests.jsonl").read_bytes().splitlines()
     records = [orjson.loads(line) for line in lines]
@@ -154,7 +154,7 @@ def test_no_completed_request_exits_1(config, tmp_path, capsys):
     assert code == 1
     assert err == ("kvreplay: no request completed: all 3 requests were rejected on arrival, e.g. 0: the prompt "
                    "needs 8 G1 blocks but worker0.dp0 holds 4\n")
-    summary = json.loads(out)["summary"]
+    summary = json.loads(out)
     assert (summary["num_requests"], summary["rejected_requests"], summary["completed_requests"]) == (3, 3, 0)
 
 
@@ -225,7 +225,7 @@ def test_example_trace_paths_are_relative_to_the_config_not_the_cwd(tmp_path, ca
     code, out, err = run(capsys, "-c", EXAMPLES / "mooncake-trace.yaml", "--output-dir", "out", "--format", "json",
                          "--set", "traffic.stop.max_virtual_time_seconds=5")
     assert code == 0, err
-    assert json.loads(out)["summary"]["num_requests"] > 0
+    assert json.loads(out)["num_requests"] > 0
     assert (tmp_path / "out" / "prediction.json").exists()
 
 
@@ -235,7 +235,7 @@ def test_table_shows_a_row_per_tier_the_run_has(tmp_path, capsys):
                          "--set", "traffic.stop.sessions=8")
     assert code == 0, err
     rows = {label.strip(): value.strip() for label, value in (line.split("  ", 1) for line in out.splitlines())}
-    summary = json.loads((tmp_path / "out" / "prediction.json").read_bytes())["summary"]
+    summary = json.loads((tmp_path / "out" / "prediction.json").read_bytes())
     g2 = summary["g2_domains"]
     assert rows["G2 blocks (stored / restored)"] == \
         f"{sum(d['stores'] for d in g2):,} / {sum(d['restores'] for d in g2):,}"

@@ -94,9 +94,9 @@ def test_miss_classes_and_the_curve_are_shown_when_the_summary_has_them(small, t
     folder = tmp_path / "hand-made"
     shutil.copytree(small, folder)
     prediction = orjson.loads((folder / "prediction.json").read_bytes())
-    prediction["summary"]["miss_classes"] = {"compulsory": 9000, "capacity": 1200, "policy": 300, "placement": 0}
-    prediction["summary"]["miss_ratio_curve"] = [[64, 0.1], [256, 0.35], [1024, 0.6], [4096, 0.62]]
-    prediction["summary"]["stages"] = [{"stage": 0, "hit_types": {"apc": 5}}, {"stage": 1, "hit_types": {"apc": 7}}]
+    prediction["miss_classes"] = {"compulsory": 9000, "capacity": 1200, "policy": 300, "placement": 0}
+    prediction["miss_ratio_curve"] = [[64, 0.1], [256, 0.35], [1024, 0.6], [4096, 0.62]]
+    prediction["stages"] = [{"stage": 0, "hit_types": {"apc": 5}}, {"stage": 1, "hit_types": {"apc": 7}}]
     (folder / "prediction.json").write_bytes(orjson.dumps(prediction))
     page = report_html(load_run(folder))
     assert "<h2>Why prompt tokens were not reused</h2>" in page and "<h2>Miss-ratio curve</h2>" in page
@@ -150,8 +150,8 @@ def test_diff_of_two_g1_capacities_has_the_expected_signs(tmp_path):
     (lambda d: d, "is not a run folder: it has no prediction.json"),
     (lambda d: (d / "f.txt").write_text("x") and d / "f.txt", "is not a folder"),
     (lambda d: (d / "prediction.json").write_text("{") and d, "prediction.json: not JSON"),
-    (lambda d: (d / "prediction.json").write_text("[]") and d, "has no summary object"),
-    (lambda d: (d / "prediction.json").write_text('{"summary": {}}') and (d / "requests.jsonl").write_text("{}\n7\n")
+    (lambda d: (d / "prediction.json").write_text("[]") and d, "has no summary fields"),
+    (lambda d: (d / "prediction.json").write_text('{"num_requests": 0}') and (d / "requests.jsonl").write_text("{}\n7\n")
      and d, "requests.jsonl:2: a record is a JSON object"),
 ])
 def test_a_bad_run_folder_is_one_line_and_exit_2(tmp_path, capsys, make, message):

@@ -36,7 +36,7 @@ def test_added_workers_take_requests_and_removed_ones_drain(tmp_path, capsys):
     late = [r for r in records if r["dp_rank"] in (1, 2)]
     assert max(r["terminal_time_ms"] for r in late) > 60_000 or max(r["arrival_time_ms"] for r in late) < 60_000
     # ... and each is removed when its last request ends, after its period
-    workers = orjson.loads((out / "prediction.json").read_bytes())["summary"]["workers"]
+    workers = orjson.loads((out / "prediction.json").read_bytes())["workers"]
     assert [w["periods"][0]["left_ms"] for w in workers] == [None, 60_000.0, 60_000.0]
     for w in workers[1:]:
         last = max(r["terminal_time_ms"] for r in records if r["dp_rank"] == w["worker"])

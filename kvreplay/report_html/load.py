@@ -66,9 +66,9 @@ def load_run(folder: str | Path) -> Run:
         raise RunDirError(f"cannot read {prediction}: {error.strerror or error}") from None
     except orjson.JSONDecodeError as error:
         raise RunDirError(f"{prediction}: not JSON ({error})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("summary"), dict):
-        raise RunDirError(f"{prediction} has no summary object: not kvreplay's prediction.json")
-    run = Run(path, data["summary"])
+    if not isinstance(data, dict) or "num_requests" not in data:
+        raise RunDirError(f"{prediction} has no summary fields (num_requests, ...): not kvreplay's prediction.json")
+    run = Run(path, {key: value for key, value in data.items() if key != "kvreplay_plan_version"})
     if (path / "requests.jsonl").is_file():
         run.requests, run.has_requests = _json_lines(path / "requests.jsonl"), True
     if (path / "timeline.jsonl").is_file():
