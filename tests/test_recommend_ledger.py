@@ -87,6 +87,31 @@ def test_ray_missing_is_a_clear_error(tmp_path, monkeypatch, capsys):
                                        "pip install 'kvreplay[ray]'\n")
 
 
+def test_a_ray_address_nothing_answers_at_is_a_clear_error_in_seconds(tmp_path, capsys):
+    """Ray itself retries a dead address for minutes; the sweep says so at once and runs nothing."""
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nothing listens on: bound, never listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        monkey = {"ray": sys.modules.get("ray")}
+        sys.modules["ray"] = type(sys)("ray")  # (no real Ray needed: the address is refused before it is used)
+        try:
+            start = time.monotonic()
+            code, out = sweep(tmp_path, FOUR, "--executor", "ray", "--address", f"127.0.0.1:{port}")
+        finally:
+            if monkey["ray"] is None:
+                del sys.modules["ray"]
+            else:
+                sys.modules["ray"] = monkey["ray"]
+    assert code == 2 and time.monotonic() - start < 10
+    assert capsys.readouterr().err == (f"kvreplay: nothing answers at the Ray address 127.0.0.1:{port}: start the "
+                                       "cluster (`ray start --head`) or correct --address\n")
+    assert not (out / "ledger.jsonl").exists() or not (out / "ledger.jsonl").read_bytes()
+    assert executors.answers("auto") and executors.answers("ray://")
+
+
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install "
                     "'kvreplay[ray]'); the pool and Ray ledgers cannot be compared")
 def test_a_local_ray_cluster_writes_the_pool_ledger_byte_for_byte(tmp_path):

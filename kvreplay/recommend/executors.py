@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
+import socket
 from typing import Callable, Iterable, Iterator
 
 from .candidates import Job, evaluate
@@ -70,12 +71,28 @@ def local(jobs: list[Job], workers: int, running: Running | None = None) -> Iter
         pool.join()
 
 
+def answers(address: str, timeout_s: float = 3.0) -> bool:
+    """Does something listen at a Ray address given as `[ray://]host:port`?  (Ray itself retries a dead address
+    for minutes, printing its own logs; "auto" and other forms are left to Ray.)"""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return True
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
 def ray(jobs: list[Job], workers: int, address: str | None) -> Iterator[dict]:
     """Entries in index order from Ray tasks; a local Ray of `workers` CPUs when no address is given."""
     try:
         import ray as ray_module
     except ImportError:
         raise ExecutorError("--executor ray needs Ray, which is not installed: pip install 'kvreplay[ray]'") from None
+    if address and not answers(address):
+        raise ExecutorError(f"nothing answers at the Ray address {address}: start the cluster (`ray start --head`) "
+                            "or correct --address")
     started = not ray_module.is_initialized()
     if started:
         try:
