@@ -2,7 +2,6 @@
 same ledger bytes from the in-process run, the process pool and a local Ray cluster."""
 from __future__ import annotations
 
-import importlib.util
 import sys
 
 import orjson
@@ -112,8 +111,6 @@ def test_a_ray_address_nothing_answers_at_is_a_clear_error_in_seconds(tmp_path, 
     assert executors.answers("auto") and executors.answers("ray://")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install "
-                    "'kvreplay[ray]'); the pool and Ray ledgers cannot be compared")
 def test_a_local_ray_cluster_writes_the_pool_ledger_byte_for_byte(tmp_path):
     (tmp_path / "pool").mkdir()
     code, pool = sweep(tmp_path / "pool", FOUR, "--jobs", "2")

@@ -18,7 +18,6 @@ from kvreplay.report_html.load import load_run
 from .report_runs import G1, SMALL, predict, run_cli
 from .support import ROOT
 
-pytest.importorskip("matplotlib")
 
 
 class GoldenHTML(SingleFileSnapshotExtension):
