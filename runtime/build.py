@@ -81,7 +81,7 @@ def _role_workers(plan, role, first_worker: int, first_rank: int, clock: Clock) 
                         role.max_sequences, plan.enable_chunked_prefill,
                         role.state_blocks_per_request, name=f"{prefix}worker{w}.dp{d}")
             rank.role = role.name
-            rank.speculation = speculation.of(role)
+            rank.speculation = speculation.of(role) if engine.speculates else None
             engine.equip(rank, role)
             ranks.append(rank)
             rank_index += 1

@@ -18,7 +18,6 @@ from kvreplay.runtime.outputs.metrics import request_record
 from kvreplay.runtime.serving.requests import Content, RequestSpec
 from kvreplay.runtime.traffic import block_keys as blocks
 from kvreplay.runtime.traffic.opal_stages import StagedTraffic
-from kvreplay.runtime.virtual_time import seconds_to_ns
 
 from .support import ROOT, compile_yaml
 

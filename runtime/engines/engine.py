@@ -22,6 +22,7 @@ class Engine:
     name = "vllm"
     fusable = True  # pure decode passes may be applied at once (shell/macro.py)
     keyed = True  # its requests carry block keys (spec.keys): vLLM's and TensorRT-LLM's caches match by them
+    speculates = True  # its decode passes emit accepted drafts (serving/speculation.py) when the role has them
 
     def schedule(self, rank, now_ns: int):
         return scheduler.schedule(rank, now_ns)

@@ -35,6 +35,7 @@ from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY, SglangStat
 class SglangEngine(Engine):
     name = "sglang"
     fusable = True  # (by sglang_macro.py)
+    speculates = False  # (drafts are not modelled for SGLang: a speculation config runs without them)
     keyed = False  # requests need no per-block keys: the radix cache compares token runs
 
     def plan_fused(self, worker, batches, now, horizon, stop, can_finish):

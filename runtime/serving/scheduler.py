@@ -222,8 +222,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
         if not rank.chunked and new < request.num_tokens - request.num_computed:
             i += 1
             continue
-        # a decode reserves KV for its drafts too (vLLM's lookahead slots)
-        reserve = request.num_computed + new + (min(lookahead, request.stop_after - request.generated - 1) if new == 1 and request.generated else 0)
+        reserve = request.num_computed + new + _drafts_kv(request, new, lookahead)
         while not _fits(rank, request, reserve):
             victim = running.pop()
             preempt(rank, victim)
@@ -243,11 +242,12 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
             budget = _admit_waiting(rank, budget, items, now_ns)
     if not items:
         return None
-    work = work_of(items)
-    if lookahead and work.decode_requests:  # a decode verifies its drafts: 1 + lookahead tokens
-        work = PassWork(work.prefill_chunks, work.decode_requests, work.decode_context,
-                        lookahead * work.decode_requests)
-    return Batch(items, work)
+    return Batch(items, work_of(items, lookahead))
+
+
+def _drafts_kv(request: Request, new: int, lookahead: int) -> int:
+    """Slots a decode reserves for its drafts (vLLM's lookahead), no more than the tokens it has left."""
+    return min(lookahead, request.stop_after - request.generated - 1) if new == 1 and request.generated else 0
 
 
 def _fits(rank: Rank, request: Request, tokens: int) -> bool:
@@ -262,7 +262,8 @@ def _fits(rank: Rank, request: Request, tokens: int) -> bool:
     return True
 
 
-def work_of(items: list[tuple[Request, int]]) -> PassWork:
+def work_of(items: list[tuple[Request, int]], lookahead: int = 0) -> PassWork:
+    """The pass's work; under speculation each decode also verifies `lookahead` drafts."""
     chunks, decodes, context = [], 0, 0
     for request, new in items:
         # a decode: one token after the first; or the first, of a prompt whose KV was all reused (TensorRT-LLM)
@@ -275,4 +276,4 @@ def work_of(items: list[tuple[Request, int]]) -> PassWork:
             context += request.num_tokens
         else:
             chunks.append((new, request.num_computed))
-    return PassWork(tuple(chunks), decodes, context)
+    return PassWork(tuple(chunks), decodes, context, lookahead * decodes)

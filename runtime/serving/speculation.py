@@ -55,8 +55,6 @@ class Speculation:
         return min(left, self.accepted(request.spec.index, request.generated - 1))
 
 def of(role) -> Speculation | None:
-    """The role's speculation, or None without it (and for SGLang: its engine does not model drafts)."""
+    """The role's speculation, or None without it."""
     plan = getattr(role, "speculation", None)
-    if plan is None or role.backend == "sglang":
-        return None
-    return Speculation(plan)
+    return None if plan is None else Speculation(plan)
