@@ -143,6 +143,12 @@ def test_retraction_order_and_the_20_token_reserve():
     assert pool.available == 1 + 1 + 12 - 2  # free, c's output slot, its prompt; less the survivors' next slots
     # the new-token estimate: (decoded + 20 per survivor) / (their max output + 1)
     assert pool.sglang.ratio == (2 + 1 + 40) / (100 + 1)
+    # readmitted (its prompt evicted), c recomputes its 12 prompt tokens and its 1 output token: committed prefill
+    # counts both, as AISimulate does (12 at its first admission + 13 now)
+    pool.total = 1000
+    step(rank, 70 * MS)
+    assert c.admissions[-1]["is_readmission"] and c.admissions[-1]["reused_input_tokens"] == 0
+    assert c.committed_prefill == 12 + 13
 
 
 def test_prefill_decode_interval_keeps_prefill_out_for_n_rounds():

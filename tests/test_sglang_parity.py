@@ -45,6 +45,8 @@ def test_end_to_end_retraction_matches_aisimulate(tmp_path):
     assert [len(r.admissions) - 1 for r in requests] == [0, 1, 0, 1, 0, 1, 0, 1]
     assert [r.first_admit_ns // MS for r in requests] == [0, 5030, 20090, 21360, 48710, 55410, 68850, 72080]
     assert [r.last_token_ns // MS for r in requests] == [20090, 48710, 40180, 55410, 68850, 98280, 88940, 105910]
+    # committed prefill: 8 prompts of 100, and each readmission recomputes prompt + the output it had (AISimulate: 6,001)
+    assert sum(r.committed_prefill for r in requests) == 6001
 
 
 def test_fused_decode_passes_equal_single_stepping(tmp_path):

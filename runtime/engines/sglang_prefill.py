@@ -100,6 +100,6 @@ def record_admission(rank, request, cached: int, now_ns: int) -> None:
         request.first_host_tokens = 0
         request.first_g1_tokens = reused
     request.reused_tokens = max(request.reused_tokens, reused)
-    request.committed_prefill += max(0, request.spec.prompt_len - cached)
+    request.committed_prefill += max(0, request.num_tokens - cached)  # (a readmission recomputes its output too)
     request.num_computed = cached
     request.status = "running"
