@@ -173,6 +173,19 @@ def test_chunked_prefill_chunks_by_the_rank_budget_and_caches_each_chunk():
     assert step(rank, 100 * MS)[0] == [(0, 4)] and rank.pool.tree_tokens == 20
 
 
+def test_a_prompt_past_the_budget_left_is_chunked_to_fill_the_pass():
+    """Budget 10 at page 1, two 6-token prompts: the first takes 6, the second the 4 left (not a pass of its own),
+    and its last 2 tokens run in the next pass beside a third prompt (SGLang's PrefillAdder; AISimulate's default
+    timing run of 3,000-token prompts at chunk 8,192 does the same: 3,000 + 3,000 + 2,192, then 808 + 3,000)."""
+    rank = sg_rank(1000, budget=10)
+    a, b, c = (request(i, [(i + 1, 0, 6)], 2) for i in range(3))
+    rank.waiting.extend([a, b, c])
+    assert step(rank, 0) == ([(0, 6), (1, 4)], 50 * MS, [])
+    assert b.num_computed == 4 and rank.pool.tree_tokens == 6 + 4
+    assert step(rank, 50 * MS)[0] == [(1, 2), (2, 6)]
+    assert [r.spec.index for r in rank.running] == [0, 1, 2]
+
+
 def test_longest_prefix_match_policy_orders_by_cached_prefix():
     rank = sg_rank(1000)
     rank.waiting.append(request(0, [(1, 0, 40)], 1))

@@ -5,10 +5,11 @@ Each is charged its extend tokens (in whole pages) plus its remaining output,
 clipped to 4,096 tokens, against what the pool has free or evictable less an
 estimate of what running requests will still decode (their remaining output
 times the new-token ratio); the first that does not fit strictly below that
-stops the batch.  A prompt longer than the chunk budget is cut to the budget
-left (chunked prefill; the chunk size is the rank's `max_batched_tokens`, so
-each DP rank has its own), and a chunk that does not end the prompt is charged
-no output.  An admission reuses the longest cached prefix in whole pages, never
+stops the batch.  A prompt longer than what is left of the chunk budget is cut
+to it in whole pages (chunked prefill, SGLang's PrefillAdder: so a pass fills its
+budget, the last admission's prompt going on in the next pass; the chunk size is
+the rank's `max_batched_tokens`, so each DP rank has its own), and a chunk that
+does not end the prompt is charged no output.  An admission reuses the longest cached prefix in whole pages, never
 the last known token, and locks it.  Requests of one batch do not share their
 prefixes: the tree learns a prompt only when its pass ends.
 """
@@ -41,7 +42,7 @@ def prefill_batch(rank, state, now_ns: int) -> list:
         else:  # the next chunk of a chunked prefill
             node, prefix, start = lease.node, lease.cached, request.num_computed
         extend = request.num_tokens - start
-        if extend <= chunk_size:
+        if extend <= rem_chunk:
             chunk = extend
         else:
             chunk = min(pool.floor(int(rem_chunk)), extend)
