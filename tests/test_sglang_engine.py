@@ -53,9 +53,10 @@ def run(rank, now: int = 0) -> int:
     return now
 
 
-def test_the_table_gives_sglang_its_engine_for_aggregated_roles_only():
+def test_the_table_gives_sglang_its_engine_on_every_role():
     assert engine_for("sglang") is SGLANG and SGLANG.fusable and not SGLANG.keyed
-    assert engine_for("sglang", "prefill") is VLLM  # its P/D rules are not modelled yet
+    assert engine_for("sglang", "prefill") is engine_for("sglang", "decode") is SGLANG
+    assert engine_for("vllm", "decode") is VLLM
 
 
 def test_complete_prompt_pages_enter_the_radix_cache_after_prefill():

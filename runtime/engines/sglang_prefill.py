@@ -35,6 +35,8 @@ def prefill_batch(rank, state, now_ns: int) -> list:
     for request in order:
         if len(items) >= slots:
             break
+        if request.pd is not None and request.pd.phase is not None:
+            continue  # a decode rank's handed-off request (sglang_handoff.py)
         lease = state.leases.get(id(request))
         if lease is None:  # a fresh request (or a retracted one): match its prefix
             node, prefix = pool.match(spec_runs(request.spec), request.num_tokens - 1)

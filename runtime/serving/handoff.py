@@ -17,6 +17,10 @@ Transfer time = (tokens x bytes_per_token + state bytes) / bandwidth, where
 not hold as a prefix (`destination_missing`), in whole blocks; no bandwidth
 means no delay.
 A decode rank admits requests whose KV has arrived before other waiting ones.
+
+What a rank's G1 does for a handoff (hold and release the source's KV, reserve
+and land the destination's) is its `handoff_kv`: vLLM's block pool here
+(`BLOCKS`), SGLang's radix cache in engines/sglang_handoff.py.
 """
 from __future__ import annotations
 
@@ -119,7 +123,7 @@ def hold_source(rank, request: Request, now_ns: int) -> None:
     """Prefill is done: keep the source blocks until the transfer ends."""
     state = request.pd
     state.source_rank = rank
-    state.source_blocks = pass_results.hand_over_blocks(request)
+    state.source_blocks = rank.handoff_kv.hold(rank, request)
     state.prefill_done_ns = now_ns
 
 
@@ -130,7 +134,12 @@ def as_needed(rank, request: Request, hits: list[int], need: int) -> int:
 
 
 def reserve(rank, request: Request, handoff: Handoff) -> bool:
-    """A decode rank reserves blocks for the prompt (destination-first: and the next token), less the prefix it
+    """A decode rank reserves its G1's room for the handed-off prompt (False: it is short of room)."""
+    return rank.handoff_kv.reserve(rank, request, handoff)
+
+
+def _reserve_blocks(rank, request: Request, handoff: Handoff) -> bool:
+    """vLLM's block pool: a decode rank reserves blocks for the prompt (destination-first: and the next token), less the prefix it
     already holds.
 
     Blocks are kept aside in `decode_blocks` (with destination-first the request is still to be
@@ -166,7 +175,7 @@ def transferring(request: Request) -> None:
 def release_source(request: Request, now_ns: int) -> None:
     """The source lets go of the blocks it held for the handoff."""
     state = request.pd
-    offload.release_blocks(state.source_rank, request, state.source_blocks)
+    state.source_rank.handoff_kv.release(state.source_rank, request, state.source_blocks)
     state.source_blocks = []
     state.source_released_ns = now_ns
 
@@ -179,8 +188,7 @@ def landed(rank, request: Request, now_ns: int, source_busy: bool = False) -> No
         state.source_rank.releases.append(request)
     else:
         release_source(request, now_ns)
-    blocks, state.decode_blocks = state.decode_blocks, []
-    pass_results.resume_decode(rank, request, blocks, state.decode_hits)
+    rank.handoff_kv.land(rank, request)
     state.phase = "arrived"
     waiting = rank.waiting
     waiting.remove(request)
@@ -194,3 +202,21 @@ def landed(rank, request: Request, now_ns: int, source_busy: bool = False) -> No
 def admit_arrived(request: Request, now_ns: int) -> None:
     request.pd.phase = None
     request.pd.decode_admit_ns = now_ns
+
+
+def _land_blocks(rank, request: Request) -> None:
+    state = request.pd
+    blocks, state.decode_blocks = state.decode_blocks, []
+    pass_results.resume_decode(rank, request, blocks, state.decode_hits)
+
+
+class BlockHandoff:
+    """vLLM's block pool's part in a handoff (TensorRT-LLM's too): the source's blocks, the destination's blocks."""
+
+    hold = staticmethod(lambda rank, request: pass_results.hand_over_blocks(request))
+    release = staticmethod(offload.release_blocks)
+    reserve = staticmethod(_reserve_blocks)
+    land = staticmethod(_land_blocks)
+
+
+BLOCKS = BlockHandoff()

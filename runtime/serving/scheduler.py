@@ -27,7 +27,8 @@ from .requests import Request
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
-                 "role", "handoff", "admission", "reservation", "reuse_limit", "misses", "releases", "speculation")
+                 "role", "handoff", "admission", "reservation", "reuse_limit", "misses", "releases", "speculation",
+                 "handoff_kv")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -55,6 +56,7 @@ class Rank:
         self.reuse_limit = all_but_last  # how many blocks of a request's known tokens an admission may reuse
         self.misses = None  # analysis.miss_classes.MissExplainer, told of each admission when a run asks why
         self.speculation = None  # speculation.Speculation: decode passes emit accepted drafts too
+        self.handoff_kv = handoff.BLOCKS  # what its G1 does for a P/D handoff (an engine's cache may differ)
 
     @property
     def busy(self) -> bool:
