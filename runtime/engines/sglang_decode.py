@@ -1,4 +1,5 @@
-"""SGLang's decode pass (update_running_batch), retraction under memory pressure (retract_decode), and finishing.
+"""SGLang's decode pass (update_running_batch), retraction under memory pressure (retract_decode), finishing and
+cancelling (cancel_running: a cancelled request's decoded pages enter the tree too).
 
 Before a decode pass every running request needs the slot of the token it
 samples (a new page when it crosses a page boundary).  When what is free or
@@ -110,3 +111,14 @@ def complete(rank, finished: list, end_ns: int) -> None:
         release(pool, lease)
         request.status = "completed"
         request.terminal_ns = end_ns
+
+
+def cancel_running(rank, request) -> None:
+    """A running request is cancelled (SGLang's abort goes through cache_finished_req): prompt and decoded output
+    enter the tree in whole pages as a finished request's do; the rest are freed and its path unlocked."""
+    pool = rank.pool
+    rank.running = [r for r in rank.running if r is not request]
+    lease = pool.sglang.leases.pop(id(request))
+    insert(pool, lease, request.spec, spec_runs(request.spec), request.num_tokens)
+    release(pool, lease)
+    request.status = "canceled"

@@ -49,12 +49,7 @@ def reserve(rank, request, config) -> bool:
         pool.unlock(node)
         return False
     pool.sglang.leases[id(request)] = Lease(node, hit, hit + need)
-    state = request.pd
-    state.decode_hits = hit // pool.page
-    state.decode_reused_tokens = hit
-    pages = pool.ceil(prompt) // pool.page
-    # KV travels in whole pages: the prompt's, or those the destination lacks
-    state.transfer_tokens = (pages if config.timing_mode == "full_prompt" else pages - state.decode_hits) * pool.page
+    handoff.reserved(request, config, hit // pool.page, pool.ceil(prompt) // pool.page, pool.page)
     return True
 
 

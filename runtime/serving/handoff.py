@@ -153,14 +153,18 @@ def _reserve_blocks(rank, request: Request, handoff: Handoff) -> bool:
     if not rank.pool.can_allocate(rank.reservation(rank, request, hits, need), hits):  # (the engine's policy)
         return False
     rank.pool.touch(hits)
-    state = request.pd
-    state.decode_blocks = hits + rank.pool.allocate(need)
-    state.decode_hits = len(hits)
-    state.decode_reused_tokens = len(hits) * size
-    # KV travels in whole blocks (AISimulate's mocker: the reservation's transferable prompt blocks x block size)
-    blocks = rank.blocks_for(prompt)
-    state.transfer_tokens = (blocks if handoff.timing_mode == "full_prompt" else blocks - len(hits)) * size
+    request.pd.decode_blocks = hits + rank.pool.allocate(need)
+    reserved(request, handoff, len(hits), rank.blocks_for(prompt), size)
     return True
+
+
+def reserved(request: Request, handoff: Handoff, hits: int, prompt_blocks: int, size: int) -> None:
+    """A decode rank reserved for the request, `hits` of the prompt's `prompt_blocks` blocks cached there."""
+    state = request.pd
+    state.decode_hits = hits
+    state.decode_reused_tokens = hits * size
+    # KV travels in whole blocks (AISimulate's mocker: the reservation's transferable prompt blocks x block size)
+    state.transfer_tokens = (prompt_blocks if handoff.timing_mode == "full_prompt" else prompt_blocks - hits) * size
 
 
 def start_transfer(rank, request: Request) -> None:
