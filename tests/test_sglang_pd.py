@@ -136,3 +136,27 @@ def test_a_cancelled_running_request_caches_its_decoded_pages():
     pool = rank.pool
     assert (pool.tree_tokens, pool.evictable, pool.private, a.status) == (16, 16, 0, "canceled")
     assert not rank.running
+
+
+def test_a_request_arriving_as_a_decode_pass_ends_reserves_after_the_next_one():
+    """A decode rank decoding A: B arrives at 80 ms, the instant A's pass ends; the pass starting then decodes A
+    alone and B reserves when it ends (90 ms), as AISimulate's decode worker takes the reservation after starting
+    that pass (its pd-sessions run: each next turn reserves 10 ms, one decode pass, after it arrives)."""
+    source, destination = ranks()
+    a = request(0, [(7, 0, 11)], 20)
+    end = reserve_and_prefill(source, destination, a)
+    handoff.landed(destination, a, end)
+    _, now = pass_on(destination, end)
+    assert now == 60 * MS
+    _, now = pass_on(destination, now)
+    _, now = pass_on(destination, now)
+    b = request(1, [(9, 0, 11)], 3)
+    b.arrival_ns = now
+    handoff.placed(b, destination, True)
+    destination.waiting.append(b)
+    batch = SGLANG.schedule(destination, now)
+    assert [r.spec.index for r, _ in batch.items] == [0] and not destination.jobs and b.pd.phase == "reserve"
+    SGLANG.finish(destination, batch, now + 10 * MS)
+    SGLANG.schedule(destination, now + 10 * MS)
+    (job,) = destination.jobs
+    assert job.request is b and not destination.waiting

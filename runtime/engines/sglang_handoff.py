@@ -64,7 +64,9 @@ def land(rank, request) -> None:
 def admit_destinations(rank, now_ns: int) -> None:
     """A decode rank's handed-off requests, in queue order: an arrived one joins the running batch (its complete
     prompt pages enter the tree now), one to reserve reserves (the first that cannot stops the rest), one whose
-    KV travels waits."""
+    KV travels waits.  A request that arrives as a pass of a rank with running requests ends reserves only at
+    the end of the next one: AISimulate's decode worker starts that pass before it takes the reservation (a
+    session's next turn, due as its last token ends, reserves one decode pass later)."""
     pool, state = rank.pool, rank.pool.sglang
     kept = []
     blocked = False
@@ -76,6 +78,8 @@ def admit_destinations(rank, now_ns: int) -> None:
             insert(pool, state.leases[id(request)], request.spec, spec_runs(request.spec), request.spec.prompt_len)
             rank.running.append(request)
             continue
+        if phase == "reserve" and request.arrival_ns == now_ns and rank.running:
+            blocked = True  # (see below)
         if phase in ("reserve", "pending") and not blocked:
             if handoff.reserve(rank, request, rank.handoff):
                 if phase == "reserve":
