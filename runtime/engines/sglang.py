@@ -79,7 +79,9 @@ class SglangEngine(Engine):
             flush(rank.pool)  # idle
             return None
         if state.extend:
-            return Batch(items, work_of(items))
+            # a decode rank's extend pass (a retracted request prefilled again) takes no time: AISimulate's mocker
+            # gives a decode worker's prefill none, and its running requests lose no pass to it
+            return Batch(items, work_of(items) if rank.role != "decode" else PassWork())
         # a decode pass is all decodes, a request whose extend pass could not sample included
         return Batch(items, PassWork((), len(items), sum(r.num_computed + 1 for r, _ in items)))
 
