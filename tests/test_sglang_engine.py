@@ -107,6 +107,23 @@ def test_a_four_turn_session_reuses_prompt_and_all_output_per_turn():
     assert reused == [0, 1152, 2304, 3456]
 
 
+def test_a_request_of_one_output_token_leaves_its_prompt_cached_only():
+    """AISimulate's a4 out1 run (4 turns of 1,000 new tokens and 1 output token, page 1): the token the extend pass
+    samples ends the request before any forward computes its KV, so each turn reuses the prompt before it and
+    the output token that followed (1,000, then 2,001 = 1,000 + 1 + 1,000, ...), never its own token's slot."""
+    rank = sg_rank(100_000)
+    segments, reused = [], []
+    for turn in range(4):
+        segments.append((100 + turn, 0, 1000))
+        r = request(turn, segments, 1, output_source=200 + turn)
+        rank.waiting.append(r)
+        run(rank)
+        reused.append(r.admissions[0]["reused_input_tokens"])
+        assert rank.pool.tree_tokens == r.spec.prompt_len  # (the prompt, not its output token)
+        segments.append((200 + turn, 0, 1))
+    assert reused == [0, 1000, 2001, 3002]
+
+
 def test_a_long_prompt_costs_runs_not_tokens():
     """A 10,000-token prompt at page 1 is one radix node of one run (its prefill), its output a child of one run (its
     finish), and no per-token block keys are made."""

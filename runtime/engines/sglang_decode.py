@@ -107,7 +107,10 @@ def complete(rank, finished: list, end_ns: int) -> None:
             continue
         lease = leases.pop(id(request))
         lease.end = pool.ceil(request.num_tokens)
-        insert(pool, lease, request.spec, spec_runs(request.spec), request.num_tokens)
+        # one that ends with the token its first forward sampled never computes that token's KV: prompt only
+        # (AISimulate: 4 turns of 1,000 new tokens and 1 output reuse 1,000 / 2,001 / 3,002)
+        cached = request.num_tokens if request.generated > 1 else request.num_tokens - 1
+        insert(pool, lease, request.spec, spec_runs(request.spec), cached)
         release(pool, lease)
         request.status = "completed"
         request.terminal_ns = end_ns
