@@ -68,8 +68,9 @@ def test_a_completed_source_publishes_its_prompt_before_the_transfer_hold():
 def test_the_hold_keeps_its_path_lock_and_partial_tail():
     """During the transfer the source's 8 published tokens stay locked (nothing evictable) and A keeps its
     partial tail privately: 3 tokens of prompt and the sampled token, one page (4 tokens).  When the transfer
-    lands the hold lets go as a finished request: prompt + sampled token = 12 tokens, 3 whole pages, are cached
-    and unlocked, nothing stays private."""
+    lands the hold lets go: the tail page is freed and the 8 prompt tokens unlocked; the sampled token, whose KV
+    no forward computed, is not cached (AISimulate's page-1 P/D sessions: the next turn reuses the prompt
+    alone on the source)."""
     source, destination = ranks()
     a = request(0, [(7, 0, 11)], 3)
     end = reserve_and_prefill(source, destination, a)
@@ -78,7 +79,7 @@ def test_the_hold_keeps_its_path_lock_and_partial_tail():
     assert pool.evict(400) == 0  # a locked path is never evicted
     handoff.landed(destination, a, end + 5 * MS)
     assert a.pd.source_released_ns == end + 5 * MS
-    assert (pool.tree_tokens, pool.evictable, pool.private) == (12, 12, 0)
+    assert (pool.tree_tokens, pool.evictable, pool.private) == (8, 8, 0)
 
 
 def test_a_transferred_destination_keeps_its_prompt_private_until_running_admission():

@@ -5,9 +5,9 @@ complete pages in the tree, so the prompt is published before the transfer
 hold and later prompts reuse it while the KV travels.  The request then ends
 there with the token it sampled, and the hold keeps its lease: the lock on its
 path and its private pages (the partial tail, the sampled token's slot).  When
-the transfer ends the hold is let go as a finished request is: prompt and
-sampled token enter the tree in whole pages, the rest is freed, the path
-unlocked.
+the transfer ends the hold is let go: the private pages are freed and the path
+unlocked; the sampled token's KV was never computed, so the tree keeps the
+prompt alone (AISimulate: page-1 sessions reuse 1,024, not 1,025, on the source).
 
 Destination (decode role; SGLang reserves before the prefill starts): the
 reservation locks the prompt's cached prefix (whole pages) and allocates the
@@ -24,19 +24,15 @@ from ..tiers.token_runs import spec_runs
 from .sglang_state import Lease, insert, release
 
 
-def hold(rank, request) -> tuple:
-    """The source's hold: the request's lease and the tokens it knows (prompt + sampled token)."""
+def hold(rank, request):
+    """The source's hold: the request's lease."""
     lease = rank.pool.sglang.leases.pop(id(request))
-    known = request.num_tokens
     pass_results.hand_over_blocks(request)
-    return lease, known
+    return lease
 
 
-def release_hold(rank, request, held) -> None:
-    lease, known = held
-    pool = rank.pool
-    insert(pool, lease, request.spec, spec_runs(request.spec), known)
-    release(pool, lease)
+def release_hold(rank, request, lease) -> None:
+    release(rank.pool, lease)
 
 
 def reserve(rank, request, config) -> bool:
