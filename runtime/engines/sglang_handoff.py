@@ -53,7 +53,6 @@ def land(rank, request) -> None:
     """The KV is in the reserved pages: the request waits for the running batch, where its first decode computes
     the prompt's last token and samples the first output token."""
     request.num_computed = request.spec.prompt_len - 1
-    request.keys = []  # (the radix cache matches token runs: move_to's block keys are not used here)
     request.status = "waiting"
 
 
@@ -102,6 +101,7 @@ def cancel_ready(rank, request) -> None:
 class RadixHandoff:
     """The radix cache's part in a handoff (serving/handoff.py's `handoff_kv`)."""
 
+    keyed = False  # (the radix cache matches token runs: a request moved here needs no block keys)
     hold = staticmethod(hold)
     release = staticmethod(release_hold)
     reserve = staticmethod(reserve)

@@ -217,6 +217,7 @@ def _land_blocks(rank, request: Request) -> None:
 class BlockHandoff:
     """vLLM's block pool's part in a handoff (TensorRT-LLM's too): the source's blocks, the destination's blocks."""
 
+    keyed = True  # a request moved to the rank carries block keys (its G1 matches by them)
     hold = staticmethod(lambda rank, request: pass_results.hand_over_blocks(request))
     release = staticmethod(offload.release_blocks)
     reserve = staticmethod(_reserve_blocks)

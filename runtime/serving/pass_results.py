@@ -112,9 +112,10 @@ def advance_decodes(rank, request: Request, passes: int, ends: list[int], gaps: 
 
 
 def move_to(request: Request, rank, stop_after: int) -> None:
-    """The request now lives on `rank` (its keys follow the rank's block size), to sample `stop_after` tokens."""
+    """The request now lives on `rank` (its keys follow the rank's block size, if its G1 matches by keys), to sample
+    `stop_after` tokens."""
     request.rank = rank.index
-    request.keys = request.spec.keys(rank.block_size)
+    request.keys = request.spec.keys(rank.block_size) if rank.handoff_kv.keyed else []
     request.max_blocks = 0
     request.num_computed = 0
     request.stop_after = stop_after
