@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+AGENTIC_FORMATS = ("weka", "agentic_mooncake")  # traces of plays, as AISimulate's agentic loads read them
+PLAY_FORMATS = AGENTIC_FORMATS + ("mooncake-delta",)  # replayed as plays of dependent requests
+
 
 @dataclass(frozen=True, slots=True)
 class AgenticNode:
@@ -20,6 +23,7 @@ class AgenticNode:
     hash_ids: tuple[int, ...]
     waits_for: tuple[int, ...]  # nodes of the same play that must complete first; () = released by the play's start
     delay_ns: int  # after the last of `waits_for` completes, or after the play's start
+    authored_ns: int = 0  # its recorded start from the play's start: where a snapshot cuts the play
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,3 +40,16 @@ class AgenticSource:
     lanes: int | None  # at most this many plays at once; None: each play at its authored start
     basis: str  # the nested timestamp basis used: absolute | relative
     warmup: bool = False  # `agentic_warmup`: each lane's preparation requests run first, outside the results
+    input_format: str = "weka"  # the trace format the plays were read from
+    snapshot_seed: int | None = None  # `agentic_snapshot.seed`: each initial lane starts at a sampled cut of its play
+    profile: AgenticProfile | None = None  # `agentic_profile`: lanes keep taking plays until a deadline
+
+
+@dataclass(frozen=True, slots=True)
+class AgenticProfile:
+    """`traffic.load.agentic_profile`, in ns: admission window, grace after it, and the idle caps."""
+    duration_ns: int
+    response_grace_ns: int
+    cancel_drain_ns: int
+    tree_idle_cap_ns: int
+    global_idle_cap_ns: int
