@@ -19,6 +19,7 @@ Every problem is reported at file:line:col, the column of the field it is about.
 """
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import orjson
@@ -91,7 +92,7 @@ class _Rows:
             path = Path(name) if Path(name).is_absolute() else base_dir / name
             try:
                 data = _unpack(path) if path.suffix == ".gz" else path.read_bytes()
-            except (OSError, EOFError) as error:  # (zlib.error is an OSError's cause in gzip; BadGzipFile an OSError)
+            except (OSError, EOFError, zlib.error) as error:  # (a damaged gzip file: BadGzipFile is an OSError)
                 self.add(path, index, 1, 1, "", f"cannot read the trace: {getattr(error, 'strerror', None) or error}",
                          "check `traffic.source.paths` (relative to the config file)", "TRACE-FILE")
                 continue

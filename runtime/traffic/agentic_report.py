@@ -25,7 +25,10 @@ def summary_section(traffic) -> dict:
     source = traffic.source
     if source.input_format not in AGENTIC_FORMATS:
         return {}
-    outcomes = sorted(traffic.outcomes, key=lambda o: (o["start_ms"], o["play_id"]))
+    running = {id(r): r for r, _ in traffic._node_of.values()}  # plays the run's stop cut short
+    unfinished = [{"play_id": traffic._play_name(r), "status": "incomplete", "requests": len(r.play.nodes),
+                   "ended_requests": r.ended, "start_ms": r.start_ns / 1e6, "end_ms": None} for r in running.values()]
+    outcomes = sorted(traffic.outcomes + unfinished, key=lambda o: (o["start_ms"], o["play_id"]))
     completed = sum(o["status"] == "completed" for o in outcomes)
     planned = len(traffic.snapshots) if traffic.snapshots else len(source.plays)
     out = {"agentic_qualification": "functional_only", "agentic_input_format": source.input_format,

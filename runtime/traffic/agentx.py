@@ -46,6 +46,7 @@ class _Running:
                 self.dependents[wanted].append(index)
         self.open = 0
         self.ended = 0
+        self.held = False  # a node's release fell past the profile's deadline
         self.end_ns = start_ns
 
 
@@ -99,6 +100,7 @@ class AgenticTraffic:
     def _release(self, running: _Running, node_index: int, arrival_ns: int) -> list[RequestSpec]:
         if self.deadline_ns is not None and arrival_ns > self.deadline_ns:
             self.never_issued += 1
+            running.held = True  # its timer runs to the deadline: its lane takes no other play
             return []
         node = running.play.nodes[node_index]
         index = self.next_index
@@ -256,7 +258,8 @@ class AgenticTraffic:
                     out += self._release(running, follower, now_ns + delay)
         if running.open == 0:
             self._finished(running, now_ns)
-            out += self._next_play(now_ns)
+            if not running.held:
+                out += self._next_play(now_ns)
         return out
 
     def _next_play(self, now_ns: int) -> list[RequestSpec]:
