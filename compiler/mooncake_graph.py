@@ -12,8 +12,9 @@ Both formats are Mooncake rows (`input_length`/`input_tokens`, `output_length`/`
   of this session.  A row without `session_id` is a one-turn session.
 - `agentic_mooncake`: every row is a request node with a unique `request_id`; `wait_for` lists the nodes that
   must complete first, and the node starts `delay` + `tool_wait_ms` after the last of them.  A node that waits
-  for nothing starts at its timestamp (0 without one).  The nodes joined by `wait_for` or one `session_id`
-  form one play (its lane's unit), named by its first row's session (or request id).
+  for nothing starts at its timestamp (0 without one).  The nodes joined by `wait_for` form one play (a lane's
+  unit, as AISimulate 0.13 groups them: a root in a session of its own is a play of its own), named by its
+  first request id; a node's conversation is its `session_id`.
 
 Every problem is reported at file:line:col, the column of the field it is about.
 """
@@ -260,7 +261,7 @@ def _no_cycle(parsed: list, where: dict, found: _Rows) -> None:
 
 
 def _plays(parsed: list, where: dict, speedup: float) -> list[AgenticPlay]:
-    """One play per group of nodes joined by `wait_for` or a `session_id`, its nodes in file order."""
+    """One play per group of nodes joined by `wait_for` (AISimulate's `legacy-play:<first root>`), in file order."""
     group = list(range(len(parsed)))
 
     def root(p: int) -> int:
@@ -268,12 +269,9 @@ def _plays(parsed: list, where: dict, speedup: float) -> list[AgenticPlay]:
             group[p] = group[group[p]]
             p = group[p]
         return p
-    session_first: dict[str, int] = {}
     for position, item in enumerate(parsed):
         for wanted in item[6]:
             group[root(where[wanted])] = root(position)
-        if item[7] is not None:  # (one session's nodes are one play, joined by waits or not)
-            group[root(session_first.setdefault(str(item[7]), position))] = root(position)
     members: dict[int, list[int]] = {}
     for position in range(len(parsed)):
         members.setdefault(root(position), []).append(position)
@@ -285,10 +283,10 @@ def _plays(parsed: list, where: dict, speedup: float) -> list[AgenticPlay]:
         for p in positions:
             name, tokens, output, ids, stamp, wait_ms, waits, session = parsed[p]
             delay = wait_ms if waits else stamp - start
-            nodes.append(AgenticNode(name, "root", tokens, output, ids,
+            nodes.append(AgenticNode(name, "root" if session is None else str(session), tokens, output, ids,
                                      tuple(sorted({local[w] for w in waits})), ms_to_ns(delay, speedup),
                                      ms_to_ns(max(0.0, stamp - start), speedup)))
         first = parsed[positions[0]]
-        plays.append(AgenticPlay(str(first[7] if first[7] is not None else first[0]), ms_to_ns(start, speedup),
+        plays.append(AgenticPlay(first[0], ms_to_ns(start, speedup),
                                  tuple(nodes)))
     return plays

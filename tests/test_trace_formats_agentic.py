@@ -4,8 +4,10 @@ and every bad row, session or dependency reported at its file:line:col.
 agentic-mooncake-g2 is the AgentX fixture agentx-g2-local written as request nodes: the parent (9 tokens,
 blocks 1-3) at 0; the child waits for it + 98 ms; the parent's resume for the child + 90 + 8 (tool wait) ms;
 the side request is a root at 300 ms.  With fixed timing 2 ms prefill and 1-token outputs each ends 2 ms after
-it is admitted, so they arrive at 0, 100, 200, 300 and the resume restores its 8-token prefix (two 4-token
-blocks, 2 MB at 250 kB a token) from G2 over the 1 GB/s link in 2 ms.
+it is admitted, so they arrive at 0, 100, 200 and the resume restores its 8-token prefix (two 4-token blocks,
+2 MB at 250 kB a token) from G2 over the 1 GB/s link in 2 ms.  A root is a play of its own (AISimulate 0.13:
+`legacy-play:<root>`), so with one lane the side request starts when the first play ends (204 ms), where the
+AgentX play's side request, inside its play, keeps its 300 ms.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ def run(config, tmp_path, *sets):
 def test_agentic_mooncake_replays_the_fixture_as_its_weka_play(tmp_path):
     summary, records = run(AGENTIC / "agentic-mooncake-g2.yaml", tmp_path)
     assert [r["id"] for r in records] == ["parent-0", "child-0", "parent-1", "side-0"]
-    assert [r["arrival_time_ms"] for r in records] == [0.0, 2.0 + 98, 102.0 + 90 + 8, 300.0]
+    assert [r["arrival_time_ms"] for r in records] == [0.0, 2.0 + 98, 102.0 + 90 + 8, 200.0 + 2 + 2]
     resume = records[2]
     assert resume["first_admission_host_reused_input_tokens"] == 8
     assert resume["first_admit_ms"] == 200.0 + 8 * 250_000 / 1e9 * 1e3  # the restore: 2 MB at 1 GB/s
@@ -43,9 +45,14 @@ def test_agentic_mooncake_replays_the_fixture_as_its_weka_play(tmp_path):
     assert summary["first_admission_prefix_cache_reused_ratio"] == pytest.approx(8 / 36)
     assert summary["agentic_input_format"] == "agentic_mooncake"
     assert summary["agentic_qualification"] == "functional_only"
+    assert [o["play_id"] for o in summary["agentic_play_outcomes"]] == ["parent-0", "side-0"]
     weka, weka_records = run(AGENTIC / "agentx-g2-local.yaml", tmp_path)
-    assert [r["arrival_time_ms"] for r in weka_records] == [r["arrival_time_ms"] for r in records]
+    assert [r["arrival_time_ms"] for r in weka_records] == [0.0, 100.0, 200.0, 300.0]
     assert weka["first_admission_prefix_cache_reused_ratio"] == summary["first_admission_prefix_cache_reused_ratio"]
+    _, laned = run(AGENTIC / "agentic-mooncake-g2.yaml", tmp_path, "traffic.load.agentic_lanes=4")
+    assert [r["id"] for r in laned if r["arrival_time_ms"] == 0.0] == ["parent-0", "side-0"]  # lanes start at once
+    _, unlaned = run(AGENTIC / "agentic-mooncake-g2.yaml", tmp_path, "traffic.load={type: trace_timestamps}")
+    assert unlaned[3]["id"] == "side-0" and unlaned[3]["arrival_time_ms"] == 300.0  # no lanes: its own timestamp
 
 
 def test_agentic_mooncake_without_the_host_tier_loses_the_parent_prefix(tmp_path):
