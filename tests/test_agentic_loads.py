@@ -8,13 +8,17 @@ timing: 2 ms a prefill, each output 1 token, so a request ends 2 ms after it arr
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from kvreplay.cli import main
 from kvreplay.runtime.traffic.agentic_snapshot import SNAPSHOT_STREAM
 from kvreplay.runtime.traffic.rng import uniform
 
-from .support import EXAMPLES, read_outputs
+from .support import EXAMPLES, output_bytes, read_outputs
 
 AGENTIC = EXAMPLES / "agentic"
 RECORDED_MS = [0.0, 100.0, 200.0, 300.0]
@@ -108,3 +112,17 @@ def test_a_profile_without_grace_cancels_what_runs_at_the_deadline(tmp_path):
     assert summary["completed_requests"] == 1 and summary["num_requests"] == 2
     play, = summary["agentic_play_outcomes"]
     assert play["status"] == "incomplete" and play["end_ms"] is None
+
+
+def test_snapshot_warm_up_and_profile_are_byte_stable_across_hash_seeds(tmp_path):
+    load = ("traffic.load={type: trace_timestamps, agentic_lanes: 2, agentic_snapshot: {seed: 9}, "
+            "agentic_warmup: true, agentic_profile: {duration_seconds: 0.5}}")
+    runs = []
+    for seed in ("0", "4242"):
+        argv = [sys.executable, "-m", "kvreplay", "predict", "-c", str(AGENTIC / "agentx-g2-local.yaml"),
+                "--output-dir", str(tmp_path / seed), "--capture-per-request", "--no-progress", "--set", load]
+        done = subprocess.run(argv, env=dict(os.environ, PYTHONHASHSEED=seed), capture_output=True)
+        assert done.returncode == 0, done.stderr.decode()
+        runs.append(output_bytes(tmp_path / seed))
+    assert runs[0] == runs[1]
+    assert b'"agentic_profile"' in runs[0][0] and b'"primer_requests"' in runs[0][0]
