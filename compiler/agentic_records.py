@@ -1,8 +1,9 @@
 """The finished plan's records of agentic traffic: plays of dependent requests, as the traces pass parsed them.
 
 An AgentX (Weka) play is a tree of requests: the agent's own requests, one after another, and the
-requests of the subagents it starts.  The traces pass flattens each play into nodes that name the
-nodes they wait for, so the runtime schedules them without knowing the trace format.  Times are
+requests of the subagents it starts; an agentic Mooncake play the request nodes joined by `wait_for`; a
+Mooncake delta session its turns, each after the one before.  The traces pass flattens each play into
+nodes that name the nodes they wait for, so the runtime schedules them without knowing the trace format.  Times are
 integer nanoseconds after the load's speedup; hash ids are renumbered densely, per play when the
 trace's `hash_id_scope` is `local` (equal ids in two plays are then different blocks).
 """

@@ -174,7 +174,7 @@ def _raw_plays(path: Path, problem) -> tuple[list[tuple[int, object]], list[Diag
     return out, problems
 
 
-def read_weka(source: dict, base_dir: Path, speedup: float, lanes: int | None, warmup: bool = False) -> AgenticSource:
+def read_weka(source: dict, base_dir: Path, speedup: float, lanes: int | None) -> AgenticSource:
     """Every play of a `format: weka` source; CompileError with every problem (up to a bound)."""
     def problem(path, line, col, pointer, message, hint, index=0, code=None):
         return Diagnostic(code or ("TRACE-ROW" if pointer else "TRACE-FILE"), pointer, message, hint, span=Span(line, col),
@@ -223,7 +223,7 @@ def read_weka(source: dict, base_dir: Path, speedup: float, lanes: int | None, w
         raise CompileError(problems)
     first = min(play.start_ns for play in plays)
     plays = [AgenticPlay(p.name, p.start_ns - first, p.nodes) for p in plays]
-    return AgenticSource(block_size, tuple(plays), lanes, basis, warmup)
+    return AgenticSource(block_size, tuple(plays), lanes, basis)
 
 
 def _scaled(node: AgenticNode, speedup: float) -> AgenticNode:
