@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..durations import ms_to_ns, seconds_to_ns
 from ..plan_records import (HandoffPlan, LinkPlan, ListedRequest, PeerFetchPlan, ReplayPlan, RequestListSource,
-                            RolePlan, SessionSource, SpeculationPlan,
+                            RolePlan, SessionSource, SpeculationPlan, StateCachePlan,
                             SyntheticSource, TierPlan, TraceRow, TraceSource, TrafficPlan)
 from ..timing_inputs import timing_record
 from . import opal_finish
@@ -62,7 +62,16 @@ def _role(plan: dict, name: str) -> RolePlan:
         timing=timing_record(role, catalog["model"], catalog["hardware"][name], engine["backend"], geometry["kv_dtype"]),
         host=host, storage=storage, peer_fetch=peer_fetch,
         prefill_decode_interval=scheduler.get("prefill_decode_interval", 0),
-        schedule_policy=scheduler.get("schedule_policy", "fcfs"), speculation=_speculation(engine))
+        schedule_policy=scheduler.get("schedule_policy", "fcfs"), speculation=_speculation(engine),
+        state_cache=_state_cache(kv, geometry, catalog["model"].get("family")))
+
+
+def _state_cache(kv: dict, geometry: dict, family: str | None) -> StateCachePlan | None:
+    if "state_cache" not in kv:
+        return None
+    rule = "pass_ends" if family == "deepseek_v4" else "prompt_ends"
+    return StateCachePlan(kv["state_cache"]["bytes_per_request"], geometry["state_blocks_per_request"],
+                          geometry["block_bytes"], kv["prefix_match_unit"], rule)
 
 
 # ngram without `acceptance_rates`: the conditional rates Dynamo's mocker (AISimulate's engine) assumes

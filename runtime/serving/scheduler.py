@@ -19,6 +19,7 @@ from collections import deque
 from ..tiers import offload
 from ..tiers.chain import NO_TIERS
 from ..tiers.g1 import BlockPool
+from ..tiers.state_snapshots import WHOLE_BLOCKS
 from ..timing import PassWork
 from . import handoff, pass_results
 from .requests import Request
@@ -27,7 +28,8 @@ from .requests import Request
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
-                 "role", "handoff", "admission", "reservation", "reuse_limit", "misses", "releases", "speculation")
+                 "role", "handoff", "admission", "reservation", "reuse_limit", "misses", "releases", "speculation",
+                 "snapshots")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -55,6 +57,7 @@ class Rank:
         self.reuse_limit = all_but_last  # how many blocks of a request's known tokens an admission may reuse
         self.misses = None  # analysis.miss_classes.MissExplainer, told of each admission when a run asks why
         self.speculation = None  # speculation.Speculation: decode passes emit accepted drafts too
+        self.snapshots = WHOLE_BLOCKS  # where reuse resumes (tiers.state_snapshots: a state cache's snapshots)
 
     @property
     def busy(self) -> bool:
@@ -101,7 +104,6 @@ def preempt(rank: Rank, request: Request) -> None:
 
 def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     """Try to admit a waiting request: tokens scheduled, 0 if it must wait for blocks, DEFER or LOAD."""
-    block_size = rank.block_size
     rank.pool.advance(request.spec.index)
     limit = rank.reuse_limit(rank, request)
     hits = rank.pool.match(request.keys, limit)
@@ -111,7 +113,7 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
         outcome = rank.chain.restore(rank, request, hits, limit)
         if outcome:
             return outcome
-    cached = len(hits) * block_size
+    hits, cached = rank.snapshots.resume(rank, request, hits)
     computed = min(cached, request.num_tokens - 1)  # (a wholly cached sequence still runs its last token)
     new = request.num_tokens - computed
     if not rank.chunked and new > budget:
@@ -133,7 +135,8 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     request.admissions.append({
         "admission_ordinal": len(request.admissions), "pool": rank.chain.name if host_reused else rank.name,
         "at_ns": now_ns, "reused_input_tokens": prompt_reused, "g1_reused_input_tokens": prompt_reused - host_reused,
-        "host_reused_input_tokens": host_reused, "is_readmission": readmission})
+        "host_reused_input_tokens": host_reused, "is_readmission": readmission}
+        | rank.snapshots.admitted(request, computed))
     if not readmission:
         request.first_admit_ns = now_ns
         request.first_reused_tokens = prompt_reused
