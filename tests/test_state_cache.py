@@ -265,3 +265,19 @@ def test_pd_prefill_resumes_from_its_snapshots_and_decode_skips_resident_token_k
     section = summary_sections(single)["state_cache"]
     assert (section["prefill"]["snapshots_stored"], section["prefill"]["resumed_from"]) == (2, {"12": 1})
     assert section["decode"]["snapshots_stored"] == 0
+
+
+def test_deepseek_v4_under_mtp_keeps_the_boundaries_accepted_drafts_cross(tmp_path):
+    """`nextn: 1` (30 state rows): a decode pass whose accepted draft crosses 3,072 still leaves a snapshot
+    there, so every turn 2 resumes at 3,072; turn 1 does not, since speculation drops the last matched block
+    (12 blocks of 3,200 tokens -> 11, and no snapshot at or before 2,816).  AISimulate: the same positions."""
+    text = DSV4.replace("OUT", "200").replace("turns: 4", "turns: 3").replace(
+        "      timing: {type: fixed, prefill_ms: 20.0, decode_ms: 10.0}\n", "").replace(
+        "engine:\n", "engine:\n  nextn: 1\n  nextn_accepted: 0.7\n").replace("concurrency: 1", "concurrency: 2").replace(
+        "sessions: 1", "sessions: 4")
+    single, records = replay(tmp_path, [], text)
+    by_turn = {}
+    for record in records:
+        by_turn.setdefault(record["turn_index"], set()).update(resumed([record])[0])
+    assert by_turn == {0: {0}, 1: {0}, 2: {3072}}
+    assert single.ranks()[0].state_blocks == 30

@@ -51,6 +51,7 @@ def _accept_drafts(rank, request: Request, drafts: int) -> None:
     of 0 each); their KV is computed, so full blocks they complete become discoverable."""
     if drafts <= 0:
         return
+    rank.snapshots.reached(rank, request, request.num_computed, request.num_computed + drafts)
     request.num_computed += drafts
     request.add_gaps(0, drafts)
     request.generated += drafts
