@@ -151,7 +151,8 @@ class StateCachePlan:
     blocks_per_request: int
     block_bytes: int
     prefix_match_unit: int
-    snapshot_rule: str  # prompt_ends (vLLM align mode) | pass_ends (DeepSeek V4 in AISimulate: facts section 24)
+    # prompt_ends (vLLM align mode) | pass_ends (DeepSeek V4) | no_reuse (Kimi K3) | whole_blocks: facts section 24
+    snapshot_rule: str
 
 
 @dataclass(frozen=True, slots=True)

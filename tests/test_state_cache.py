@@ -31,8 +31,11 @@ from kvreplay.runtime.tiers.state_snapshots import StateSnapshots
 from .scenarios import compile_scenario, replay_both_ways
 
 
-def config(*, block: int, unit: int, g1_blocks: int, state_bytes: int, bytes_per_token: int = 1) -> str:
-    """One aggregated vLLM role (Qwen3-8B / H200 with explicit state geometry); the trace has one id per `unit`."""
+def config(*, block: int, unit: int, g1_blocks: int, state_bytes: int, bytes_per_token: int = 1,
+           set_unit: bool = True) -> str:
+    """One aggregated vLLM role (Qwen3-8B / H200 with explicit state geometry); the trace has one id per `unit`
+    (`set_unit` False: `prefix_match_unit` is left unset, a plain reservation)."""
+    unit_line = f"        prefix_match_unit: {unit}\n" if set_unit else ""
     return f"""
 engine:
   model: Qwen/Qwen3-8B
@@ -43,8 +46,7 @@ engine:
       scheduler: {{max_batched_tokens: 32768, max_sequences: 4}}
       kv_cache:
         block_size: {block}
-        prefix_match_unit: {unit}
-        bytes_per_token: {bytes_per_token}
+{unit_line}        bytes_per_token: {bytes_per_token}
         capacity: {{type: fixed, blocks: {g1_blocks}}}
         state_cache: {{bytes_per_request: {state_bytes}}}
 traffic:
@@ -77,7 +79,8 @@ A_IDS = list(range(190))  # 24,300 tokens: 190 units of 128, the last one partia
 def test_positions_of_a_prompts_snapshots():
     """Last full block boundary and last unit boundary; one position when they coincide, none before a unit."""
     assert StateSnapshots.positions(24_300, 1536, 128) == (23_040, 24_192)
-    assert StateSnapshots.positions(3_072, 1536, 128) == (3_072,)
+    assert StateSnapshots.positions(3_072, 1536, 128) == (1_536, 3_072)
+    assert StateSnapshots.positions(3_000, 1536, 1536) == (1_536,)
     assert StateSnapshots.positions(1_000, 1536, 128) == (896,)
     assert StateSnapshots.positions(100, 1536, 128) == ()
 
@@ -167,14 +170,14 @@ def test_a_bigger_g1_keeps_the_snapshot(tmp_path):
 
 
 def test_a_snapshot_is_skipped_when_every_block_is_held(tmp_path):
-    """Two 100-token requests (20 output tokens) arrive together and fill the spec's 8 blocks (2 token blocks + 2
-    state blocks each); their snapshots at 64 would need 2 more blocks each, none is free (the pass's admissions
-    took theirs first), so both are skipped and neither request waits."""
-    rows = [trace_row(0, 100, 20, [1, 2], 64), trace_row(0, 100, 20, [3, 4], 64)]
+    """Two 64-token requests (1 output token) arrive together: each holds 1 token block + 2 state blocks of the
+    spec's 8.  At the pass's end A's snapshot at 64 takes the last 2 free blocks; B's finds none and is
+    skipped.  Neither request waited for a snapshot (both admitted at 0 ms, the pass's admissions go first)."""
+    rows = [trace_row(0, 64, 1, [1], 64), trace_row(0, 64, 1, [3], 64)]
     single, records = replay(tmp_path, rows, config(g1_blocks=8, **SMALL))
     assert [r["first_admit_ms"] for r in records] == [0.0, 0.0]
     section = summary_sections(single)["state_cache"]["aggregated"]
-    assert (section["snapshots_stored"], section["snapshots_skipped"]) == (0, 2)
+    assert (section["snapshots_stored"], section["snapshots_skipped"]) == (1, 1)
 
 
 # ============================================================================================ DeepSeek V4
@@ -281,3 +284,70 @@ def test_deepseek_v4_under_mtp_keeps_the_boundaries_accepted_drafts_cross(tmp_pa
         by_turn.setdefault(record["turn_index"], set()).update(resumed([record])[0])
     assert by_turn == {0: {0}, 1: {0}, 2: {3072}}
     assert single.ranks()[0].state_blocks == 30
+
+
+# ============================================================================================ chunks and rules
+
+SESSION = """traffic:
+  source: {type: synthetic-session, new_input_tokens_per_turn: 1000, output_tokens_per_turn: 100,
+           session: {turns: 3}}
+  load: {type: concurrency, concurrency: 1}
+  stop: {sessions: 1}
+"""
+
+
+def session_config(**geometry) -> str:
+    text = config(g1_blocks=400, state_bytes=1500, bytes_per_token=16, **geometry)
+    return text[:text.index("traffic:")] + SESSION
+
+
+@pytest.mark.parametrize("unit, passes, resumes", [
+    # 1,000 / 2,100 / 3,200 tokens: chunks end at the next block boundary (from a resume inside a block), the last
+    # full block boundary before the last token and the last unit boundary, each a 10 ms prefill pass
+    (64, [2, 2, 2], [0, 960, 2048]),  # 0-960-1000; 960-2048-2100; 2048-3136-3200
+    (16, [3, 4, 3], [0, 992, 2096]),  # 0-960-992-1000; 992-1024-2048-2096-2100; 2096-2112-3136-3200
+])
+def test_align_mode_prefill_chunks_end_where_snapshots_are_kept(tmp_path, unit, passes, resumes):
+    """vLLM align mode (AISimulate with `prefix_match_unit`, facts §24: the same TTFTs): 64-token blocks."""
+    _, records = replay(tmp_path, [], session_config(block=64, unit=unit))
+    assert [r["input_length"] for r in records] == [1000, 2100, 3200]
+    assert [r["ttft_ms"] for r in records] == [10.0 * n for n in passes]
+    assert resumed(records) == [[r] for r in resumes]
+
+
+def test_an_explicit_state_without_a_unit_is_a_plain_reservation(tmp_path):
+    """`bytes_per_request` without `prefix_match_unit` (AISimulate: the same): reuse resumes after the last
+    whole block shared, the previous turn's output included (1,088 of 1,100 shared; 2,176 of 2,200), and a
+    prompt is one chunk (TTFT one 10 ms pass)."""
+    single, records = replay(tmp_path, [], session_config(block=64, unit=64, set_unit=False))
+    assert [r["reused_input_tokens"] for r in records] == [0, 1088, 2176]
+    assert [r["ttft_ms"] for r in records] == [10.0, 10.0, 10.0]
+    assert summary_sections(single)["state_cache"]["aggregated"]["snapshot_rule"] == "whole_blocks"
+
+
+KIMI = """
+engine:
+  model: moonshotai/Kimi-K3
+  hardware: b200_sxm
+  kvcache_quant_mode: fp8
+  workers:
+    aggregated:
+      parallelism: {tensor: 8, moe_expert: 8}
+      kv_cache: {block_size: 128, capacity: {type: fixed, blocks: 400}, state_cache: {}UNIT}
+traffic:
+  source: {type: synthetic-session, new_input_tokens_per_turn: 4096, output_tokens_per_turn: 16, session: {turns: 2}}
+  load: {type: concurrency, concurrency: 1}
+  stop: {sessions: 1}
+"""
+
+
+@pytest.mark.parametrize("unit, reused, rule", [(", prefix_match_unit: 128", [0, 4096], "prompt_ends"),
+                                                ("", [0, 0], "no_reuse")])
+def test_kimi_k3_reuses_only_in_align_mode(tmp_path, unit, reused, rule):
+    """Kimi K3 (1,536-token blocks, 3 state blocks): with `prefix_match_unit` turn 1 resumes at 4,096, turn 0's
+    last unit boundary; without it vLLM's default mamba cache mode keeps no state and nothing is reused
+    (AISimulate: 0.0 reuse, facts §24)."""
+    single, records = replay(tmp_path, [], KIMI.replace("UNIT", unit))
+    assert [r["reused_input_tokens"] for r in records] == reused
+    section = summary_sections(single)["state_cache"]["aggregated"]
+    assert (section["snapshot_rule"], section["block_size"], section["state_blocks_per_request"]) == (rule, 1536, 3)

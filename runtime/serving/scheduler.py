@@ -118,7 +118,7 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     new = request.num_tokens - computed
     if not rank.chunked and new > budget:
         return 0
-    new = min(new, budget)
+    new = rank.snapshots.chunk(rank, request, computed, min(new, budget))
     need = rank.blocks_for(computed + new) - len(hits) + rank.state_blocks
     if not rank.pool.can_allocate(rank.admission(rank, request, hits, need), hits):
         return 0
@@ -225,6 +225,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
         if not rank.chunked and new < request.num_tokens - request.num_computed:
             i += 1
             continue
+        new = rank.snapshots.chunk(rank, request, computed, new)
         reserve = request.num_computed + new + _drafts_kv(request, new, lookahead)
         while not _fits(rank, request, reserve):
             victim = running.pop()

@@ -2,12 +2,15 @@
 
 A model with a per-request state (Kimi K3's recurrent KDA state, DeepSeek V4's sliding-window state) cannot
 resume at any matching token: its state must be restored as it was at the resume point, so reuse resumes
-only where a snapshot of the state was stored.  Two rules say where (the plan's `snapshot_rule`):
-`prompt_ends` (vLLM v0.29 align mode, the spec's): a prompt keeps a snapshot at its last full block boundary
-and at its last `prefix_match_unit` boundary, and positions reached by a request's output are never
-snapshot, so the next turn of a session resumes inside the previous turn's prompt; `pass_ends` (what
-AISimulate does for DeepSeek V4, facts section 24): a snapshot wherever a pass leaves the request's
-computed tokens on a block boundary, a prefill chunk's end or any boundary its decode passes cross.
+only where a snapshot of the state was stored.  The plan's `snapshot_rule` says where (facts §24):
+`prompt_ends` (vLLM v0.29 align mode, the spec's; `prefix_match_unit` set): a prompt keeps a snapshot at its
+last full block boundary before its last token and at its last `prefix_match_unit` boundary, its prefill
+chunks end there, and positions reached by a request's output are never snapshot, so the next turn of a
+session resumes inside the previous turn's prompt; `pass_ends` (DeepSeek V4): a snapshot wherever a pass
+leaves the request's computed tokens on a block boundary, a prefill chunk's end or any boundary its decode
+passes cross; `no_reuse` (Kimi K3 without `prefix_match_unit`: vLLM's default mamba cache mode keeps no
+state, so nothing is reused); `whole_blocks` (an explicit `bytes_per_request` without it: the state is only
+a reservation, reuse resumes after the last matching whole block).
 
 A snapshot is `state_blocks` G1 blocks (one more when it lies inside a block: the KV of that block's
 first tokens, which no full-block key keeps) under keys of their own, taken at the end of the pass that
@@ -28,6 +31,10 @@ class WholeBlocks:
     def resume(self, rank, request, hits: list[int]) -> tuple[list[int], int]:
         """The blocks reused and the tokens they cover."""
         return hits, len(hits) * rank.block_size
+
+    def chunk(self, rank, request, computed: int, new: int) -> int:
+        """The tokens a pass computes for the request from `computed`, at most `new`."""
+        return new
 
     def reached(self, rank, request, computed: int, tokens: int) -> None:
         """A pass ended that took the request from `computed` to `tokens` computed tokens."""
@@ -68,9 +75,10 @@ class StateSnapshots(WholeBlocks):
 
     @staticmethod
     def positions(prompt_len: int, block_size: int, unit: int) -> tuple[int, ...]:
-        """Where a prompt of `prompt_len` tokens keeps snapshots: its last full block boundary and its last
-        `unit` boundary (one position when they coincide, none before the first unit)."""
-        block_end, unit_end = prompt_len // block_size * block_size, prompt_len // unit * unit
+        """Where a prompt of `prompt_len` tokens keeps snapshots: its last full block boundary before its last
+        token and its last `unit` boundary (one position when they coincide, none before the first unit).  (A
+        prompt of whole blocks keeps both its end and the boundary one block before: AISimulate's chunks.)"""
+        block_end, unit_end = (prompt_len - 1) // block_size * block_size, prompt_len // unit * unit
         return tuple(p for p in dict.fromkeys((block_end, unit_end)) if p)
 
     def _blocks_of(self, position: int, block_size: int) -> int:
@@ -94,6 +102,10 @@ class StateSnapshots(WholeBlocks):
     def resume(self, rank, request, hits: list[int]) -> tuple[list[int], int]:
         """The latest stored snapshot at or before the request's cached prefix (and before its last known
         token): the whole blocks before it and its position; ([], 0) when none is stored."""
+        if self.rule == "whole_blocks":
+            return hits, len(hits) * rank.block_size
+        if self.rule == "no_reuse":
+            return [], 0
         size, unit, pool = rank.block_size, self.unit, rank.pool
         unit_keys = request.spec.keys(unit)
         # a snapshot inside block len(hits) keeps that block's first tokens itself; past it the KV is missing
@@ -108,6 +120,18 @@ class StateSnapshots(WholeBlocks):
             return hits[:position // size], position
         return [], 0
 
+    def chunk(self, rank, request, computed: int, new: int) -> int:
+        """`prompt_ends` (vLLM align mode, AISimulate with `prefix_match_unit`): a prefill chunk ends at the next
+        block boundary (from a resume inside a block), at the prompt's last full block boundary and at its last
+        unit boundary, so the state is computed exactly where its snapshots are kept."""
+        prompt = request.spec.prompt_len
+        if self.rule != "prompt_ends" or computed >= prompt or not rank.chunked:
+            return new
+        stops = (-(-computed // rank.block_size) * rank.block_size,
+                 *self.positions(prompt, rank.block_size, self.unit))
+        end = min((stop for stop in stops if stop > computed), default=prompt)
+        return min(new, end - computed)
+
     @staticmethod
     def pass_end_positions(prompt_len: int, block_size: int, computed: int, tokens: int) -> range:
         """`pass_ends`: the block boundaries a pass from `computed` to `tokens` leaves snapshots at: its end if
@@ -121,6 +145,8 @@ class StateSnapshots(WholeBlocks):
         """Store the snapshots at the positions this pass computed (at its end: the pass's own admissions
         took their blocks first)."""
         prompt, size = request.spec.prompt_len, rank.block_size
+        if self.rule in ("whole_blocks", "no_reuse"):
+            return
         if self.rule == "pass_ends":
             for position in self.pass_end_positions(prompt, size, computed, tokens):
                 self._store(rank.pool, request, position, size)
