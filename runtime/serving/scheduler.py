@@ -146,7 +146,7 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
         request.reused_tokens = max(request.reused_tokens, prompt_reused)
     request.committed_prefill += max(0, request.spec.prompt_len - cached)
     if rank.misses is not None:
-        rank.misses.admitted(rank, request, len(hits), limit)
+        rank.misses.admitted(rank, request, len(hits), limit, cached)
     request.status = "running"
     return new
 
