@@ -2,9 +2,11 @@
 
 What is checked (kv-cache-tiers.md "State cache"; the model in runtime/tiers/state_snapshots.py; facts §24):
 
-- a prompt keeps snapshots at its last full block boundary and its last `prefix_match_unit` boundary (the
-  spec's example: block 1,536, unit 128, a cold 24,300-token prompt keeps 23,040 and 24,192; a later request
-  sharing 23,700 tokens resumes at 23,040), and positions reached by its output are not resume points;
+- with `prefix_match_unit` (align mode) a prompt keeps snapshots at its last full block boundary before its
+  last token and its last unit boundary, and its prefill chunks end there (the spec's example: block 1,536,
+  unit 128, a cold 24,300-token prompt keeps 23,040 and 24,192; a later request sharing 23,700 tokens resumes
+  at 23,040); positions reached by its output are not resume points; without it, the rule AISimulate follows
+  (Kimi K3: no reuse; explicit bytes: whole blocks);
 - a snapshot is the state's blocks (one more inside a block) in G1, evicted like any block: cached token KV
   without a snapshot is not reused, and a bigger G1 keeps the snapshots a small one evicts;
 - DeepSeek V4 (rule pass_ends, as AISimulate): a snapshot where a pass leaves a request on a block boundary;
@@ -99,6 +101,8 @@ def test_the_spec_example_resumes_a_request_sharing_23700_tokens_at_23040(tmp_pa
             trace_row(200, 24_300, 2, A_IDS[:189] + [2000], 128)]
     single, records = replay(tmp_path, rows, config(**SPEC))
     assert resumed(records) == [[0], [23_040], [24_192]]
+    # prefill passes of 10 ms: A 0-23,040-24,192-24,300, B 23,040-24,192-24,300, C 24,192-24,300
+    assert [r["ttft_ms"] for r in records] == [30.0, 20.0, 10.0]
     assert [r["reused_input_tokens"] for r in records] == [0, 23_040, 24_192]
     snapshots = single.ranks()[0].snapshots
     stored = sorted((position, len(blocks) * 1536) for position, _, blocks in snapshots.stored.values())
@@ -146,10 +150,11 @@ EVICTION_ROWS = [trace_row(0, 130, 1, [1, 2, 3], 64), trace_row(20, 130, 1, [7, 
 
 def test_a_snapshot_is_evicted_like_a_block_and_token_kv_without_one_is_not_reused(tmp_path):
     """A holds 3 token blocks + 2 state blocks and its snapshot (2 blocks, never-used ones) until it ends at
-    10 ms; freed first, the snapshot is the LRU head.  B needs 5 blocks: the last never-used one and 4 from the
+    20 ms (two prefill passes: a chunk ends at 128, where the snapshot is kept); freed first, the snapshot is the
+    LRU head.  B needs 5 blocks: the last never-used one and 4 from the
     head, A's snapshot first; its own snapshot takes 2 more (A's last token blocks).  C still finds A's first
     full block cached, but with no snapshot its state cannot be restored: it computes from 0, and its
-    allocation evicts B's snapshot too (freed at 30 ms before B's blocks).  Stored: A's, B's, C's."""
+    allocation evicts B's snapshot too (freed at 40 ms before B's blocks).  Stored: A's, B's, C's."""
     single, records = replay(tmp_path, EVICTION_ROWS, config(g1_blocks=8, **SMALL))
     assert resumed(records) == [[0], [0], [0]]
     assert [r["reused_input_tokens"] for r in records] == [0, 0, 0]
@@ -160,9 +165,11 @@ def test_a_snapshot_is_evicted_like_a_block_and_token_kv_without_one_is_not_reus
 
 
 def test_a_bigger_g1_keeps_the_snapshot(tmp_path):
-    """With 16 blocks B takes never-used blocks only: C resumes at 128 from A's snapshot and stores none."""
+    """With 16 blocks B takes never-used blocks only: C resumes at 128 from A's snapshot (one prefill pass, where
+    A and B took two) and stores none."""
     single, records = replay(tmp_path, EVICTION_ROWS, config(g1_blocks=16, **SMALL))
     assert resumed(records) == [[0], [0], [128]]
+    assert [r["ttft_ms"] for r in records] == [20.0, 20.0, 10.0]
     assert [r["reused_input_tokens"] for r in records] == [0, 0, 128]
     section = summary_sections(single)["state_cache"]["aggregated"]
     assert (section["snapshots_stored"], section["snapshots_evicted"], section["resumes"],
