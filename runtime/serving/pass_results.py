@@ -18,8 +18,10 @@ def finish_pass(rank, batch, end_ns: int) -> list[Request]:
     finished = []
     rank.chain.after_pass(rank, batch)
     speculation = rank.speculation
+    snapshots = rank.snapshots
     for request, new in batch.items:
         computed = request.num_computed + new
+        snapshots.reached(rank, request, request.num_computed, computed)  # (after the pass's allocations)
         request.num_computed = computed
         if computed < request.num_tokens:
             continue  # a prefill chunk that does not reach the end of the known tokens
@@ -49,6 +51,7 @@ def _accept_drafts(rank, request: Request, drafts: int) -> None:
     of 0 each); their KV is computed, so full blocks they complete become discoverable."""
     if drafts <= 0:
         return
+    rank.snapshots.reached(rank, request, request.num_computed, request.num_computed + drafts)
     request.num_computed += drafts
     request.add_gaps(0, drafts)
     request.generated += drafts
@@ -97,6 +100,7 @@ def gap_runs(ends: list[int]) -> list[list[int]]:
 
 def advance_decodes(rank, request: Request, passes: int, ends: list[int], gaps: list[list[int]]) -> None:
     """Give the request the tokens of fused passes 0..passes-1 (it already has its first token)."""
+    rank.snapshots.reached(rank, request, request.num_computed, request.num_computed + passes)
     request.num_computed += passes
     register(rank, request, request.num_computed)
     request.add_token(ends[0])

@@ -20,6 +20,7 @@ from itertools import islice
 from ..tiers import offload
 from ..tiers.chain import NO_TIERS
 from ..tiers.g1 import BlockPool
+from ..tiers.state_snapshots import WHOLE_BLOCKS
 from ..timing import PassWork
 from . import handoff, pass_results
 from .requests import Request
@@ -29,7 +30,7 @@ class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
                  "role", "handoff", "admission", "reservation", "reuse_limit", "misses", "releases", "speculation",
-                 "handoff_kv")
+                 "handoff_kv", "snapshots")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -58,6 +59,7 @@ class Rank:
         self.misses = None  # analysis.miss_classes.MissExplainer, told of each admission when a run asks why
         self.speculation = None  # speculation.Speculation: decode passes emit accepted drafts too
         self.handoff_kv = handoff.BLOCKS  # what its G1 does for a P/D handoff (an engine's cache may differ)
+        self.snapshots = WHOLE_BLOCKS  # where reuse resumes (tiers.state_snapshots: a state cache's snapshots)
 
     @property
     def busy(self) -> bool:
@@ -104,7 +106,6 @@ def preempt(rank: Rank, request: Request) -> None:
 
 def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     """Try to admit a waiting request: tokens scheduled, 0 if it must wait for blocks, DEFER or LOAD."""
-    block_size = rank.block_size
     rank.pool.advance(request.spec.index)
     limit = rank.reuse_limit(rank, request)
     hits = rank.pool.match(request.keys, limit)
@@ -114,12 +115,12 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
         outcome = rank.chain.restore(rank, request, hits, limit)
         if outcome:
             return outcome
-    cached = len(hits) * block_size
+    hits, cached = rank.snapshots.resume(rank, request, hits)
     computed = min(cached, request.num_tokens - 1)  # (a wholly cached sequence still runs its last token)
     new = request.num_tokens - computed
     if not rank.chunked and new > budget:
         return 0
-    new = min(new, budget)
+    new = rank.snapshots.chunk(rank, request, computed, min(new, budget))
     need = rank.blocks_for(computed + new) - len(hits) + rank.state_blocks
     if not rank.pool.can_allocate(rank.admission(rank, request, hits, need), hits):
         return 0
@@ -136,7 +137,8 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     request.admissions.append({
         "admission_ordinal": len(request.admissions), "pool": rank.chain.name if host_reused else rank.name,
         "at_ns": now_ns, "reused_input_tokens": prompt_reused, "g1_reused_input_tokens": prompt_reused - host_reused,
-        "host_reused_input_tokens": host_reused, "is_readmission": readmission})
+        "host_reused_input_tokens": host_reused, "is_readmission": readmission}
+        | rank.snapshots.admitted(request, computed))
     if not readmission:
         request.first_admit_ns = now_ns
         request.first_reused_tokens = prompt_reused
@@ -146,7 +148,7 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
         request.reused_tokens = max(request.reused_tokens, prompt_reused)
     request.committed_prefill += max(0, request.spec.prompt_len - cached)
     if rank.misses is not None:
-        rank.misses.admitted(rank, request, len(hits), limit)
+        rank.misses.admitted(rank, request, len(hits), limit, cached)
     request.status = "running"
     return new
 
@@ -248,6 +250,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
         if not rank.chunked and new < request.num_tokens - request.num_computed:
             i += 1
             continue
+        new = rank.snapshots.chunk(rank, request, computed, new)
         reserve = request.num_computed + new + _drafts_kv(request, new, lookahead)
         while not _fits(rank, request, reserve):
             victim = running.pop()
