@@ -151,7 +151,7 @@ class StateCachePlan:
     blocks_per_request: int
     block_bytes: int
     prefix_match_unit: int
-    # prompt_ends (vLLM align mode) | pass_ends (DeepSeek V4) | no_reuse (Kimi K3) | whole_blocks: facts section 24
+    # prompt_ends (vLLM align mode; Kimi K3) | pass_ends (DeepSeek V4) | whole_blocks: facts section 24
     snapshot_rule: str
 
 

@@ -349,11 +349,12 @@ traffic:
 
 
 @pytest.mark.parametrize("unit, reused, rule", [(", prefix_match_unit: 128", [0, 4096], "prompt_ends"),
-                                                ("", [0, 0], "no_reuse")])
-def test_kimi_k3_reuses_only_in_align_mode(tmp_path, unit, reused, rule):
-    """Kimi K3 (1,536-token blocks, 3 state blocks): with `prefix_match_unit` turn 1 resumes at 4,096, turn 0's
-    last unit boundary; without it vLLM's default mamba cache mode keeps no state and nothing is reused
-    (AISimulate: 0.0 reuse, facts §24)."""
+                                                ("", [0, 3072], "prompt_ends")])
+def test_kimi_k3_resumes_at_its_units_snapshot(tmp_path, unit, reused, rule):
+    """Kimi K3 (1,536-token blocks, 3 state blocks): with `prefix_match_unit: 128` turn 1 resumes at 4,096, turn
+    0's last unit boundary; unset, the unit is the block (the spec's "Unset (`block_size`)"), so turn 0 (4,096
+    tokens) keeps one snapshot at 3,072, its last full block, and turn 1 resumes there.  AISimulate reuses
+    nothing without the unit (vLLM's default mamba cache mode); the spec wins (facts §24)."""
     single, records = replay(tmp_path, [], KIMI.replace("UNIT", unit))
     assert [r["reused_input_tokens"] for r in records] == reused
     section = summary_sections(single)["state_cache"]["aggregated"]

@@ -69,15 +69,16 @@ def _role(plan: dict, name: str) -> RolePlan:
 
 
 def _state_cache(kv: dict, geometry: dict, family: str | None, unit_source: str) -> StateCachePlan | None:
-    """The role's state cache; its snapshot rule follows AISimulate (facts §24): vLLM's align mode when
-    `prefix_match_unit` is set, else DeepSeek V4's pass ends, Kimi K3 without prefix caching (vLLM's default
-    mamba cache mode) and an explicit `bytes_per_request` as a plain reservation (whole-block reuse)."""
+    """The role's state cache and its snapshot rule (facts §24): vLLM's align mode when `prefix_match_unit` is
+    set, and for Kimi K3 when it is not (the spec: unset means `block_size`; AISimulate reuses nothing there, from
+    vLLM's default mamba cache mode, and the spec wins), else DeepSeek V4's pass ends and an explicit
+    `bytes_per_request` as a plain reservation (whole-block reuse), both as AISimulate."""
     if "state_cache" not in kv:
         return None
-    if not unit_source.startswith("inferred"):
+    if not unit_source.startswith("inferred") or family == "kimi_k3":
         rule = "prompt_ends"
     else:
-        rule = {"deepseek_v4": "pass_ends", "kimi_k3": "no_reuse"}.get(family, "whole_blocks")
+        rule = {"deepseek_v4": "pass_ends"}.get(family, "whole_blocks")
     return StateCachePlan(kv["state_cache"]["bytes_per_request"], geometry["state_blocks_per_request"],
                           geometry["block_bytes"], kv["prefix_match_unit"], rule)
 

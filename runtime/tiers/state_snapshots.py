@@ -3,13 +3,13 @@
 A model with a per-request state (Kimi K3's recurrent KDA state, DeepSeek V4's sliding-window state) cannot
 resume at any matching token: its state must be restored as it was at the resume point, so reuse resumes
 only where a snapshot of the state was stored.  The plan's `snapshot_rule` says where (facts §24):
-`prompt_ends` (vLLM v0.29 align mode, the spec's; `prefix_match_unit` set): a prompt keeps a snapshot at its
+`prompt_ends` (vLLM v0.29 align mode, the spec's; `prefix_match_unit` set, or Kimi K3 without it, the unit
+then being the block, as the spec's "Unset (`block_size`)" says): a prompt keeps a snapshot at its
 last full block boundary before its last token and at its last `prefix_match_unit` boundary, its prefill
 chunks end there, and positions reached by a request's output are never snapshot, so the next turn of a
 session resumes inside the previous turn's prompt; `pass_ends` (DeepSeek V4): a snapshot wherever a pass
 leaves the request's computed tokens on a block boundary, a prefill chunk's end or any boundary its decode
-passes cross; `no_reuse` (Kimi K3 without `prefix_match_unit`: vLLM's default mamba cache mode keeps no
-state, so nothing is reused); `whole_blocks` (an explicit `bytes_per_request` without it: the state is only
+passes cross; `whole_blocks` (an explicit `bytes_per_request` without it: the state is only
 a reservation, reuse resumes after the last matching whole block).
 
 A snapshot is `state_blocks` G1 blocks (one more when it lies inside a block: the KV of that block's
@@ -104,8 +104,6 @@ class StateSnapshots(WholeBlocks):
         token): the whole blocks before it and its position; ([], 0) when none is stored."""
         if self.rule == "whole_blocks":
             return hits, len(hits) * rank.block_size
-        if self.rule == "no_reuse":
-            return [], 0
         size, unit, pool = rank.block_size, self.unit, rank.pool
         unit_keys = request.spec.keys(unit)
         # a snapshot inside block len(hits) keeps that block's first tokens itself; past it the KV is missing
@@ -145,7 +143,7 @@ class StateSnapshots(WholeBlocks):
         """Store the snapshots at the positions this pass computed (at its end: the pass's own admissions
         took their blocks first)."""
         prompt, size = request.spec.prompt_len, rank.block_size
-        if self.rule in ("whole_blocks", "no_reuse"):
+        if self.rule == "whole_blocks":
             return
         if self.rule == "pass_ends":
             for position in self.pass_end_positions(prompt, size, computed, tokens):
