@@ -6,8 +6,8 @@ follow: the next request of a closed-loop slot, or a session's next turn after
 its think time.  It reads the finished plan's traffic record (limits, stop time
 and delays resolved, in ns).  Sources: `synthetic`, `synthetic-session`, `trace`
 (Mooncake rows the compiler parsed and checked), `requests` (a ReplaySpec list).  Loads: `concurrency` (closed loop; a
-session holds its slot through its think time), `poisson` (seeded,
-counter-based), `constant_rate`, `trace_timestamps` (with speedup).
+session holds its slot through its think time), `poisson` (seeded: AISimulate's
+own draw stream, chacha_stream.py), `constant_rate`, `trace_timestamps` (with speedup).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 
 from ..serving.requests import Content, RequestSpec
 from ..virtual_time import seconds_to_ns
-from .rng import exponential
+from .chacha_stream import UniformStream
 
 SRC_SHARED = 0  # the synthetic source's `cached_prefix_tokens`
 SRC_GROUP = 1  # + prefix group index
@@ -141,10 +141,10 @@ class Traffic:
     def _rate_times(self, rate: float):
         """Arrival times (ns) of an open-loop load: Poisson (seeded) or evenly spaced."""
         t = 0.0
-        seed = self.plan.seed
+        draws = UniformStream(self.plan.seed) if self.load == "poisson" else None  # (in call order, as AISimulate's)
         while True:
-            if self.load == "poisson":
-                t += exponential(seed, 1, self.arrival_counter, rate)
+            if draws is not None:
+                t += draws.exponential(rate)
             else:
                 t += 1.0 / rate
             self.arrival_counter += 1
