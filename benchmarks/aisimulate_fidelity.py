@@ -122,6 +122,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", nargs="?", type=Path, default=DEFAULT_CONFIGS, help="a folder of predict YAMLs")
     parser.add_argument("--aisimulate", metavar="PATH", required=True, help="an aisimulate executable")
+    parser.add_argument("--kvreplay", metavar="COMMAND", help="run kvreplay as COMMAND (split on spaces; default: "
+                        "this interpreter's `-m kvreplay`), e.g. a wrapper that tries a change")
     parser.add_argument("--only", metavar="TEXT", action="append", help="run only configs whose name contains TEXT")
     parser.add_argument("--output-dir", type=Path, help="keep both tools' outputs here (default: a temporary folder)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
@@ -132,7 +134,8 @@ def main() -> int:
         configs = [c for c in configs if any(text in c.stem for text in args.only)]
     if not configs:
         sys.exit(f"no config in {args.configs}")
-    tools = {"aisimulate": [args.aisimulate], "kvreplay": [sys.executable, "-m", "kvreplay"]}
+    tools = {"aisimulate": [args.aisimulate],
+             "kvreplay": args.kvreplay.split() if args.kvreplay else [sys.executable, "-m", "kvreplay"]}
     with tempfile.TemporaryDirectory() as scratch:
         work = args.output_dir or Path(scratch)
         work.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,5 @@
-"""Why a request can never run (so it is rejected on arrival instead of stalling the replay), and how the
-context length cuts its output short."""
+"""Why a request can never run (so it is rejected instead of stalling the replay), and how the context length
+cuts its output short."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -45,3 +45,12 @@ def _fit_problem(rank, prompt: int, total: int) -> str:
         return (f"prompt plus output ({total} tokens) exceed max_batched_tokens {rank.max_batched} with "
                 "chunked prefill disabled")
     return ""
+
+
+def waits_to_be_rejected(spec: RequestSpec, rank, context_limit: int | None) -> bool:
+    """Is `spec` one whose prompt fits the context but not `rank`'s G1?  AISimulate's mocker (vLLM and
+    TensorRT-LLM) lets such a request wait its turn: the scheduler rejects it when admission reaches it, at the
+    end of that pass (reference-facts section 22); a prompt past the context is refused on arrival."""
+    if context_limit is not None and spec.prompt_len > context_limit:
+        return False
+    return rank.blocks_for(spec.prompt_len) + rank.state_blocks > rank.pool.capacity

@@ -10,7 +10,9 @@ preempted, waiting requests are admitted in arrival order while budget,
 whole known sequence, not only this pass's chunk: `known_sequence`, the
 engine's `rank.admission`); an admission reuses the longest cached
 prefix of whole blocks, never the last known token.  Full blocks become
-discoverable as soon as they are scheduled, as in vLLM v1.
+discoverable as soon as they are scheduled, as in vLLM v1.  A waiting request
+whose prompt can never fit G1 is dropped when admission reaches it
+(`rank.rejecting`: the shell rejects it when the pass ends, as AISimulate does).
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ from .requests import Request
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
-                 "role", "handoff", "admission", "reservation", "reuse_limit", "misses", "releases", "speculation")
+                 "role", "handoff", "admission", "reservation", "reuse_limit", "misses", "releases", "speculation",
+                 "rejecting")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -55,6 +58,9 @@ class Rank:
         self.reuse_limit = all_but_last  # how many blocks of a request's known tokens an admission may reuse
         self.misses = None  # analysis.miss_classes.MissExplainer, told of each admission when a run asks why
         self.speculation = None  # speculation.Speculation: decode passes emit accepted drafts too
+        # waiting requests whose prompt can never fit G1, which admission reached in this pass: they are rejected
+        # when the pass ends (AISimulate's mocker), or at once when no pass runs (shell/replay.py)
+        self.rejecting: list[Request] = []
 
     @property
     def busy(self) -> bool:
@@ -169,6 +175,10 @@ def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
     position = 0
     while position < len(waiting) and budget > 0 and len(running) < rank.max_sequences:
         request = waiting[position]
+        if request.reason:  # its prompt can never fit (arrivals.py let it wait): reached, so it is dropped
+            del waiting[position]
+            rank.rejecting.append(request)
+            continue
         pd = request.pd
         if request.tier.loading or (pd is not None and pd.phase == "transferring"):
             position += 1  # waits for its restore from G2 or its P/D transfer (vLLM skips these)

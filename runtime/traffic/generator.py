@@ -219,7 +219,9 @@ class Traffic:
         session = self._session_of.pop(spec.index, None)
         if session is not None:
             turn = spec.turn_index + 1
-            if completed and turn < session.turns:
+            if not completed:  # a rejected turn made no output: the session goes on without it (AISimulate)
+                session.prompt = session.prompt[:-1]
+            if turn < session.turns:
                 delay = self.source.inter_turn_delay_ns
                 return [self._turn(session, turn, now_ns + delay, delay)]
             if self.load == "concurrency":
