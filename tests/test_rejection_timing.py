@@ -77,7 +77,7 @@ def test_with_nothing_running_the_rejection_is_at_once(tmp_path):
 
 
 def test_a_prompt_past_the_context_is_refused_on_arrival_and_the_session_goes_on(tmp_path):
-    # context 3,000: turn 2 (3,328) is refused the moment turn 1 ends (2,640), turn 3 follows at once with
+    # context 3,000: turn 2 (3,328) is refused when turn 1 ends (2,640: nothing runs then), turn 3 follows with
     # 3,328 + 1,024 tokens and is refused too; the G1 (2,000 blocks) holds everything else
     summary, turns = _records(tmp_path, context=3000, blocks=2000)
     s0 = "session-000000"
@@ -86,3 +86,27 @@ def test_a_prompt_past_the_context_is_refused_on_arrival_and_the_session_goes_on
     assert _times(turns[s0, 3]) == (4352, 2640.0, 2640.0, "rejected")
     assert "context_length 3000" in turns[s0, 2]["terminal_reason"]
     assert (summary["num_requests"], summary["rejected_requests"]) == (16, 8)
+
+
+def test_a_prompt_that_reaches_the_context_is_rejected_when_reached_on_both_backends(tmp_path):
+    # context 4,096, fixed 50 / 10 ms.  A (1,000 tokens, 20 out) prefills 0-50.  B (5,000) arrives at 15, C (4,096:
+    # no room for one output token) at 17, D (300, 5 out) at 18.  The pass from 50 reaches B and C (rejected when
+    # it ends) and admits D: A's decode and D's prefill in one pass, 50 + 10 ms, ending at 110.  D's tokens:
+    # 110, then 4 decodes to 150; A's: 50, 110, then 18 decodes to 290.
+    rows = [(0, 1000, 20, [1, 2]), (15, 5000, 10, list(range(3, 13))), (17, 4096, 10, list(range(13, 21))),
+            (18, 300, 5, [21])]
+    (tmp_path / "trace.jsonl").write_text("".join(
+        f'{{"timestamp": {t}, "input_length": {i}, "output_length": {o}, "hash_ids": {h}}}\n' for t, i, o, h in rows))
+    for backend in ("vllm", "trtllm"):
+        config = tmp_path / f"{backend}.yaml"
+        config.write_text(SESSIONS.format(backend=backend, context=4096, blocks=2000).split("traffic:")[0] + """traffic:
+  source: {type: trace, paths: [trace.jsonl], format: mooncake, block_size: 512}
+  load: {type: trace_timestamps}
+""")
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            assert main(["predict", "-c", str(config), "--output-dir", str(tmp_path / backend), "--no-progress",
+                         "--capture-per-request"]) == 0
+        _, records = read_outputs(tmp_path / backend)
+        assert [_times(r) for r in records] == [(1000, 0.0, 290.0, "completed"), (5000, 15.0, 110.0, "rejected"),
+                                                (4096, 17.0, 110.0, "rejected"), (300, 18.0, 150.0, "completed")]
+        assert records[3]["first_admit_ms"] == 50.0 and records[2]["output_length"] == 0

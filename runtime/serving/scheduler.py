@@ -173,12 +173,14 @@ def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
     """Admit waiting requests in order while budget, `max_sequences` and blocks last; returns the budget left."""
     waiting, running = rank.waiting, rank.running
     position = 0
-    while position < len(waiting) and budget > 0 and len(running) < rank.max_sequences:
+    while position < len(waiting) and len(running) < rank.max_sequences:
         request = waiting[position]
         if request.reason:  # its prompt can never fit (arrivals.py let it wait): reached, so it is dropped
-            del waiting[position]
+            del waiting[position]  # (even with no budget left: the mocker checks before it schedules)
             rank.rejecting.append(request)
             continue
+        if budget <= 0:
+            break
         pd = request.pd
         if request.tier.loading or (pd is not None and pd.phase == "transferring"):
             position += 1  # waits for its restore from G2 or its P/D transfer (vLLM skips these)
