@@ -139,16 +139,18 @@ class Traffic:
 
     # ------------------------------------------------------------------ arrivals
     def _rate_times(self, rate: float):
-        """Arrival times (ns) of an open-loop load: Poisson (seeded) or evenly spaced."""
+        """Arrival times (ns) of an open-loop load: Poisson (seeded) or evenly spaced.  The first request arrives
+        at t = 0 and each gap follows it (AISimulate's generator does the same): gap k is draw k of the seed's
+        exponential stream (chacha_stream.py)."""
         t = 0.0
         draws = UniformStream(self.plan.seed) if self.load == "poisson" else None  # (in call order, as AISimulate's)
         while True:
+            yield seconds_to_ns(t)
             if draws is not None:
                 t += draws.exponential(rate)
             else:
                 t += 1.0 / rate
             self.arrival_counter += 1
-            yield seconds_to_ns(t)
 
     def start(self) -> Iterable[RequestSpec]:
         """The first arrivals: every arrival of an open-loop load, made one at a time as they are asked for (a
