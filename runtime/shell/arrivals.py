@@ -12,7 +12,7 @@ rejected, or incomplete when the replay closes); then the request log
 from __future__ import annotations
 
 from ..serving.never_fits import never_fits, waits_to_be_rejected, within_context
-from ..serving.pass_results import close, reject
+from ..serving.pass_results import close, refuse_when_reached, reject
 from ..serving.requests import Request
 from .events import ARRIVAL
 
@@ -66,7 +66,7 @@ class Arrivals:
         reason = self.never_fits(rank, spec)
         if reason and replay.handoff is None and replay.workers[rank.worker].engine.rejects_when_reached \
                 and waits_to_be_rejected(spec, rank, replay.context_limit):
-            request.reason = reason  # the scheduler rejects it when admission reaches it (scheduler.py)
+            refuse_when_reached(request, reason)
             rank.waiting.append(request)
             return
         if reason:
