@@ -211,7 +211,7 @@ def why_none_completed(replay) -> str:
     if not log.total:
         return "the traffic made no request (check traffic.stop and the trace)"
     if rejected == log.total:
-        return f"all {log.total} requests were rejected on arrival, e.g. {log.first_rejected.spec.index}: " \
+        return f"all {log.total} requests were rejected, e.g. {log.first_rejected.spec.index}: " \
                f"{log.first_rejected.reason}"
     if replay.stopped_at is not None:
         return (f"the run stopped at {replay.stopped_at / 1e9:g} s of virtual time before any request finished "

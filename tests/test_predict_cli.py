@@ -148,11 +148,12 @@ def test_capture_per_request_writes_one_record_per_request(config, tmp_path, cap
 
 
 def test_no_completed_request_exits_1(config, tmp_path, capsys):
-    """Every prompt needs 8 blocks of a 4-block G1: all rejected at arrival, the run ends, exit 1."""
+    """Every prompt needs 8 blocks of a 4-block G1: all rejected (each when the idle scheduler reaches it), the run
+    ends, exit 1."""
     code, out, err = run(capsys, "-c", config, "--output-dir", tmp_path / "out", "--format", "json",
                          "--set", "engine.workers.aggregated.kv_cache.capacity.blocks=4")
     assert code == 1
-    assert err == ("kvreplay: no request completed: all 3 requests were rejected on arrival, e.g. 0: the prompt "
+    assert err == ("kvreplay: no request completed: all 3 requests were rejected, e.g. 0: the prompt "
                    "needs 8 G1 blocks but worker0.dp0 holds 4\n")
     summary = json.loads(out)
     assert (summary["num_requests"], summary["rejected_requests"], summary["completed_requests"]) == (3, 3, 0)

@@ -1,14 +1,14 @@
 """Rate loads (issue 13 item 7): the first request arrives at t = 0 and each gap follows it, as in AISimulate.
 
 `constant_rate` gaps are 1 / rate; `poisson` gap k is draw k of the load seed's exponential stream
-(runtime/traffic/rng.py), so the k-th arrival is the sum of the first k draws.
+(runtime/traffic/chacha_stream.py, AISimulate's own), so the k-th arrival is the sum of the first k draws.
 """
 from __future__ import annotations
 
 import pytest
 
 from kvreplay.cli import main
-from kvreplay.runtime.traffic.rng import exponential
+from kvreplay.runtime.traffic.chacha_stream import UniformStream
 
 from .support import read_outputs
 
@@ -46,9 +46,9 @@ def test_constant_rate_starts_at_zero(tmp_path):
 @pytest.mark.parametrize("seed", [7, 11])
 def test_poisson_starts_at_zero_and_gap_k_is_draw_k(tmp_path, seed):
     _, times = arrivals(tmp_path, f"{{type: poisson, requests_per_second: 4.0, seed: {seed}}}")
-    expected, t = [], 0.0
+    expected, t, draws = [], 0.0, UniformStream(seed)
     for k in range(20):
         expected.append(round(t * 1000.0, 6))
-        t += exponential(seed, 1, k, 4.0)
+        t += draws.exponential(4.0)
     assert times[0] == 0.0
     assert times == pytest.approx(expected, abs=1e-6)

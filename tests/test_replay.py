@@ -399,7 +399,8 @@ def test_host_offload_example_matches_aisimulate_cache_numbers(with_g2, tmp_path
 
 
 def test_a_prompt_that_never_fits_is_rejected_without_stalling(tmp_path):
-    """A 10-block G1 of 16 tokens: the 1000-token row is rejected at arrival, the others complete."""
+    """A 10-block G1 of 16 tokens: the 1000-token row is rejected, the others complete.  It arrives at 5 during
+    the first row's prefill (0-10 ms); the pass from 10 (a 2 ms decode) reaches it, so it is rejected at 12."""
     trace = tmp_path / "trace.jsonl"
     rows = [{"timestamp": 0, "input_length": 100, "output_length": 10, "hash_ids": [1]},
             {"timestamp": 5, "input_length": 1000, "output_length": 10, "hash_ids": [2, 3]},
@@ -411,7 +412,7 @@ def test_a_prompt_that_never_fits_is_rejected_without_stalling(tmp_path):
     summary, records = replay(config, tmp_path / "out")
     assert [r["terminal_status"] for r in records] == ["completed", "rejected", "completed"]
     rejected = records[1]
-    assert rejected["terminal_time_ms"] == 5.0 and rejected["admission_count"] == 0
+    assert rejected["terminal_time_ms"] == 12.0 and rejected["admission_count"] == 0
     assert rejected["ttft_ms"] is None and rejected["e2e_latency_ms"] is None
     assert "G1 blocks" in rejected["terminal_reason"]
     assert (summary["num_requests"], summary["completed_requests"], summary["rejected_requests"]) == (3, 2, 1)

@@ -353,7 +353,8 @@ ROWS = [
 
 
 def test_engine_rejects_a_request_that_never_fits_and_completes_the_run(tmp_path):
-    """6 G1 blocks: a 40 + 2 token request (11 blocks) is rejected at arrival with a reason; the others run.
+    """6 G1 blocks: a 40 + 2 token request (11 blocks) is rejected with a reason; the others run.  It arrives
+    with A at 0, behind it: the first pass (A's prefill, 0-10) reaches it, so it is rejected at 10.
 
     Timeline (prefill 10 ms, decode 1 ms): 0-10 A prefills 8 tokens (first token 10); C arrives at 5 and
     joins at 10: A decode + C prefill of 4 tokens (one block reused) take 11 ms -> A's 2nd token and C's
@@ -362,7 +363,7 @@ def test_engine_rejects_a_request_that_never_fits_and_completes_the_run(tmp_path
     a, b, c = records
     assert b["terminal_status"] == "rejected"
     assert b["terminal_reason"] == "the prompt needs 10 G1 blocks but worker0.dp0 holds 6"
-    assert b["terminal_time_ms"] == 0.0 and b["admission_history"] == [] and b["output_length"] == 0
+    assert b["terminal_time_ms"] == 10.0 and b["admission_history"] == [] and b["output_length"] == 0
     assert [a["terminal_status"], c["terminal_status"]] == ["completed", "completed"]
     assert (a["first_token_ms"], a["last_token_ms"], a["ttft_ms"], a["e2e_latency_ms"]) == (10.0, 21.0, 10.0, 21.0)
     assert (c["first_admit_ms"], c["first_token_ms"], c["last_token_ms"]) == (10.0, 21.0, 22.0)

@@ -24,6 +24,12 @@ class Engine:
     keyed = True  # its requests carry block keys (spec.keys): vLLM's and TensorRT-LLM's caches match by them
     speculates = True  # its decode passes emit accepted drafts (serving/speculation.py) when the role has them
 
+    @property
+    def rejects_when_reached(self) -> bool:
+        """Does a prompt too big for G1 wait in the queue until admission reaches it, as in AISimulate's mocker?
+        Only where passes are scheduled by serving/scheduler.py, which does the rejecting (else: on arrival)."""
+        return type(self).schedule is Engine.schedule
+
     def schedule(self, rank, now_ns: int):
         return scheduler.schedule(rank, now_ns)
 
@@ -45,7 +51,7 @@ class Engine:
 
     def sequence_limit(self, rank) -> int | None:
         """Tokens a request's prompt plus output may reach on `rank`, its output cut there (None: vLLM has
-        no limit of its own: a sequence that outgrows G1 is rejected on arrival, never_fits.py)."""
+        no limit of its own: a sequence that outgrows G1 is rejected, never_fits.py)."""
         return None
 
     def equip(self, rank, role=None) -> None:

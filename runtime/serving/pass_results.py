@@ -155,6 +155,11 @@ def reject(request: Request, reason: str, now_ns: int) -> None:
     request.status, request.reason, request.terminal_ns = "rejected", reason, now_ns
 
 
+def refuse_when_reached(request: Request, reason: str) -> None:
+    """`request` can never run: it waits until admission reaches it (scheduler.py), then is rejected for `reason`."""
+    request.reason = reason
+
+
 def close(requests: list[Request], end_ns: int, stalled: bool) -> None:
     """The replay ended: requests still open are incomplete at `end_ns` (stalled: no event could move them)."""
     for request in requests:

@@ -10,7 +10,9 @@ preempted, waiting requests are admitted in arrival order while budget,
 whole known sequence, not only this pass's chunk: `known_sequence`, the
 engine's `rank.admission`); an admission reuses the longest cached
 prefix of whole blocks, never the last known token.  Full blocks become
-discoverable as soon as they are scheduled, as in vLLM v1.
+discoverable as soon as they are scheduled, as in vLLM v1.  A waiting request
+whose prompt can never fit G1 is dropped when admission reaches it
+(`rank.rejecting`: the shell rejects it when the pass ends, as AISimulate does).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
                  "role", "handoff", "admission", "reservation", "reuse_limit", "misses", "releases", "speculation",
-                 "handoff_kv", "snapshots")
+                 "handoff_kv", "snapshots", "rejecting")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -60,6 +62,9 @@ class Rank:
         self.speculation = None  # speculation.Speculation: decode passes emit accepted drafts too
         self.handoff_kv = handoff.BLOCKS  # what its G1 does for a P/D handoff (an engine's cache may differ)
         self.snapshots = WHOLE_BLOCKS  # where reuse resumes (tiers.state_snapshots: a state cache's snapshots)
+        # waiting requests whose prompt can never fit G1, which admission reached in this pass: they are rejected
+        # when the pass ends (AISimulate's mocker), or at once when no pass runs (shell/replay.py)
+        self.rejecting: list[Request] = []
 
     @property
     def busy(self) -> bool:
@@ -189,8 +194,14 @@ def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
     waiting, running = rank.waiting, rank.running
     short = rank.role == "decode" and _reserve_handoffs(rank, now_ns)
     position = 0
-    while position < len(waiting) and budget > 0 and len(running) < rank.max_sequences:
+    while position < len(waiting) and len(running) < rank.max_sequences:
         request = waiting[position]
+        if request.reason:  # its prompt can never fit (arrivals.py let it wait): reached, so it is dropped
+            del waiting[position]  # (even with no budget left: the mocker checks before it schedules)
+            rank.rejecting.append(request)
+            continue
+        if budget <= 0:
+            break
         pd = request.pd
         phase = pd.phase if pd is not None else None
         if phase == "arrived":  # its pass computes nothing and samples its first token (the mocker's activation

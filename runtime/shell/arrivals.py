@@ -11,8 +11,8 @@ rejected, or incomplete when the replay closes); then the request log
 """
 from __future__ import annotations
 
-from ..serving.never_fits import never_fits, within_context
-from ..serving.pass_results import close, reject
+from ..serving.never_fits import never_fits, waits_to_be_rejected, within_context
+from ..serving.pass_results import close, refuse_when_reached, reject
 from ..serving.requests import Request
 from .events import ARRIVAL
 
@@ -43,7 +43,8 @@ class Arrivals:
             self.seq += 1
 
     def arrive(self, spec, now: int) -> None:
-        """Event handler: `spec` arrives; it is placed, or rejected when it can never fit."""
+        """Event handler: `spec` arrives; it is placed, or rejected when it can never fit (a prompt too big for
+        G1 waits for the scheduler to reject it)."""
         if spec is self.queued:
             self._queue_next()
         replay = self.replay
@@ -63,6 +64,11 @@ class Arrivals:
         if replay.kv_log is not None:
             replay.kv_log.learn(request)
         reason = self.never_fits(rank, spec)
+        if reason and replay.handoff is None and replay.workers[rank.worker].engine.rejects_when_reached \
+                and waits_to_be_rejected(spec, rank, replay.context_limit):
+            refuse_when_reached(request, reason)
+            rank.waiting.append(request)
+            return
         if reason:
             reject(request, reason, now)
             self.ended(request, now, completed=False)
@@ -81,6 +87,13 @@ class Arrivals:
 
     def never_fits(self, rank, spec) -> str:
         return never_fits(spec, self._ranks(rank), self.replay.context_limit)
+
+    def reject_reached(self, rank, now: int) -> None:
+        """Reject the requests admission reached on `rank` whose prompt can never fit (at the end of their pass)."""
+        rejecting, rank.rejecting = rank.rejecting, []
+        for request in rejecting:
+            reject(request, request.reason, now)
+            self.ended(request, now, completed=False)
 
     def ended(self, request: Request, now: int, completed: bool) -> None:
         """`request` completed or was rejected at `now`: the log is told, and the traffic says who follows."""

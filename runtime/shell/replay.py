@@ -175,6 +175,9 @@ class Replay:
             self._drain(rank, now)
         self._start_jobs(worker, now)
         if not any(batches):
+            for rank in worker.ranks:  # no pass: the requests admission reached that can never fit end now
+                if rank.rejecting:
+                    self.arrivals.reject_reached(rank, now)
             return
         if any(blocked(rank) for rank in worker.ranks):
             worker.batches, worker.blocked = batches, True  # runs when the copies it waits for are done
@@ -183,7 +186,8 @@ class Replay:
 
     def _run_pass(self, worker, batches: list, now: int) -> None:
         worker.blocked = False
-        fused = None if self.single_step or not worker.engine.fusable else worker.engine.plan_fused(
+        rejecting = any(rank.rejecting for rank in worker.ranks)  # (they end with this one pass)
+        fused = None if self.single_step or not worker.engine.fusable or rejecting else worker.engine.plan_fused(
             worker, batches, now, horizon := self._horizon(worker, now), self._pass_stop(worker, horizon),
             self.traffic.open_loop)
         if fused is not None:
@@ -230,6 +234,9 @@ class Replay:
             if rank.releases:
                 self.handoffs.pass_ended(rank, now)
             self._drain(rank, now)
+        for rank in worker.ranks:
+            if rank.rejecting:
+                self.arrivals.reject_reached(rank, now)
         for hook in self.after_pass:
             hook(worker, now)
         self._start_jobs(worker, now)

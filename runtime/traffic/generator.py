@@ -6,8 +6,8 @@ follow: the next request of a closed-loop slot, or a session's next turn after
 its think time.  It reads the finished plan's traffic record (limits, stop time
 and delays resolved, in ns).  Sources: `synthetic`, `synthetic-session`, `trace`
 (Mooncake rows the compiler parsed and checked), `requests` (a ReplaySpec list).  Loads: `concurrency` (closed loop; a
-session holds its slot through its think time), `poisson` (seeded,
-counter-based), `constant_rate`, `trace_timestamps` (with speedup).
+session holds its slot through its think time), `poisson` (seeded: AISimulate's
+own draw stream, chacha_stream.py), `constant_rate`, `trace_timestamps` (with speedup).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 
 from ..serving.requests import Content, RequestSpec
 from ..virtual_time import seconds_to_ns
-from .rng import exponential
+from .chacha_stream import UniformStream
 
 SRC_SHARED = 0  # the synthetic source's `cached_prefix_tokens`
 SRC_GROUP = 1  # + prefix group index
@@ -141,13 +141,13 @@ class Traffic:
     def _rate_times(self, rate: float):
         """Arrival times (ns) of an open-loop load: Poisson (seeded) or evenly spaced.  The first request arrives
         at t = 0 and each gap follows it (AISimulate's generator does the same): gap k is draw k of the seed's
-        exponential stream."""
+        exponential stream (chacha_stream.py)."""
         t = 0.0
-        seed = self.plan.seed
+        draws = UniformStream(self.plan.seed) if self.load == "poisson" else None  # (in call order, as AISimulate's)
         while True:
             yield seconds_to_ns(t)
-            if self.load == "poisson":
-                t += exponential(seed, 1, self.arrival_counter, rate)
+            if draws is not None:
+                t += draws.exponential(rate)
             else:
                 t += 1.0 / rate
             self.arrival_counter += 1
@@ -221,7 +221,9 @@ class Traffic:
         session = self._session_of.pop(spec.index, None)
         if session is not None:
             turn = spec.turn_index + 1
-            if completed and turn < session.turns:
+            if not completed:  # a rejected turn made no output: the session goes on without it (AISimulate)
+                session.prompt = session.prompt[:-1]
+            if turn < session.turns:
                 delay = self.source.inter_turn_delay_ns
                 return [self._turn(session, turn, now_ns + delay, delay)]
             if self.load == "concurrency":
