@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from itertools import islice
 
 from ..tiers.g1 import BlockPool
+from ..tiers.g1_runs import RunPool
 from ..serving.pass_results import add_decode_block, advance_decodes, gap_runs, release_finished
 from ..serving.scheduler import Batch, Rank
 from ..timing import PassWork
@@ -139,7 +140,7 @@ def _copies_harmless(rank: Rank) -> bool:
     waiting requests (so nothing is fused anyway); a store landing changes nothing a pure decode pass reads,
     as long as the chain says so and no block the passes allocate is still being copied out
     (`_allocations_clear`: a pass doing so would wait for the copy)."""
-    return rank.chain.fusable_during_copies and type(rank.pool) is BlockPool
+    return rank.chain.fusable_during_copies and type(rank.pool) in (BlockPool, RunPool)
 
 
 def _allocations_clear(rank: Rank, count: int) -> bool:
