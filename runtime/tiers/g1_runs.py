@@ -19,7 +19,7 @@ from collections import Counter, deque
 from itertools import compress, repeat
 from operator import eq, not_, sub
 
-from .g1 import NOT_NONE, BlockPool, consume
+from .g1 import BlockPool, consume
 
 GONE = -1  # `_run_of` of a block in no run of the queue (held, or never used)
 SEQ, BLOCKS, START, HOLES = range(4)  # a run: [its number, its blocks, the first not yet taken, blocks gone]
@@ -117,12 +117,13 @@ class RunPool(BlockPool):
         return taken
 
     def allocate(self, count: int) -> list[int]:
-        out = self._fresh(count)
+        out = self._fresh(count) if self.created < self.capacity else []
         rest = count - len(out)
         if rest:
             key_of = self.key_of
             taken = self._take(rest)
-            evicted = list(filter(NOT_NONE, map(key_of.__getitem__, taken)))  # only the block a key maps to has it
+            # only the block a key maps to has it (a comprehension: a filter calling a partial costs more per block)
+            evicted = [key for key in map(key_of.__getitem__, taken) if key is not None]
             if evicted:
                 consume(map(self.cached.__delitem__, evicted))
                 consume(map(key_of.__setitem__, taken, repeat(None)))
@@ -138,7 +139,12 @@ class RunPool(BlockPool):
     def release(self, blocks: list[int]) -> None:
         """As BlockPool's: the freed blocks join the queue's tail last block first, here as one run."""
         ref, order = self.ref, blocks[::-1]
-        left = list(map(sub, map(ref.__getitem__, order), repeat(1)))
+        held = list(map(ref.__getitem__, order))
+        if held and max(held) == 1:  # (the common case: no other request shares a block, all are freed)
+            consume(map(ref.__setitem__, order, repeat(0)))
+            self._enqueue(order)
+            return
+        left = list(map(sub, held, repeat(1)))
         consume(map(ref.__setitem__, order, left))
         freed = list(compress(order, map(not_, left)))
         if freed:
