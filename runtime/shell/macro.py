@@ -48,7 +48,7 @@ def eligible(ranks: list[Rank], batches: list[Batch | None]) -> bool:
             return False
         if (rank.pool.copying or rank.transfers_in_flight) and not _copies_harmless(rank):
             return False
-        if rank.chain.stores_every_pass or rank.speculation is not None:
+        if rank.speculation is not None:
             return False  # (speculation: each pass's tokens are drawn, so passes are stepped one at a time)
         if batch is not None and (batch.work.prefill_chunks or len(batch.items) != len(rank.running)):
             return False
@@ -72,6 +72,12 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
     if can_finish:  # a completion that has more to do than a fused pass can: the run stops before it
         limit = min([limit] + [finish_at[id(r)] for rank, b in active if rank.chain.stores_on_finish
                                for r, _ in b.items if rank.chain.finish_may_store(r)])
+    for rank, b in active:  # a connector that stores decode blocks: the run ends before a pass that stores
+        if rank.chain.stores_while_decoding:
+            quiet = [rank.chain.quiet_passes(r, rank.block_size) for r, _ in b.items]
+            limit = min([limit] + [q for q in quiet if q is not None])
+    if limit <= 1:
+        return None  # (at most pass 0, which is the scheduler's)
 
     states = []
     for rank, batch in active:
