@@ -18,10 +18,10 @@ def state(pool) -> tuple:
             pool.ref[:pool.created], pool.key_of[:pool.created])
 
 
-def drive(seed: int, capacity: int, steps: int, prompts: int, prompt_blocks: int) -> int:
+def drive(seed: int, capacity: int, steps: int, prompts: int, prompt_blocks: int, caching: bool = True) -> int:
     """Mirror random traffic on both pools, comparing after every step; returns the evictions seen."""
     rng = random.Random(seed)
-    plain, runs = BlockPool(capacity), RunPool(capacity)
+    plain, runs = BlockPool(capacity, caching), RunPool(capacity, caching)
     plain.events, runs.events = [], []
     # a few shared prompt chains (keys k * 1000 + i), so requests hit each other's prefixes
     chains = [[p * 1000 + i for i in range(prompt_blocks)] for p in range(prompts)]
@@ -55,6 +55,23 @@ def drive(seed: int, capacity: int, steps: int, prompts: int, prompt_blocks: int
 def test_run_pool_matches_the_block_pool_under_random_traffic():
     for seed in range(6):
         assert drive(seed, capacity=48, steps=400, prompts=5, prompt_blocks=12) > 0  # (evictions did happen)
+
+
+def test_run_pool_matches_without_prefix_caching():
+    for seed in range(3):
+        drive(seed, capacity=48, steps=300, prompts=5, prompt_blocks=12, caching=False)
+
+
+def test_keyless_blocks_go_to_the_head_in_release_order():
+    pool = RunPool(8)
+    cached, other = pool.allocate(4), pool.allocate(4)  # [0..3], [4..7]
+    pool.register_run(cached, [10, 11, 12, 13], 0, 4)
+    pool.register_run(other, [20, 21], 0, 2)  # blocks 6 and 7 hold no key (a partial block, a decode block)
+    pool.release(cached)  # tail: 3 2 1 0
+    pool.release(other)  # keyed 5 4 to the tail; keyless 7 6 (release order: last block first) to the head
+    assert list(pool.free) == [7, 6, 3, 2, 1, 0, 5, 4]
+    assert pool.allocate(3) == [7, 6, 3]  # empty memory first, then the oldest cached block (key 13)
+    assert pool.evictions == 1 and 13 not in pool.cached
 
 
 def test_run_pool_matches_with_many_holes_and_compaction():

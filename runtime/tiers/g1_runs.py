@@ -6,7 +6,8 @@ same order, the same keys evicted); only the free queue's representation
 differs.  BlockPool keeps one ordered-dict entry per free block, so a prompt of
 thousands of blocks at block size 16 cost thousands of ordered-dict inserts at
 its release and deletes at its reuse.  Here a release appends one run (a list
-of the blocks it freed, in queue order) and an allocation slices runs off the
+of the blocks it freed with a key, in queue order; those without one, empty
+memory, enter the head as another) and an allocation slices runs off the
 head.  A block taken out of the middle of the queue by a prefix hit is not
 searched for: it is marked gone (`_run_of[block]` no longer names its run) and
 its run counts one hole; runs with holes are filtered when they reach the head,
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from itertools import compress, repeat
-from operator import eq, not_, sub
+from operator import eq, is_, not_, sub
 
 from .g1 import BlockPool, consume
 
@@ -136,24 +137,50 @@ class RunPool(BlockPool):
             out.extend(taken)
         return out
 
+    def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
+        """As BlockPool's; when every key is new here (the usual case) the run is keyed without filtering it."""
+        if not self.caching:
+            return
+        run_keys, run_blocks = keys[start:stop], blocks[start:stop]
+        stored = list(map(eq, map(self.cached.setdefault, run_keys, run_blocks), run_blocks))
+        if all(stored):
+            consume(map(self.key_of.__setitem__, run_blocks, run_keys))
+        else:
+            run_blocks, run_keys = list(compress(run_blocks, stored)), list(compress(run_keys, stored))
+            consume(map(self.key_of.__setitem__, run_blocks, run_keys))
+        if self.events is not None and run_keys:
+            self.events.append(("Stored", run_keys))
+
     def release(self, blocks: list[int]) -> None:
-        """As BlockPool's: the freed blocks join the queue's tail last block first, here as one run."""
+        """As BlockPool's: the freed blocks with a key join the queue's tail last block first, as one run; those
+        without one (empty memory) go to its head, in their release order, as another."""
         ref, order = self.ref, blocks[::-1]
         held = list(map(ref.__getitem__, order))
         if held and max(held) == 1:  # (the common case: no other request shares a block, all are freed)
             consume(map(ref.__setitem__, order, repeat(0)))
-            self._enqueue(order)
+            freed = order
+        else:
+            left = list(map(sub, held, repeat(1)))
+            consume(map(ref.__setitem__, order, left))
+            freed = list(compress(order, map(not_, left)))
+        if not freed:
             return
-        left = list(map(sub, held, repeat(1)))
-        consume(map(ref.__setitem__, order, left))
-        freed = list(compress(order, map(not_, left)))
-        if freed:
-            self._enqueue(freed)
+        if self.caching:
+            keyless = list(map(is_, map(self.key_of.__getitem__, freed), repeat(None)))
+            if any(keyless):
+                self._enqueue(list(compress(freed, keyless)), head=True)
+                freed = list(compress(freed, map(not_, keyless)))
+                if not freed:
+                    return
+        self._enqueue(freed)
 
-    def _enqueue(self, freed: list[int]) -> None:
+    def _enqueue(self, freed: list[int], head: bool = False) -> None:
         self._seq += 1
         run = [self._seq, freed, 0, 0]
-        self._runs.append(run)
+        if head:
+            self._runs.appendleft(run)
+        else:
+            self._runs.append(run)
         self._by_seq[self._seq] = run
         consume(map(self._run_of.__setitem__, freed, repeat(self._seq)))
         self._queued += len(freed)
