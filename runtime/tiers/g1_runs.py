@@ -123,8 +123,11 @@ class RunPool(BlockPool):
         if rest:
             key_of = self.key_of
             taken = self._take(rest)
-            # only the block a key maps to has it (a comprehension: a filter calling a partial costs more per block)
-            evicted = [key for key in map(key_of.__getitem__, taken) if key is not None]
+            # only the block a key maps to has it; usually every taken block has one, or none has
+            evicted = list(map(key_of.__getitem__, taken))
+            keyless = evicted.count(None)
+            if keyless:
+                evicted = [] if keyless == len(evicted) else [key for key in evicted if key is not None]
             if evicted:
                 consume(map(self.cached.__delitem__, evicted))
                 consume(map(key_of.__setitem__, taken, repeat(None)))
@@ -166,12 +169,15 @@ class RunPool(BlockPool):
         if not freed:
             return
         if self.caching:
-            keyless = list(map(is_, map(self.key_of.__getitem__, freed), repeat(None)))
-            if any(keyless):
-                self._enqueue(list(compress(freed, keyless)), head=True)
-                freed = list(compress(freed, map(not_, keyless)))
-                if not freed:
-                    return
+            keys = list(map(self.key_of.__getitem__, freed))
+            keyless = keys.count(None)
+            if keyless == len(freed):
+                self._enqueue(freed, head=True)
+                return
+            if keyless:
+                flags = list(map(is_, keys, repeat(None)))
+                self._enqueue(list(compress(freed, flags)), head=True)
+                freed = list(compress(freed, map(not_, flags)))
         self._enqueue(freed)
 
     def _enqueue(self, freed: list[int], head: bool = False) -> None:
