@@ -427,7 +427,7 @@ def test_landed_handoffs_are_admitted_before_other_waiting_requests(tmp_path):
 
     (LANDING_ROWS.)  Both handoffs have landed at 54 ms: one is admitted then, the other only when a slot is
     free again (after the first's 3 decode passes, at 114 ms)."""
-    run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4)
+    run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4, decode_extra=G2)
     assert run.field("source_released_ms") == [20.0, 46.0, 38.0]
     assert sorted(run.field("decode_admit_ms")[1:]) == [54.0, 114.0]
 
@@ -438,8 +438,41 @@ def test_landed_handoffs_keep_fcfs_order_among_themselves(tmp_path):
     one that entered the decode queue first goes first, whichever transfer ended first.
 
     (LANDING_ROWS.)  A entered the decode queue before B; A is admitted at 54 ms, B when A ends at 114 ms."""
-    run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4)
+    run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4, decode_extra=G2)
     assert run.field("decode_admit_ms")[1:] == [54.0, 114.0]
+
+
+def test_without_g2_a_landed_handoff_joins_the_back_of_the_queue(tmp_path):
+    """Without G2 (Dynamo's mocker: an activated destination is pushed to the back of the waiting queue) landed
+    handoffs are admitted in the order they landed: B (landed at 38 ms) at 54 ms, A (46 ms) when B ends at 114."""
+    run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4)
+    assert run.field("source_released_ms") == [20.0, 46.0, 38.0]
+    assert run.field("decode_admit_ms")[1:] == [114.0, 54.0]
+
+
+
+# A and B (8 tokens, 12 output each) and C (4 tokens, 2 output, at 20 ms) on a decode rank of 6 blocks, no G2.
+# A lands at 18 ms and samples 19..27; B reserves its 2 blocks at 20 and travels 20-28; A then needs a 4th
+# block with none free and, the newest running request, preempts itself at 27, to wait at the queue's head.
+QUEUE_ROWS = [row(0, 8, 12, [1, 2]), row(0, 8, 12, [3, 4]), row(20, 4, 2, [5])]
+
+
+def test_a_decode_rank_queues_landed_handoffs_behind_readmissions_and_reserves_ahead_of_them(tmp_path):
+    """Dynamo's mocker (vLLM core): handoffs waiting for their reservation are served before any prompt to compute
+    (`PendingDestinationHead`), and a landed handoff joins the back of the waiting queue.
+
+    (QUEUE_ROWS.)  B lands at 28 ms while A's readmission heads the queue and cannot fit; nothing runs, so B goes
+    first (else nothing could ever free A's blocks: AISimulate stops there with an invariant error) and samples
+    29..40.  C's prefill ends at 30: it reserves its block at once although A waits ahead of it, and lands at 34
+    (4 tokens at 1 ms each).  Landed, C waits behind A while B runs; at 40 B ends, A recomputes its 17 tokens in a
+    pass with C's activation (40-51: 10 ms of prefill and 1 of decode), so C's first token comes at 51."""
+    run = replay_pd(tmp_path, QUEUE_ROWS, decode_blocks=6)
+    assert run.field("decode_admit_ms") == [18.0, 28.0, 40.0]
+    assert run.field("source_released_ms") == [20.0, 30.0, 34.0]  # B's at the end of C's prefill pass
+    assert run.tokens(1) == [29.0 + k for k in range(12)]
+    assert run.tokens(0) == [19.0 + k for k in range(9)] + [51.0, 52.0, 53.0]
+    assert run.tokens(2)[0] == 51.0
+    assert [h["at_ms"] for h in run[0]["admission_history"]] == [0.0, 40.0]
 
 
 # ============================================================================================ auto bytes_per_token

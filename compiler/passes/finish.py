@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..agentic_records import PLAY_FORMATS
 from ..durations import ms_to_ns, seconds_to_ns
 from ..plan_records import (HandoffPlan, LinkPlan, ListedRequest, PeerFetchPlan, ReplayPlan, RequestListSource,
                             RolePlan, SessionSource, SpeculationPlan,
@@ -110,7 +111,7 @@ def _source(source: dict, rows: tuple[TraceRow, ...]):
         return SessionSource(source["new_input_tokens_per_turn"], source["output_tokens_per_turn"],
                              session.get("turns", 4), session.get("prefix_groups", 0),
                              session.get("shared_prefix_ratio", 0.0), ms_to_ns(session.get("inter_turn_delay_ms", 0.0)))
-    if kind == "trace" and source.get("format") == "weka":
+    if kind == "trace" and source.get("format") in PLAY_FORMATS:
         return rows  # (the traces pass's AgenticSource)
     if kind == "trace":
         return TraceSource(source.get("block_size", DEFAULT_BLOCK_SIZE), rows)
@@ -134,7 +135,7 @@ def _traffic(traffic: dict, rows: tuple[TraceRow, ...]) -> TrafficPlan:
     load_units = load.get("concurrency") or load.get("requests_per_second") or load.get("sessions_per_second") or 1
     seconds = stop.get("max_virtual_time_seconds", replay.get("max_virtual_time_seconds"))
     return TrafficPlan(
-        kind="agentic" if source.get("format") == "weka" else source["type"], source=_source(source, rows), load=load["type"], concurrency=load.get("concurrency", 10),
+        kind="agentic" if source.get("format") in PLAY_FORMATS else source["type"], source=_source(source, rows), load=load["type"], concurrency=load.get("concurrency", 10),
         rate=load.get("sessions_per_second" if sessions else "requests_per_second"), seed=load.get("seed", 42),
         max_in_flight=load.get("max_in_flight"), request_limit=_count_limit(stop, "requests", load_units),
         session_limit=_count_limit(stop, "sessions", load_units),

@@ -184,7 +184,11 @@ def landed(rank, request: Request, now_ns: int, source_busy: bool = False) -> No
     state.phase = "arrived"
     waiting = rank.waiting
     waiting.remove(request)
-    # handed-off requests are admitted before other waiting ones, in the order they joined this queue
+    if not (rank.chain.handoffs_first or rank.handoff.destination_first):
+        waiting.append(request)  # (Dynamo's mocker: an activated vLLM destination joins the back of the queue)
+        return
+    # with G2 (or destination-first), handed-off requests are admitted before other waiting ones, in the order
+    # they joined this queue
     ahead = 0
     while ahead < len(waiting) and waiting[ahead].pd.phase == "arrived" and waiting[ahead].pd.joined < state.joined:
         ahead += 1

@@ -15,6 +15,7 @@ discoverable as soon as they are scheduled, as in vLLM v1.
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 
 from ..tiers import offload
 from ..tiers.chain import NO_TIERS
@@ -163,34 +164,57 @@ def _take_handoff(rank: Rank, request: Request, now_ns: int) -> int:
     return -1
 
 
+def _reserve_handoffs(rank: Rank, now_ns: int) -> bool:
+    """A decode rank's source-first handoffs still to reserve try to, in the order they joined, the first that
+    is short of blocks stopping the others.  True when one is left without its reservation (Dynamo's mocker
+    keeps them in a queue of their own, retried as blocks free up)."""
+    waiting = rank.waiting
+    position = 0
+    while position < len(waiting) and len(rank.running) < rank.max_sequences:
+        request = waiting[position]
+        position += 1
+        if request.pd is not None and request.pd.phase == "pending" and _take_handoff(rank, request, now_ns) == 0:
+            return True
+    return any(r.pd is not None and r.pd.phase == "pending" for r in islice(waiting, position, None))
+
+
 def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
-    """Admit waiting requests in order while budget, `max_sequences` and blocks last; returns the budget left."""
+    """Admit waiting requests in order while budget, `max_sequences` and blocks last; returns the budget left.
+    On a decode rank whose handoffs are not all reserved, only the landed ones are admitted: a prompt to
+    compute (a readmission) waits until every handoff has its blocks (the mocker's `PendingDestinationHead`)."""
     waiting, running = rank.waiting, rank.running
+    short = rank.role == "decode" and _reserve_handoffs(rank, now_ns)
     position = 0
     while position < len(waiting) and budget > 0 and len(running) < rank.max_sequences:
         request = waiting[position]
         pd = request.pd
-        if request.tier.loading or (pd is not None and pd.phase == "transferring"):
-            position += 1  # waits for its restore from G2 or its P/D transfer (vLLM skips these)
+        phase = pd.phase if pd is not None else None
+        if phase == "arrived":  # its pass computes nothing and samples its first token (the mocker's activation
+            del waiting[position]  # pass: a decode, with no token of the budget)
+            _take_handoff(rank, request, now_ns)
+            running.append(request)
+            items.append((request, 0))
             continue
-        if pd is not None and pd.phase is not None:
-            outcome = _take_handoff(rank, request, now_ns)
-            if outcome < 0:
-                position += 1
-                continue
-            if outcome == 0:
+        if phase == "reserve" and not short:  # destination-first: reserve, then the prefill starts elsewhere
+            if not _take_handoff(rank, request, now_ns):
                 break
             del waiting[position]
-            if pd.phase is None:  # arrived: this pass computes nothing and samples its first token (the mocker's
-                running.append(request)  # activation pass: a decode, with no token of the budget)
-                items.append((request, 0))
-            continue  # (else reserved for a destination-first prefill elsewhere)
+            continue
+        if short or request.tier.loading or phase is not None:
+            position += 1  # waits for its restore from G2, its handoff, or (short) every handoff's reservation
+            continue
         new = _admit(rank, request, budget, now_ns)
         if new < 0:  # offload.DEFER, LOAD or READ: this one waits for G2, look at the next one
             position += 1
             continue
         if not new:
-            break
+            if running or items:
+                break
+            # nothing runs here to free blocks: a landed handoff behind goes first, or the rank would wait forever
+            # (Dynamo's mocker does wait: AISimulate stops with "an effect-free zero-duration pass", facts §21)
+            short = True
+            position += 1
+            continue
         del waiting[position]
         running.append(request)
         pass_results.register(rank, request, request.num_computed + new)
