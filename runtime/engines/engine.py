@@ -12,7 +12,7 @@ which gives it the engine's admission policy (table.py picks the engine).
 from __future__ import annotations
 
 from ..serving import pass_results, scheduler
-from ..tiers.g1 import BlockPool
+from ..tiers.g1_runs import RunPool
 
 
 class Engine:
@@ -47,7 +47,7 @@ class Engine:
         return macro.apply(fused)
 
     def g1(self, blocks: int, prefix_caching: bool):
-        return BlockPool(blocks, prefix_caching)
+        return RunPool(blocks, prefix_caching)
 
     def sequence_limit(self, rank) -> int | None:
         """Tokens a request's prompt plus output may reach on `rank`, its output cut there (None: vLLM has

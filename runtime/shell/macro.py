@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from itertools import islice
 
 from ..tiers.g1 import BlockPool
+from ..tiers.g1_runs import RunPool
 from ..serving.pass_results import add_decode_block, advance_decodes, gap_runs, release_finished
 from ..serving.scheduler import Batch, Rank
 from ..timing import PassWork
@@ -47,7 +48,7 @@ def eligible(ranks: list[Rank], batches: list[Batch | None]) -> bool:
             return False
         if (rank.pool.copying or rank.transfers_in_flight) and not _copies_harmless(rank):
             return False
-        if rank.chain.stores_every_pass or rank.speculation is not None:
+        if rank.speculation is not None:
             return False  # (speculation: each pass's tokens are drawn, so passes are stepped one at a time)
         if batch is not None and (batch.work.prefill_chunks or len(batch.items) != len(rank.running)):
             return False
@@ -71,6 +72,12 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
     if can_finish:  # a completion that has more to do than a fused pass can: the run stops before it
         limit = min([limit] + [finish_at[id(r)] for rank, b in active if rank.chain.stores_on_finish
                                for r, _ in b.items if rank.chain.finish_may_store(r)])
+    for rank, b in active:  # a connector that stores decode blocks: the run ends before a pass that stores
+        if rank.chain.stores_while_decoding:
+            quiet = [rank.chain.quiet_passes(r, rank.block_size) for r, _ in b.items]
+            limit = min([limit] + [q for q in quiet if q is not None])
+    if limit <= 1:
+        return None  # (at most pass 0, which is the scheduler's)
 
     states = []
     for rank, batch in active:
@@ -139,7 +146,7 @@ def _copies_harmless(rank: Rank) -> bool:
     waiting requests (so nothing is fused anyway); a store landing changes nothing a pure decode pass reads,
     as long as the chain says so and no block the passes allocate is still being copied out
     (`_allocations_clear`: a pass doing so would wait for the copy)."""
-    return rank.chain.fusable_during_copies and type(rank.pool) is BlockPool
+    return rank.chain.fusable_during_copies and type(rank.pool) in (BlockPool, RunPool)
 
 
 def _allocations_clear(rank: Rank, count: int) -> bool:

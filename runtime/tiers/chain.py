@@ -55,9 +55,19 @@ class TierChain:
 
     # ---------------------------------------------------------------- the macro stepper's questions
     @property
-    def stores_every_pass(self) -> bool:
-        """Does the connector store at every pass (so no two passes can be fused)?"""
-        return bool(self.profile.store_delay_passes)
+    def stores_while_decoding(self) -> bool:
+        """Can a pure decode pass end with a store (so fused passes must stop before it: `quiet_passes`)?"""
+        return bool(self.profile.store_delay_passes or self.profile.store_decode_blocks)
+
+    def quiet_passes(self, request, block_size: int) -> int | None:
+        """With `stores_while_decoding`: how many pure decode passes, the one scheduled now first, end without
+        offering a block of `request` to the first tier (None: none ever does).  A pass offers the blocks its
+        request has computed by its end, or, one pass late, by its start (offer_after_pass)."""
+        stored, keys = request.tier.stored_upto, len(request.keys)
+        if stored >= keys:
+            return None
+        late = 1 if self.profile.store_delay_passes else 0
+        return max(0, (stored + 1) * block_size - request.num_computed - 1 + late)
 
     @property
     def fusable_during_copies(self) -> bool:
@@ -73,8 +83,9 @@ class TierChain:
     def finish_may_store(self, request) -> bool:
         """With `stores_on_finish`: does this request's completion copy into the first tier (blocks left to store,
         or any with a KVCR peer that might pull from it)?  One with nothing left only refreshes the tier's order,
-        which may come early: nothing else reads or changes the tier during fused passes."""
-        return bool(request.tier.unstored or self.kvcr is not None)
+        which may come early: nothing else reads or changes the tier during fused passes.  A connector storing
+        decode blocks may have one more to store: its completions always end a fused run."""
+        return bool(request.tier.unstored or self.kvcr is not None or self.profile.store_decode_blocks)
 
     # ---------------------------------------------------------------- the router's and the shell's questions
     @property
@@ -124,7 +135,7 @@ class NoTiers:
     prefix_sources = ()
     kvcr = None
     peer_fetch = ()
-    stores_every_pass = False
+    stores_while_decoding = False
     fusable_during_copies = False
     stores_on_finish = False
     wants_hint = False
