@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import islice
 
 from ..tiers import offload
 from . import pass_results
@@ -165,6 +166,30 @@ def reserved(request: Request, handoff: Handoff, hits: int, prompt_blocks: int, 
     state.decode_reused_tokens = hits * size
     # KV travels in whole blocks (AISimulate's mocker: the reservation's transferable prompt blocks x block size)
     state.transfer_tokens = (prompt_blocks if handoff.timing_mode == "full_prompt" else prompt_blocks - hits) * size
+
+
+def reserve_pending(rank) -> bool:
+    """A decode rank's source-first handoffs still to reserve try to, in the order they joined, and the KV of each
+    that gets its blocks starts to travel; the first one short of blocks stops the others.  True when one is left
+    without its reservation (Dynamo's mocker keeps them in a queue of their own, retried as blocks free up)."""
+    waiting = rank.waiting
+    position = 0
+    while position < len(waiting) and len(rank.running) < rank.max_sequences:
+        request = waiting[position]
+        position += 1
+        if request.pd is not None and request.pd.phase == "pending":
+            if not reserve(rank, request, rank.handoff):
+                return True
+            start_transfer(rank, request)
+    return any(r.pd is not None and r.pd.phase == "pending" for r in islice(waiting, position, None))
+
+
+def reserve_first(rank, request: Request) -> bool:
+    """Destination-first: the decode rank reserves for `request`, whose prefill may then start (False: short)."""
+    if not reserve(rank, request, rank.handoff):
+        return False
+    rank.jobs.append(PrefillMove(request))
+    return True
 
 
 def start_transfer(rank, request: Request) -> None:

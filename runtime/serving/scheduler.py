@@ -17,7 +17,6 @@ whose prompt can never fit G1 is dropped when admission reaches it
 from __future__ import annotations
 
 from collections import deque
-from itertools import islice
 
 from ..tiers import offload
 from ..tiers.chain import NO_TIERS
@@ -158,41 +157,12 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     return new
 
 
-def _take_handoff(rank: Rank, request: Request, now_ns: int) -> int:
-    """A handed-off request on a decode rank: 1 admitted or reserved, 0 short of blocks, -1 transfer started."""
-    if request.pd.phase == "arrived":
-        handoff.admit_arrived(request, now_ns)
-        request.status = "running"
-        return 1
-    if not handoff.reserve(rank, request, rank.handoff):
-        return 0
-    if request.pd.phase == "reserve":  # destination-first: the prefill may start now
-        rank.jobs.append(handoff.PrefillMove(request))
-        return 1
-    handoff.start_transfer(rank, request)
-    return -1
-
-
-def _reserve_handoffs(rank: Rank, now_ns: int) -> bool:
-    """A decode rank's source-first handoffs still to reserve try to, in the order they joined, the first that
-    is short of blocks stopping the others.  True when one is left without its reservation (Dynamo's mocker
-    keeps them in a queue of their own, retried as blocks free up)."""
-    waiting = rank.waiting
-    position = 0
-    while position < len(waiting) and len(rank.running) < rank.max_sequences:
-        request = waiting[position]
-        position += 1
-        if request.pd is not None and request.pd.phase == "pending" and _take_handoff(rank, request, now_ns) == 0:
-            return True
-    return any(r.pd is not None and r.pd.phase == "pending" for r in islice(waiting, position, None))
-
-
 def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
     """Admit waiting requests in order while budget, `max_sequences` and blocks last; returns the budget left.
     On a decode rank whose handoffs are not all reserved, only the landed ones are admitted: a prompt to
     compute (a readmission) waits until every handoff has its blocks (the mocker's `PendingDestinationHead`)."""
     waiting, running = rank.waiting, rank.running
-    short = rank.role == "decode" and _reserve_handoffs(rank, now_ns)
+    short = rank.role == "decode" and handoff.reserve_pending(rank)
     position = 0
     while position < len(waiting) and len(running) < rank.max_sequences:
         request = waiting[position]
@@ -206,12 +176,13 @@ def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
         phase = pd.phase if pd is not None else None
         if phase == "arrived":  # its pass computes nothing and samples its first token (the mocker's activation
             del waiting[position]  # pass: a decode, with no token of the budget)
-            _take_handoff(rank, request, now_ns)
+            handoff.admit_arrived(request, now_ns)
+            request.status = "running"
             running.append(request)
             items.append((request, 0))
             continue
         if phase == "reserve" and not short:  # destination-first: reserve, then the prefill starts elsewhere
-            if not _take_handoff(rank, request, now_ns):
+            if not handoff.reserve_first(rank, request):
                 break
             del waiting[position]
             continue
