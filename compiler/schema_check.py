@@ -18,6 +18,7 @@ from jsonschema.validators import extend
 from referencing import Registry, Resource
 
 from ..schema import PREDICT, REPLAYSPEC, load_schema
+from .config_units import unit_hint
 from .diagnostics import Diagnostic, field_words, join_pointer
 
 OTHER_STACKS = {"router": "the router stack", "planner": "the planner stack"}
@@ -118,6 +119,8 @@ def _convert(error) -> list[Diagnostic]:
             hint = f"write {int(value)} (integers are strict: no decimal point)"
         elif "integer" in wanted and isinstance(value, str) and value.strip().lstrip("-").isdigit():
             hint = f"write {value.strip()} without quotes"
+        elif isinstance(value, str) and ("number" in wanted or "integer" in wanted):
+            hint = unit_hint(value, schema, pointer) or hint
         return [Diagnostic("SCHEMA-TYPE", pointer, f"expected {names}, got {describe(value)}", hint)]
     if kind in ("enum", "const"):
         allowed = error.validator_value if kind == "enum" else [error.validator_value]
@@ -176,4 +179,6 @@ def _convert_choice(error) -> list[Diagnostic]:
         elif "$ref" in branch:
             options.append("a mapping")
     text = " or ".join(dict.fromkeys(options))
-    return [Diagnostic("SCHEMA-TYPE", _pointer(error), f"expected {text}, got {describe(value)}", f"write {text}")]
+    hint = unit_hint(value, error.schema, _pointer(error)) if isinstance(value, str) else None
+    return [Diagnostic("SCHEMA-TYPE", _pointer(error), f"expected {text}, got {describe(value)}",
+                       hint or f"write {text}")]

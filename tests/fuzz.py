@@ -3,7 +3,7 @@ benchmarks/fuzz_configs.py): one mutation maker driven by any chooser, one runne
 
 A mutation replaces a value (extreme, zero, negative, float, huge, non-finite,
 another enum's word), drops a key or adds one; the mutated config is written as
-YAML or JSON beside links to the example's folders (traces, model configs), so
+YAML or JSON beside links to the example's folders and trace files (traces, model configs), so
 the files it names are still found.  `run` calls `kvreplay validate` and, when
 it passes, `kvreplay predict` under a small `--max-work`, each under a wall-time
 alarm; the result is None when all went as the CLI promises (exit 0, 1 or 2,
@@ -30,7 +30,8 @@ from kvreplay.compiler.load import load_bytes
 
 from .support import EXAMPLES
 
-EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml")) + sorted((EXAMPLES / "opal").glob("*.json"))
+EXAMPLE_FILES = (sorted(EXAMPLES.glob("*.yaml")) + sorted((EXAMPLES / "opal").glob("*.json"))
+                 + sorted((EXAMPLES / "agentic").glob("*.yaml")))
 BASES = [(path, load_bytes(path.read_bytes(), path.name).document) for path in EXAMPLE_FILES]
 NUMBERS = [math.nan, math.inf, -math.inf, 2**64, 10**24, 2**63 - 1, -1, 0, 0.0, 0.5, -0.5, 1e-12, 1e300,
            2**40 - 1, 2**31, 65535, 1_000_000, 86_400_000,
@@ -137,7 +138,7 @@ def run(source: Path, document, syntax: str) -> str | None:
     with tempfile.TemporaryDirectory(prefix="kvreplay-fuzz-") as folder:
         folder = Path(folder)
         for sub in source.parent.iterdir():  # the traces and model configs the example names
-            if sub.is_dir():
+            if sub.is_dir() or sub.suffix in (".jsonl", ".gz"):
                 (folder / sub.name).symlink_to(sub)
         config = folder / f"mutated.{syntax}"
         config.write_bytes(_text(document, syntax))

@@ -1,0 +1,96 @@
+"""Quantities with units written in the config itself (`bytes: 80GiB`, `d2h_bandwidth_gbps: 32 GB/s`,
+`latency_to_first_byte_ms: 5us`): read with the `--set` grammar and converted to the field's unit.
+
+Only a string at a field whose schema has an ``x-unit`` and takes a number is
+touched, and only when it reads as a quantity that converts cleanly; anything
+else is left for the schema check, whose hint then says which unit to write
+(`unit_hint`).  So the plan only ever holds plain numbers.
+"""
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from ..schema import OPAL, PREDICT, load_schema
+from .diagnostics import CompileError, join_pointer, pointer_to_dotted
+from .schema_walk import applicable, schema_step
+from .units import UnitError, convert
+
+
+@cache
+def _root(schema_name: str) -> dict:
+    return load_schema(schema_name)
+
+
+def schema_for(kind: str) -> str | None:
+    """The schema whose `x-unit`s apply to a document of front-end `kind` (None: none are converted)."""
+    return {"predict": PREDICT, "opal": OPAL}.get(kind)
+
+
+def with_units(document: Any, schema_name: str) -> Any:
+    """`document` with every convertible quantity string replaced by its number in the field's unit."""
+    root = _root(schema_name)
+    return _walk(document, applicable(root, root), root, "")
+
+
+def _walk(value: Any, schemas: list[dict], root: dict, pointer: str) -> Any:
+    if isinstance(value, dict):
+        return {k: _walk(v, schema_step(schemas, k, root), root, pointer + join_pointer(k)) if schemas else v
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_walk(v, schema_step(schemas, i, root), root, pointer + join_pointer(i)) if schemas else v
+                for i, v in enumerate(value)]
+    if not isinstance(value, str) or not schemas:
+        return value
+    unit, integer = field_unit(schemas)
+    if unit is None:
+        return value
+    try:
+        return _converted(value, unit, integer, pointer_to_dotted(pointer))
+    except (CompileError, UnitError):
+        return value  # (the schema check reports it, with unit_hint's words)
+
+
+def field_unit(schemas: list[dict]) -> tuple[str | None, bool]:
+    """(the x-unit of a field that takes a number, whether it takes whole numbers only), or (None, False)."""
+    unit = next((s["x-unit"] for s in schemas if "x-unit" in s), None)
+    types = {t for s in schemas for t in (s["type"] if isinstance(s.get("type"), list) else [s.get("type")])}
+    if unit is None or not types & {"number", "integer"}:
+        return None, False
+    return unit, "integer" in types and "number" not in types
+
+
+def _converted(text: str, unit: str, integer: bool, field: str) -> int | float:
+    from .overrides import parse_quantity  # (lark is loaded only for a config that writes a string here)
+
+    quantity = parse_quantity(text)
+    if quantity.unit is None:  # a quoted plain number stays a string: the schema says to drop the quotes
+        raise UnitError("a plain number in quotes", "")
+    return convert(quantity, unit, integer=integer, field=field)
+
+
+def unit_hint(text: str, schema: dict, pointer: str) -> str | None:
+    """What to write instead of the string `text` at a field whose schema is `schema`, if units are the problem:
+    the conversion's own reason for a quantity that does not fit, else the field's unit with an example."""
+    from .overrides import parse_quantity
+
+    unit, integer = field_unit([schema, *schema.get("anyOf", ()), *schema.get("oneOf", ())])
+    field = pointer_to_dotted(pointer)
+    try:
+        quantity = parse_quantity(text)
+    except CompileError:
+        quantity = None
+    if quantity is not None and quantity.unit is not None:
+        if unit is None:
+            return f"`{field}` takes a plain number, not a quantity: drop the unit `{quantity.unit}`"
+        try:
+            convert(quantity, unit, integer=integer, field=field)
+        except UnitError as error:
+            return f"{error}: {error.hint}"
+    if unit is None:
+        return None
+    return f"write a number of {unit} or a quantity with its unit, e.g. `{_EXAMPLES.get(unit, '1 ' + unit)}`"
+
+
+_EXAMPLES = {"B": "80 GiB", "GiB": "80 GiB", "GB/s": "32 GB/s", "TB/s": "3.35 TB/s", "ms": "5 ms", "s": "2 s",
+             "ns": "500 ns"}
