@@ -38,10 +38,12 @@ def _write(data: bytes | str) -> None:
 
 def cmd_validate(args) -> int:
     results = [compile_file(path, args.set) for path in args.files]
-    if args.format == "json":
+    if args.format == "json":  # (the report is the result a tool asked for)
         _write(report.json_report(results))
-    elif not args.quiet or any(r.diagnostics for r in results):
-        _write(report.text_report(results, context=not args.no_context))
+    elif any(r.diagnostics for r in results):  # diagnostics go where every command's go
+        sys.stderr.write(report.text_report(results, context=not args.no_context))
+    elif not args.quiet:
+        _write(report.text_report(results))
     return _exit_code(results)
 
 

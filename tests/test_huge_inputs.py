@@ -47,7 +47,7 @@ def test_a_60_mb_comment_only_yaml_is_refused_unparsed(tmp_path):
     done = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, timeout=60)
     wall = time.perf_counter() - start
     assert done.returncode == 1, done.stderr
-    assert "error[LOAD-SIZE] the YAML file is 2,097,153 bytes, more than the 2,097,152-byte limit" in done.stdout
+    assert "error[LOAD-SIZE] the YAML file is 2,097,153 bytes, more than the 2,097,152-byte limit" in done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     peak_kb = int(done.stderr.split("peak-kb")[1].split()[0])
     assert wall < SECONDS and peak_kb < 200_000, (wall, peak_kb)
