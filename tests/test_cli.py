@@ -48,7 +48,10 @@ def test_validate_text_report(capsys, bad):
                         "(G2) follows vLLM's CPU offload and is rejected with SGLang and TensorRT-LLM")
     assert lines[1] == "            host_offload: {num_host_blocks: 8}"
     assert lines[2] == "            ^"  # (at the key the rule is about, not inside its mapping)
-    assert lines[3] == "  hint: use `backend: vllm` or remove `host_offload`"
+    assert lines[3:6] == [f"  note: `backend: sglang` is chosen here: {bad}:4:12",  # (the other half of the conflict)
+                          "      backend: sglang", "               ^"]
+    assert lines[6] == "  hint: use `backend: vllm` or remove `host_offload`"
+    assert lines[7] == "  spec: kv-cache-tiers.md \N{SECTION SIGN} Host offload (G2) / Supported"
     assert lines[-1] == "1 error in 1 of 2 files"
 
 
