@@ -85,8 +85,8 @@ def unit_hint(text: str, schema: dict, pointer: str) -> str | None:
             return f"`{field}` takes a plain number, not a quantity: drop the unit `{quantity.unit}`"
         try:
             convert(quantity, unit, integer=integer, field=field)
-        except UnitError as error:
-            return f"{error}: {error.hint}"
+        except UnitError as error:  # (named as written: `1e999 GiB`, not the `infGiB` it reads as)
+            return f"{error}: {error.hint}".replace(f"`{quantity}`", f"`{text.strip()}`")
     if unit is None:
         return None
     return f"write a number of {unit} or a quantity with its unit, e.g. `{_EXAMPLES.get(unit, '1 ' + unit)}`"

@@ -67,10 +67,10 @@ def test_a_quantity_of_the_wrong_kind_or_no_quantity_names_the_unit_to_write():
     result = compile_yaml(HOST.format(bytes="8GiB", d2h="32 GiB", h2d="fast", latency="5 GB/s", prefill=1, bpt=1024))
     hints = {d.dotted.rsplit(".", 1)[1]: (d.code, d.hint) for d in result.diagnostics}
     assert hints == {
-        "d2h_bandwidth_gbps": ("SCHEMA-TYPE", "`32GiB` is a size but `engine.workers.aggregated.kv_cache.host_offload."
+        "d2h_bandwidth_gbps": ("SCHEMA-TYPE", "`32 GiB` is a size but `engine.workers.aggregated.kv_cache.host_offload."
                                "d2h_bandwidth_gbps` takes a bandwidth: write a bandwidth such as `32 GB/s`"),
         "h2d_bandwidth_gbps": ("SCHEMA-TYPE", "write a number of GB/s or a quantity with its unit, e.g. `32 GB/s`"),
-        "latency_to_first_byte_ms": ("SCHEMA-TYPE", "`5GB/s` is a bandwidth but `engine.workers.aggregated.kv_cache."
+        "latency_to_first_byte_ms": ("SCHEMA-TYPE", "`5 GB/s` is a bandwidth but `engine.workers.aggregated.kv_cache."
                                      "host_offload.latency_to_first_byte_ms` takes a duration: write a duration "
                                      "such as `1.5 ms`")}
 
