@@ -144,8 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE", help="the config to compile")
     p.add_argument("-o", "--output", metavar="PLAN.json", help="write the result here (default: stdout)")
     p.add_argument("--to", choices=("plan", "replayspec", "aisimulate-native", "opal", "predict", "dynamo-mocker"),
-                   default="plan", help="replayspec: lower a predict config into a native ReplaySpec with its "
-                   "traffic expanded; the others: a config for another tool (README: Compiling for other tools)")
+                   default="plan", help="plan: the canonical resolved plan (default); replayspec: lower a predict "
+                   "config into a native ReplaySpec with its traffic expanded; the others: a config for another tool "
+                   "(README: Compiling for other tools)")
     p.add_argument("--strict", action="store_true", help="with --to another tool: a field that does not carry "
                    "over is an error, not a warning")
     add_set(p)
