@@ -8,18 +8,12 @@ else is left for the schema check, whose hint then says which unit to write
 """
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 from ..schema import OPAL, PREDICT, load_schema
 from .diagnostics import CompileError, join_pointer, pointer_to_dotted
 from .schema_walk import applicable, schema_step
-from .units import UnitError, convert
-
-
-@cache
-def _root(schema_name: str) -> dict:
-    return load_schema(schema_name)
+from .units import UnitError, convert, quantity_pattern
 
 
 def schema_for(kind: str) -> str | None:
@@ -29,7 +23,7 @@ def schema_for(kind: str) -> str | None:
 
 def with_units(document: Any, schema_name: str) -> Any:
     """`document` with every convertible quantity string replaced by its number in the field's unit."""
-    root = _root(schema_name)
+    root = load_schema(schema_name)
     return _walk(document, applicable(root, root), root, "")
 
 
@@ -94,3 +88,26 @@ def unit_hint(text: str, schema: dict, pointer: str) -> str | None:
 
 _EXAMPLES = {"B": "80 GiB", "GiB": "80 GiB", "GB/s": "32 GB/s", "TB/s": "3.35 TB/s", "ms": "5 ms", "s": "2 s",
              "ns": "500 ns"}
+
+
+def editor_schema(schema_name: str = PREDICT) -> dict:
+    """The schema as editors should check a config: a field with a unit also takes a quantity string of its
+    dimension (`80GiB` for bytes, `32 GB/s` for a bandwidth), since the compiler converts it before checking."""
+    return _with_quantities(load_schema(schema_name))
+
+
+def _with_quantities(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_with_quantities(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _with_quantities(value) for key, value in node.items()}
+    if "x-unit" not in node:
+        return node
+    pattern = quantity_pattern(node["x-unit"])
+    number = {key: value for key, value in node.items() if key not in _ANNOTATIONS}
+    return {**{key: node[key] for key in node if key in _ANNOTATIONS},
+            "anyOf": [number, {"type": "string", "pattern": pattern}]}
+
+
+_ANNOTATIONS = ("description", "title", "x-unit", "default", "examples", "$comment")

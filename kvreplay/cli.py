@@ -19,7 +19,6 @@ from . import predict, report
 from .compiler.passes.plan import canonical_json
 from .compiler.pipeline import CompileResult, compile_file
 from .compiler.rules import all_rules
-from .schema import schema_text
 from .whole_file import write_whole
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -98,7 +97,9 @@ def cmd_explain(args) -> int:
 
 
 def cmd_schema(args) -> int:
-    _write(schema_text())
+    from .compiler.config_units import editor_schema  # (quantities such as `80GiB` pass where a field has a unit)
+
+    _write(orjson.dumps(editor_schema(), option=orjson.OPT_INDENT_2) + b"\n")
     return EXIT_OK
 
 

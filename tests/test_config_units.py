@@ -102,3 +102,28 @@ def test_an_opal_config_takes_units_too():
     # opal's formula: floor((36 * 2^30 - 8170860544 params x 2 B) / (16 tokens x 163840 B))
     blocks = (36 * 2**30 - 8170860544 * 2) // (16 * 163840)
     assert orjson.loads(with_units.plan.canonical_json())["opal"]["derived"]["total_gpu_blocks"] == blocks == 8511
+
+
+def test_the_editors_schema_takes_a_quantity_of_the_fields_dimension_only(capsys):
+    """`kvreplay schema` (for editors) lets `bytes: 80GiB` and `d2h_bandwidth_gbps: 32 GB/s` pass, as the compiler
+    does, but not a bandwidth for bytes or a unit on a count; the compiler's own check is unchanged."""
+    import json
+
+    from jsonschema import Draft202012Validator
+
+    from kvreplay.cli import main
+
+    assert main(["schema"]) == 0
+    editor = Draft202012Validator(json.loads(capsys.readouterr().out))
+
+    def errors(**values):
+        document = orjson.loads(orjson.dumps({"engine": {"model": "Qwen/Qwen3-8B", "hardware": "h100_sxm",
+                                                         "workers": {"aggregated": {"kv_cache": {
+                                                             "capacity": {"type": "fixed", "bytes": values["bytes"]},
+                                                             "host_offload": {"num_host_blocks": values["blocks"],
+                                                                              "d2h_bandwidth_gbps": values["d2h"]}}}}}}))
+        return sorted(e.json_path.rsplit(".", 1)[1] for e in editor.iter_errors(document))
+
+    assert errors(bytes="80GiB", blocks=64, d2h="32 GB/s") == []
+    assert errors(bytes=85899345920, blocks=64, d2h=32.0) == []
+    assert errors(bytes="80 GB/s", blocks="64 GiB", d2h="32 GiB") == ["bytes", "d2h_bandwidth_gbps", "num_host_blocks"]
