@@ -28,13 +28,13 @@ def with_units(document: Any, schema_name: str) -> Any:
 
 
 def _walk(value: Any, schemas: list[dict], root: dict, pointer: str) -> Any:
+    if not schemas:  # (a key the schema does not know: left whole, however large, for the schema check to name)
+        return value
     if isinstance(value, dict):
-        return {k: _walk(v, schema_step(schemas, k, root), root, pointer + join_pointer(k)) if schemas else v
-                for k, v in value.items()}
+        return {k: _walk(v, schema_step(schemas, k, root), root, pointer + join_pointer(k)) for k, v in value.items()}
     if isinstance(value, list):
-        return [_walk(v, schema_step(schemas, i, root), root, pointer + join_pointer(i)) if schemas else v
-                for i, v in enumerate(value)]
-    if not isinstance(value, str) or not schemas:
+        return [_walk(v, schema_step(schemas, i, root), root, pointer + join_pointer(i)) for i, v in enumerate(value)]
+    if not isinstance(value, str):
         return value
     unit, integer = field_unit(schemas)
     if unit is None:
