@@ -106,7 +106,7 @@ def load_yaml(text: str) -> Loaded:
     except yaml_bounds.Exceeded as exc:
         raise _fail(exc.code, exc.message, exc.hint, *exc.position) from None
     except MarkedYAMLError as exc:
-        raise CompileError([yaml_errors.syntax_diagnostic(exc)]) from None
+        raise CompileError([yaml_errors.syntax_diagnostic(exc, text)]) from None
     except YAMLError as exc:
         raise _fail("YAML-SYNTAX", f"YAML syntax error: {str(exc).splitlines()[0]}", "fix the YAML syntax") from None
     nodes = [n for n in nodes if n is not None]
@@ -181,8 +181,10 @@ class _YamlBuilder:
             child = join_pointer_part(pointer, key)
             if key in first_seen:
                 first = first_seen[key]
-                raise _fail("YAML-DUPLICATE-KEY", f"key `{key}` appears twice (first at line {first.line})",
-                            "remove one of the two entries", *_pos(key_node), child)
+                raise CompileError([Diagnostic("YAML-DUPLICATE-KEY", child, f"key `{key}` appears twice (first at "
+                                               f"line {first.line})", "remove one of the two entries",
+                                               span=Span(*_pos(key_node)), labels=((f"`{key}` is first given here",
+                                                                                    first),))])
             first_seen[key] = _span(key_node)
             self.keys[child] = _span(key_node)
             result[key] = self.build(value_node, child)
