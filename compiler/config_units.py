@@ -8,12 +8,13 @@ else is left for the schema check, whose hint then says which unit to write
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..schema import OPAL, PREDICT, load_schema
-from .diagnostics import CompileError, join_pointer, pointer_to_dotted
+from .diagnostics import join_pointer, pointer_to_dotted
 from .schema_walk import applicable, schema_step
-from .units import UnitError, convert, quantity_pattern
+from .units import Quantity, UnitError, convert, number, quantity_pattern
 
 
 def schema_for(kind: str) -> str | None:
@@ -41,7 +42,7 @@ def _walk(value: Any, schemas: list[dict], root: dict, pointer: str) -> Any:
         return value
     try:
         return _converted(value, unit, integer, pointer_to_dotted(pointer))
-    except (CompileError, UnitError):
+    except UnitError:
         return value  # (the schema check reports it, with unit_hint's words)
 
 
@@ -54,26 +55,36 @@ def field_unit(schemas: list[dict]) -> tuple[str | None, bool]:
     return unit, "integer" in types and "number" not in types
 
 
-def _converted(text: str, unit: str, integer: bool, field: str) -> int | float:
-    from .overrides import parse_quantity  # (lark is loaded only for a config that writes a string here)
+def read_quantity(text: str) -> Quantity | None:
+    """`80 GiB` -> Quantity(80, "GiB"), `1.5` -> Quantity(1.5, None), with the `--set` grammar; None if not one."""
+    from lark.exceptions import UnexpectedInput  # (lark is loaded only for a config that writes a string here)
 
-    quantity = parse_quantity(text)
-    if quantity.unit is None:  # a quoted plain number stays a string: the schema says to drop the quotes
-        raise UnitError("a plain number in quotes", "")
+    from ..grammar import OVERRIDES, parser
+
+    try:
+        tree = parser(OVERRIDES, "quantity").parse(text)
+    except UnexpectedInput:
+        return None
+    written = str(tree.children[0]).strip()
+    if tree.data != "quantity":
+        return Quantity(number(written), None)
+    magnitude, unit = re.fullmatch(r"(.*?)[ \t]*([A-Za-z/]+)", written).groups()  # (units hold no digits)
+    return Quantity(number(magnitude), unit)
+
+
+def _converted(text: str, unit: str, integer: bool, field: str) -> int | float:
+    quantity = read_quantity(text)
+    if quantity is None or quantity.unit is None:  # (a quoted plain number stays a string: drop the quotes)
+        raise UnitError("not a quantity with a unit", "")
     return convert(quantity, unit, integer=integer, field=field)
 
 
 def unit_hint(text: str, schema: dict, pointer: str) -> str | None:
     """What to write instead of the string `text` at a field whose schema is `schema`, if units are the problem:
     the conversion's own reason for a quantity that does not fit, else the field's unit with an example."""
-    from .overrides import parse_quantity
-
     unit, integer = field_unit([schema, *schema.get("anyOf", ()), *schema.get("oneOf", ())])
     field = pointer_to_dotted(pointer)
-    try:
-        quantity = parse_quantity(text)
-    except CompileError:
-        quantity = None
+    quantity = read_quantity(text)
     if quantity is not None and quantity.unit is not None:
         if unit is None:
             return f"`{field}` takes a plain number, not a quantity: drop the unit `{quantity.unit}`"
