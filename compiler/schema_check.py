@@ -122,6 +122,8 @@ def _convert(error) -> list[Diagnostic]:
             hint = f"write a whole number, e.g. {math.floor(value)} or {math.ceil(value)}"
         elif "integer" in wanted and isinstance(value, str) and value.strip().lstrip("-").isdigit():
             hint = f"write {value.strip()} without quotes"
+        elif "number" in wanted and isinstance(value, str) and _plain_number(value):
+            hint = f"write {value.strip()} without quotes"
         elif isinstance(value, str) and ("number" in wanted or "integer" in wanted):
             hint = unit_hint(value, schema, pointer) or hint
         return [Diagnostic("SCHEMA-TYPE", pointer, f"expected {names}, got {describe(value)}", hint)]
@@ -142,6 +144,13 @@ def _convert(error) -> list[Diagnostic]:
     if kind in ("anyOf", "oneOf"):
         return _convert_choice(error)
     return [Diagnostic("SCHEMA-INVALID", pointer, error.message, "see `kvreplay schema`")]
+
+
+def _plain_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 def _too_large(pointer: str, value: Any, limit: int | float, exclusive: bool) -> Diagnostic:

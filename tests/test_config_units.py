@@ -87,6 +87,9 @@ def test_a_quoted_plain_number_is_still_a_string():
     result = compile_yaml(HOST.format(bytes='"4096"', d2h=1, h2d=1, latency=0, prefill=1, bpt=1024))
     (diagnostic,) = result.diagnostics
     assert diagnostic.code == "SCHEMA-TYPE" and diagnostic.hint == "write 4096 without quotes"
+    result = compile_yaml(HOST.format(bytes="8GiB", d2h='" 64.5"', h2d=1, latency=0, prefill=1, bpt=1024))
+    (diagnostic,) = result.diagnostics
+    assert diagnostic.dotted.endswith("d2h_bandwidth_gbps") and diagnostic.hint == "write 64.5 without quotes"
 
 
 def test_an_opal_config_takes_units_too():
