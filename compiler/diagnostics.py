@@ -5,7 +5,9 @@ loader code such as ``YAML-SYNTAX``), the JSON pointer it blames, a message
 without any position, and a hint saying what to do.  Positions are attached by
 `locate` from the span table built at load time; reporters format them.  A
 diagnostic about a file the config names (a trace) is positioned in that file
-and also carries `named_by`: where the config names it.
+and also carries `named_by`: where the config names it.  A rule's diagnostic
+names its spec section and may name `related` pointers (where `backend: sglang`
+is, for a G2-BACKEND conflict), which `locate` turns into secondary labels.
 """
 from __future__ import annotations
 
@@ -40,6 +42,9 @@ class Diagnostic:
     named_by: NamedBy | None = None
     labels: tuple[tuple[str, Span], ...] = ()  # secondary places in the same file, each with what it is
     at_key: bool = False  # a rule's: a mapping or list it blames is shown at its key (`host_offload:`), not inside
+    # (what it is, pointer, shown at its key): the other half of a conflict, positioned by `locate`
+    related: tuple[tuple[str, str, bool], ...] = ()
+    section: str = ""  # a rule's: the spec section it comes from (`kv-cache-tiers.md: Host offload (G2) / ...`)
 
     @property
     def dotted(self) -> str:
@@ -103,6 +108,8 @@ def locate(diagnostics: Iterable[Diagnostic], spans: SpanTable | None, source: s
         if named_by is not None and named_by.span is None and spans is not None:
             named_span = spans.find(named_by.pointer)
             named_by = replace(named_by, span=named_span, source=source)
+        labels = d.labels + tuple((label, spans.find(pointer, key=at_key)) for label, pointer, at_key in d.related) \
+            if spans is not None else d.labels
         located.append(replace(d, span=span, source=d.source or (span.source if span else "") or source,
-                               named_by=named_by))
+                               named_by=named_by, labels=labels, related=()))
     return tuple(sorted(set(located), key=Diagnostic.sort_key))

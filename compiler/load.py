@@ -9,6 +9,7 @@ computed lazily from a lark grammar, only when a diagnostic needs them.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,7 +106,7 @@ def load_yaml(text: str) -> Loaded:
     except yaml_bounds.Exceeded as exc:
         raise _fail(exc.code, exc.message, exc.hint, *exc.position) from None
     except MarkedYAMLError as exc:
-        raise CompileError([yaml_errors.syntax_diagnostic(exc)]) from None
+        raise CompileError([yaml_errors.syntax_diagnostic(exc, text)]) from None
     except YAMLError as exc:
         raise _fail("YAML-SYNTAX", f"YAML syntax error: {str(exc).splitlines()[0]}", "fix the YAML syntax") from None
     nodes = [n for n in nodes if n is not None]
@@ -180,8 +181,10 @@ class _YamlBuilder:
             child = join_pointer_part(pointer, key)
             if key in first_seen:
                 first = first_seen[key]
-                raise _fail("YAML-DUPLICATE-KEY", f"key `{key}` appears twice (first at line {first.line})",
-                            "remove one of the two entries", *_pos(key_node), child)
+                raise CompileError([Diagnostic("YAML-DUPLICATE-KEY", child, f"key `{key}` appears twice (first at "
+                                               f"line {first.line})", "remove one of the two entries",
+                                               span=Span(*_pos(key_node)), labels=((f"`{key}` is first given here",
+                                                                                    first),))])
             first_seen[key] = _span(key_node)
             self.keys[child] = _span(key_node)
             result[key] = self.build(value_node, child)
@@ -246,42 +249,48 @@ def load_json(text: str) -> Loaded:
     return Loaded(document, spans, "json")
 
 
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],:]|[^\s{}\[\],:"]+')
+
+
 def _walk_json(text: str):
-    """Yield (pointer, key span or None, value span, duplicate flag) for every JSON value."""
-    from lark import Token, Tree
-    from lark.exceptions import LarkError
+    """Yield (pointer, key span or None, value span, duplicate flag) for every JSON value, in document order.
 
-    from kvreplay.grammar import JSON, parser
-
-    try:
-        tree = parser(JSON).parse(text)
-    except (LarkError, RecursionError):
-        return
-    stack = [(tree, "", None)]
-    while stack:
-        node, pointer, key_span = stack.pop()
-        meta_line = getattr(getattr(node, "meta", None), "line", None)
-        if isinstance(node, Token):
-            value_span = Span(node.line, node.column)
+    `text` is JSON that `json.loads` has read, so one pass over its tokens (strings, punctuation, bare
+    words) is enough: a stack of open containers gives each value its pointer (a 1M-item list in seconds;
+    a parser with a tree took minutes)."""
+    line, line_start, next_newline = 1, 0, text.find("\n")
+    stack: list[list] = []  # [pointer, next index or None for an object, key pointer and span, keys seen]
+    for match in _JSON_TOKEN.finditer(text):
+        token, at = match.group(), match.start()
+        while 0 <= next_newline < at:
+            line, line_start, next_newline = line + 1, next_newline + 1, text.find("\n", next_newline + 1)
+        if token in ",:":
+            continue
+        if token in "}]":
+            stack.pop()
+            continue
+        span = Span(line, at - line_start + 1)
+        frame = stack[-1] if stack else None
+        if frame is not None and frame[1] is None and frame[2] is None:  # an object's key
+            key = json.loads(token)
+            child = frame[0] + join_pointer(key)
+            if key in frame[3]:
+                yield child, span, span, True
+            frame[3].add(key)
+            frame[2] = (child, span)
+            continue
+        if frame is None:
+            pointer, key_span = "", None
+        elif frame[1] is None:
+            (pointer, key_span), frame[2] = frame[2], None
         else:
-            value_span = Span(meta_line or 1, node.meta.column if meta_line else 1)
-        yield pointer, key_span, value_span, False
-        if isinstance(node, Tree) and node.data == "object":
-            seen = set()
-            for pair in node.children:
-                if pair is None:
-                    continue
-                key_tok, value = pair.children
-                key = json.loads(key_tok)
-                child = pointer + join_pointer(key)
-                kspan = Span(key_tok.line, key_tok.column)
-                if key in seen:
-                    yield child, kspan, kspan, True
-                seen.add(key)
-                stack.append((value, child, kspan))
-        elif isinstance(node, Tree) and node.data == "array":
-            for i, item in enumerate(c for c in node.children if c is not None):
-                stack.append((item, f"{pointer}/{i}", None))
+            pointer, key_span = f"{frame[0]}/{frame[1]}", None
+            frame[1] += 1
+        yield pointer, key_span, span, False
+        if token == "{":
+            stack.append([pointer, None, None, set()])
+        elif token == "[":
+            stack.append([pointer, 0, None, None])
 
 
 def json_spans(text: str) -> tuple[dict, dict]:
@@ -290,9 +299,9 @@ def json_spans(text: str) -> tuple[dict, dict]:
     for pointer, key_span, value_span, duplicate in _walk_json(text):
         if duplicate:
             continue
-        values[pointer] = value_span
+        values.setdefault(pointer, value_span)  # (a key written twice: its first entry, as the report says)
         if key_span is not None:
-            keys[pointer] = key_span
+            keys.setdefault(pointer, key_span)
     return values, keys
 
 

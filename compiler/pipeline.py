@@ -1,6 +1,6 @@
 """The compiler as an ordered tuple of passes, and the one result object it returns.
 
-    load -> overrides -> frontend -> validate -> defaults -> resolve -> rules(spec)
+    load -> units -> overrides -> frontend -> validate -> defaults -> resolve -> rules(spec)
          -> geometry -> rules(geometry) -> traces -> plan (canonical data + finished records)
 
 Every pass after the front-end is `Spec -> Spec`; `PASSES` is a plain tuple so
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from . import config_units
 from .diagnostics import CompileError, Diagnostic, locate
 from .load import load_bytes, read_bounded, size_limit
 from .passes import defaults, frontend, geometry, opal_stages, plan, resolve, rules, traces, validate
@@ -57,6 +58,9 @@ def compile_bytes(data: bytes, source: str = "<input>", overrides: Sequence[str]
     try:
         loaded = load_bytes(data, source)
         spans = loaded.spans
+        units_of = isinstance(loaded.document, dict) and config_units.schema_for(frontend.detect(loaded.document))
+        if units_of:  # `bytes: 80GiB` in the file itself, read as `--set` reads it
+            loaded = type(loaded)(config_units.with_units(loaded.document, units_of), spans, loaded.syntax)
         if overrides:
             from .overrides import apply_overrides  # lark is loaded only when needed
 

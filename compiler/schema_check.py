@@ -10,6 +10,7 @@ integers), enum values with the closest allowed one, and for `anyOf` choices
 from __future__ import annotations
 
 import difflib
+import math
 from functools import lru_cache
 from typing import Any, Iterable
 
@@ -18,6 +19,7 @@ from jsonschema.validators import extend
 from referencing import Registry, Resource
 
 from ..schema import PREDICT, REPLAYSPEC, load_schema
+from .config_units import unit_hint
 from .diagnostics import Diagnostic, field_words, join_pointer
 
 OTHER_STACKS = {"router": "the router stack", "planner": "the planner stack"}
@@ -107,17 +109,23 @@ def _convert(error) -> list[Diagnostic]:
     if kind == "required":
         missing = error.validator_value
         present = value if isinstance(value, dict) else {}
+        parent = "under `" + ".".join(map(str, error.absolute_path)) + "`" if error.absolute_path else "at the top level"
         return [Diagnostic("SCHEMA-REQUIRED", pointer + join_pointer(k), f"missing required key `{k}`",
-                           f"add `{k}` under `{'.'.join(map(str, error.absolute_path)) or 'the top level'}`")
-                for k in missing if k not in present]
+                           f"add `{k}` {parent}") for k in missing if k not in present]
     if kind == "type":
         wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
         names = " or ".join(_TYPE_NAMES.get(t, t) for t in wanted)
         hint = f"write {names}"
         if "integer" in wanted and isinstance(value, float) and value.is_integer():
             hint = f"write {int(value)} (integers are strict: no decimal point)"
+        elif "integer" in wanted and isinstance(value, float) and math.isfinite(value):
+            hint = f"write a whole number, e.g. {math.floor(value)} or {math.ceil(value)}"
         elif "integer" in wanted and isinstance(value, str) and value.strip().lstrip("-").isdigit():
             hint = f"write {value.strip()} without quotes"
+        elif "number" in wanted and isinstance(value, str) and _plain_number(value):
+            hint = f"write {value.strip()} without quotes"
+        elif isinstance(value, str) and ("number" in wanted or "integer" in wanted):
+            hint = unit_hint(value, schema, pointer) or hint
         return [Diagnostic("SCHEMA-TYPE", pointer, f"expected {names}, got {describe(value)}", hint)]
     if kind in ("enum", "const"):
         allowed = error.validator_value if kind == "enum" else [error.validator_value]
@@ -128,14 +136,21 @@ def _convert(error) -> list[Diagnostic]:
     if kind in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         words = {"minimum": "at least", "maximum": "at most", "exclusiveMinimum": "greater than",
                  "exclusiveMaximum": "less than"}[kind]
-        return [Diagnostic("SCHEMA-RANGE", pointer, f"{describe(value)} is out of range: must be {words} "
-                           f"{error.validator_value}", f"use a value {words} {error.validator_value}")]
+        return [Diagnostic("SCHEMA-RANGE", pointer, f"{field_words(pointer)} is {describe(value)}, out of its range: "
+                           f"must be {words} {error.validator_value}", f"use a value {words} {error.validator_value}")]
     if kind in ("minItems", "maxItems", "minLength"):
         return [Diagnostic("SCHEMA-SIZE", pointer, f"{describe(value)} has the wrong size ({kind} "
                            f"{error.validator_value})", "see `kvreplay schema` for the allowed sizes")]
     if kind in ("anyOf", "oneOf"):
         return _convert_choice(error)
     return [Diagnostic("SCHEMA-INVALID", pointer, error.message, "see `kvreplay schema`")]
+
+
+def _plain_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 def _too_large(pointer: str, value: Any, limit: int | float, exclusive: bool) -> Diagnostic:
@@ -176,4 +191,6 @@ def _convert_choice(error) -> list[Diagnostic]:
         elif "$ref" in branch:
             options.append("a mapping")
     text = " or ".join(dict.fromkeys(options))
-    return [Diagnostic("SCHEMA-TYPE", _pointer(error), f"expected {text}, got {describe(value)}", f"write {text}")]
+    hint = unit_hint(value, error.schema, _pointer(error)) if isinstance(value, str) else None
+    return [Diagnostic("SCHEMA-TYPE", _pointer(error), f"expected {text}, got {describe(value)}",
+                       hint or f"write {text}")]

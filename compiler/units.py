@@ -64,3 +64,11 @@ def convert(quantity: Quantity, target_unit: str | None, *, integer: bool = Fals
         raise UnitError(f"`{quantity}` is {float(value):g} {target_unit}, but `{field}` takes a whole number "
                         f"of {target_unit}", f"write a whole number of {target_unit}, e.g. `{math.ceil(value)}`")
     return int(value) if integer else float(value)
+
+
+def quantity_pattern(unit: str) -> str:
+    """A regular expression for a quantity written in any unit of `unit`'s dimension (`80GiB`, `1.5 TB`)."""
+    dimension = _UNITS[unit][0]
+    units = sorted(_FACTORS[dimension], key=lambda u: (-len(u), u))  # (longest first: `GiB/s` before `GiB`)
+    return (r"^[ \t]*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[ \t]*(?:"
+            + "|".join(re.escape(u) for u in units) + r")[ \t]*$")

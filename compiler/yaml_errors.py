@@ -15,13 +15,33 @@ from .diagnostics import Diagnostic
 from .spans import Span
 
 
-def syntax_diagnostic(exc: MarkedYAMLError) -> Diagnostic:
+def syntax_diagnostic(exc: MarkedYAMLError, text: str = "") -> Diagnostic:
     mark = exc.problem_mark or exc.context_mark
     line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
     problem = (exc.problem or exc.context or "invalid YAML").strip()
     labels = _opened(exc)
-    return Diagnostic("YAML-SYNTAX", "", f"YAML syntax error: {problem}", _syntax_hint(labels), span=Span(line, col),
-                      labels=labels)
+    hint = _layout_hint(problem, text.splitlines(), line) if not labels else None
+    return Diagnostic("YAML-SYNTAX", "", f"YAML syntax error: {problem}", hint or _syntax_hint(labels),
+                      span=Span(line, col), labels=labels)
+
+
+def _layout_hint(problem: str, lines: list[str], line: int) -> str | None:
+    """What is wrong with the layout of `line` (1-based) when a tab or an indentation is the problem."""
+    if "'\\t'" in problem or "\t" in problem:
+        return f"YAML indents with spaces only: replace the tab on line {line} with spaces"
+    if "mapping values are not allowed" not in problem or not 0 < line <= len(lines):
+        return None
+    here = lines[line - 1]
+    above = next((n for n in range(line - 1, 0, -1) if lines[n - 1].strip() and
+                  not lines[n - 1].lstrip().startswith("#")), None)
+    if above is None:
+        return None
+    indent, above_indent = len(here) - len(here.lstrip(" ")), len(lines[above - 1]) - len(lines[above - 1].lstrip(" "))
+    key, _, value = lines[above - 1].strip().partition(":")
+    if indent > above_indent and value.strip():
+        return (f"line {line} is indented {indent} spaces, deeper than `{key}:` on line {above} ({above_indent}), "
+                f"which already has a value: indent it {above_indent} spaces to make it a sibling")
+    return "a value that holds `: ` must be quoted; otherwise check the indentation of this line"
 
 
 def _opened(exc: MarkedYAMLError) -> tuple[tuple[str, Span], ...]:

@@ -1,7 +1,7 @@
 """The project's own small languages as .lark files, and one cached parser each.
 
-`--set PATH=VALUE` overrides and quantities with units (``overrides.lark``), and
-JSON with positions (``json.lark``, used only to point at errors).
+`--set PATH=VALUE` overrides and quantities with units, in the --set options and
+in a config's own values (``overrides.lark``).
 """
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from importlib.resources import files
 from lark import Lark
 
 OVERRIDES = "overrides.lark"
-JSON = "json.lark"
 
 
 def grammar_text(name: str) -> str:

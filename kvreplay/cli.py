@@ -19,7 +19,6 @@ from . import predict, report
 from .compiler.passes.plan import canonical_json
 from .compiler.pipeline import CompileResult, compile_file
 from .compiler.rules import all_rules
-from .schema import schema_text
 from .whole_file import write_whole
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -38,10 +37,12 @@ def _write(data: bytes | str) -> None:
 
 def cmd_validate(args) -> int:
     results = [compile_file(path, args.set) for path in args.files]
-    if args.format == "json":
+    if args.format == "json":  # (the report is the result a tool asked for)
         _write(report.json_report(results))
-    elif not args.quiet or any(r.diagnostics for r in results):
-        _write(report.text_report(results, context=not args.no_context))
+    elif any(r.diagnostics for r in results):  # diagnostics go where every command's go
+        sys.stderr.write(report.text_report(results, context=not args.no_context))
+    elif not args.quiet:
+        _write(report.text_report(results))
     return _exit_code(results)
 
 
@@ -96,7 +97,9 @@ def cmd_explain(args) -> int:
 
 
 def cmd_schema(args) -> int:
-    _write(schema_text())
+    from .compiler.config_units import editor_schema  # (quantities such as `80GiB` pass where a field has a unit)
+
+    _write(orjson.dumps(editor_schema(), option=orjson.OPT_INDENT_2) + b"\n")
     return EXIT_OK
 
 
@@ -142,8 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE", help="the config to compile")
     p.add_argument("-o", "--output", metavar="PLAN.json", help="write the result here (default: stdout)")
     p.add_argument("--to", choices=("plan", "replayspec", "aisimulate-native", "opal", "predict", "dynamo-mocker"),
-                   default="plan", help="replayspec: lower a predict config into a native ReplaySpec with its "
-                   "traffic expanded; the others: a config for another tool (README: Compiling for other tools)")
+                   default="plan", help="plan: the canonical resolved plan (default); replayspec: lower a predict "
+                   "config into a native ReplaySpec with its traffic expanded; the others: a config for another tool "
+                   "(README: Compiling for other tools)")
     p.add_argument("--strict", action="store_true", help="with --to another tool: a field that does not carry "
                    "over is an error, not a warning")
     add_set(p)

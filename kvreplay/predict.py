@@ -25,9 +25,9 @@ DEFAULT_OUTPUT = "kvreplay-output"
 
 def add_arguments(p, config_required: bool = True) -> None:
     if config_required:
-        p.add_argument("-c", "--config", required=True, metavar="FILE", help="predict YAML config (or a ReplaySpec)")
-    p.add_argument("--stack", default="engine", choices=("engine",), help="only the engine stack is replayed")
-    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a config value")
+        p.add_argument("-c", "--config", required=True, metavar="FILE", help="the predict YAML, ReplaySpec JSON or opal JSON config to replay (required)")
+    p.add_argument("--stack", default="engine", choices=("engine",), help="the stack to replay (default and only choice: engine)")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a config value, left to right, units converted (default: none)")
     p.add_argument("--output-dir", default=None, metavar="DIR",
                    help="where prediction.json (and requests.jsonl, kv-events.jsonl; opal's files for an opal config) "
                         "go (default: ./kvreplay-output; for an opal config, opal's simulation-runs/sim-<time>/)")

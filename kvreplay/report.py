@@ -1,10 +1,12 @@
 """Reporters: turn compile results into text for people or JSON for tools.
 
 The text form is ``file:line:col: error[CODE] dotted.path: message`` followed
-by the offending source line with a caret, a ``note:`` line saying where the
-config names the file when the diagnostic is in another file (a trace), and a
-``hint:`` line.  Positions come from the diagnostics (the compiler located
-them); reporters only format.
+by the offending source line with a caret, a ``note:`` line (with its own
+caret) for each secondary place (the other half of a conflict, where a bracket
+was opened), a ``note:`` saying where the config names the file when the
+diagnostic is in another file (a trace), a ``hint:`` line, and for a rule a
+``spec:`` line naming its spec section.  Positions come from the diagnostics
+(the compiler located them); reporters only format.
 """
 from __future__ import annotations
 
@@ -66,9 +68,9 @@ def format_diagnostic(d: Diagnostic, context: bool = True) -> str:
             text, col = _quote(text, d.span.col)
             lines.append(f"    {text}")
             lines.append("    " + " " * (col - 1) + "^")
-    for label, span in d.labels:  # (secondary places: where an unclosed bracket or quote was opened)
-        lines.append(f"  note: {label}: {d.source}:{span}")
-        text = source_line(d.source, span.line) if context else None
+    for label, span in d.labels:  # (secondary places: where a bracket was opened, the other half of a conflict)
+        lines.append(f"  note: {label}: {span.source or d.source}:{span}")
+        text = source_line(d.source, span.line) if context and not span.source else None
         if text is not None:
             text, col = _quote(text, span.col)
             lines.extend([f"    {text}", "    " + " " * (col - 1) + "^"])
@@ -76,6 +78,9 @@ def format_diagnostic(d: Diagnostic, context: bool = True) -> str:
         lines.append(f"  note: named by {_position(d.named_by)}: {d.named_by.dotted}")
     if d.hint:
         lines.append(f"  hint: {d.hint}")
+    if d.section:
+        document, _, heading = d.section.partition(": ")
+        lines.append(f"  spec: {document} \N{SECTION SIGN} {heading}" if heading else f"  spec: {document}")
     return "\n".join(lines)
 
 
@@ -110,7 +115,10 @@ def diagnostic_dict(d: Diagnostic) -> dict:
            "origin": span.source if span and span.source else None,
            "path": d.dotted if d.pointer else "", "pointer": d.pointer, "message": d.message, "hint": d.hint}
     if d.labels:  # (only where there are some, so other reports keep their shape)
-        out["labels"] = [{"label": label, "line": span.line, "column": span.col} for label, span in d.labels]
+        out["labels"] = [{"label": label, "line": span.line, "column": span.col} | ({"origin": span.source}
+                         if span.source else {}) for label, span in d.labels]
+    if d.section:  # a rule's
+        out["section"] = d.section
     if d.named_by is not None:  # only for a file the config names, so other reports keep their shape
         named = d.named_by.span
         out["named_by"] = {"file": d.named_by.source, "line": named.line if named else 0,

@@ -41,14 +41,17 @@ def test_validate_ok(capsys):
 
 
 def test_validate_text_report(capsys, bad):
-    code, out, _ = run(capsys, "validate", bad, HOST)
-    assert code == 1
-    lines = out.splitlines()
+    code, out, err = run(capsys, "validate", bad, HOST)
+    assert code == 1 and out == ""  # (diagnostics on stderr, as every command writes them)
+    lines = err.splitlines()
     assert lines[0] == (f"{bad}:8:9: error[G2-BACKEND] engine.workers.aggregated.kv_cache.host_offload: host offload "
                         "(G2) follows vLLM's CPU offload and is rejected with SGLang and TensorRT-LLM")
     assert lines[1] == "            host_offload: {num_host_blocks: 8}"
     assert lines[2] == "            ^"  # (at the key the rule is about, not inside its mapping)
-    assert lines[3] == "  hint: use `backend: vllm` or remove `host_offload`"
+    assert lines[3:6] == [f"  note: `backend: sglang` is chosen here: {bad}:4:12",  # (the other half of the conflict)
+                          "      backend: sglang", "               ^"]
+    assert lines[6] == "  hint: use `backend: vllm` or remove `host_offload`"
+    assert lines[7] == "  spec: kv-cache-tiers.md \N{SECTION SIGN} Host offload (G2) / Supported"
     assert lines[-1] == "1 error in 1 of 2 files"
 
 
@@ -62,8 +65,8 @@ def test_validate_json_report(capsys, bad):
 
 
 def test_missing_file_is_a_usage_error(capsys, tmp_path):
-    code, out, _ = run(capsys, "validate", str(tmp_path / "nope.yaml"))
-    assert code == 2 and "LOAD-FILE" in out
+    code, out, err = run(capsys, "validate", str(tmp_path / "nope.yaml"))
+    assert code == 2 and "LOAD-FILE" in err and out == ""
 
 
 def test_bad_arguments_exit_2(capsys):
@@ -78,9 +81,9 @@ def test_set_overrides_fix_a_config(capsys, bad):
 
 
 def test_set_errors_point_into_the_argument(capsys):
-    code, out, _ = run(capsys, "validate", HOST, "--set", "engine.workers.aggregated.kv_cach.block_size=8")
+    code, _, err = run(capsys, "validate", HOST, "--set", "engine.workers.aggregated.kv_cach.block_size=8")
     assert code == 1
-    assert "--set #1:1:27: error[SET-PATH]" in out and "did you mean `kv_cache`?" in out
+    assert "--set #1:1:27: error[SET-PATH]" in err and "did you mean `kv_cache`?" in err
 
 
 def test_compile_writes_a_canonical_plan(capsys, tmp_path):

@@ -40,6 +40,19 @@ def test_the_runner_sees_a_crash(monkeypatch):
     assert problem is not None and "crash" in problem and "ZeroDivisionError" in problem
 
 
+def test_the_runner_sees_a_hang(monkeypatch):
+    """A pass that computes forever is stopped at the CPU-time limit and reported (not waited for)."""
+    def endless(spec):
+        while True:
+            pass
+
+    monkeypatch.setattr(fuzz, "VALIDATE_SECONDS", 0.2)
+    monkeypatch.setattr("kvreplay.compiler.pipeline.PASSES", (("validate", endless),))
+    source, base = fuzz.BASES[0]
+    problem = fuzz.run(source, base, "yaml")
+    assert problem is not None and "hang: no end within 1 CPU s" in problem
+
+
 def test_tensor_parallelism_without_nvlink_bandwidth_runs(tmp_path):
     """Found by the fuzzer: an opal GPU (no NVLink bandwidth) at tp 2 crashed in the roofline's all-reduce; opal's
     roofline of worker.hw has no all-reduce term, so tp 2 runs, and each pass is quicker than at tp 1."""

@@ -47,7 +47,7 @@ def test_a_60_mb_comment_only_yaml_is_refused_unparsed(tmp_path):
     done = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, timeout=60)
     wall = time.perf_counter() - start
     assert done.returncode == 1, done.stderr
-    assert "error[LOAD-SIZE] the YAML file is 2,097,153 bytes, more than the 2,097,152-byte limit" in done.stdout
+    assert "error[LOAD-SIZE] the YAML file is 2,097,153 bytes, more than the 2,097,152-byte limit" in done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     peak_kb = int(done.stderr.split("peak-kb")[1].split()[0])
     assert wall < SECONDS and peak_kb < 200_000, (wall, peak_kb)
@@ -120,3 +120,18 @@ def test_a_quoted_long_line_is_cut_around_the_caret(tmp_path):
     assert text[caret.index("^")] == "1"  # (the 10,001st item)
     assert _quote("abc", 2) == ("abc", 2)
     assert source_line(str(path), 1).startswith("engine: [1, 1") and source_line(str(path), 2) is None
+
+
+def test_a_json_config_with_a_huge_list_is_located_in_seconds():
+    """Found by the fuzz run (issue 19, item 5): the position of a diagnostic in a JSON file came from a parse
+    tree of the whole file, 2 minutes for a 1M-item list under an unknown key; now one pass over its tokens."""
+    import orjson
+
+    from kvreplay.compiler.pipeline import compile_bytes
+
+    head = b'{"engine": {"model": "Qwen/Qwen3-8B", "hardware": "h100_sxm"}, "traffic": {"stop": {"requests": 4}},\n'
+    data = head + b' "extra": ' + orjson.dumps(list(range(500_000))) + b"}"
+    start = time.process_time()
+    (d,) = compile_bytes(data, "big.json").diagnostics
+    assert time.process_time() - start < 8  # (CPU seconds: the machine's load stretches wall time)
+    assert (d.code, d.pointer, d.span) == ("SCHEMA-UNKNOWN-KEY", "/extra", Span(2, 2))

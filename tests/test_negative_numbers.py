@@ -1,6 +1,7 @@
 """The negative corpus of bad numbers: golden/specs/negative/numbers/, one file per case.
 
-A NaN, infinities (YAML and JSON) and integers or floats past any field's limit.
+A NaN, infinities (YAML and JSON), integers or floats past any field's limit, negatives, zeros where a
+field needs at least one, and fractions where it counts whole things.
 Several cases share a code, so a file is named `<CODE>.<case>.<ext>` (the main corpus
 keeps one file per code); its JSON report is pinned with a syrupy snapshot like the
 main corpus's.  Regenerate with
@@ -27,7 +28,7 @@ def snapshot_json(snapshot):
 
 
 def test_every_class_of_bad_number_has_a_file():
-    assert {p.name.split(".")[0] for p in FILES} == {"LOAD-NONFINITE", "JSON-SYNTAX", "SCHEMA-RANGE"}
+    assert {p.name.split(".")[0] for p in FILES} == {"LOAD-NONFINITE", "JSON-SYNTAX", "SCHEMA-RANGE", "SCHEMA-TYPE"}
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -39,7 +40,7 @@ def test_bad_number_file_fails_with_its_code_at_each_value(path: Path):
     for d in result.diagnostics:
         assert d.span is not None and d.span.line >= 1 and d.span.col >= 1, d
         field = d.pointer.rsplit("/", 1)[-1]
-        assert f"`{field}`" in d.message and d.hint.strip(), d
+        assert (d.code == "SCHEMA-TYPE" or f"`{field}`" in d.message) and d.hint.strip(), d  # (a type: by its path)
         assert lines[d.span.line - 1][d.span.col - 1:].split(",")[0].split("}")[0].strip(), d  # at the value
 
 

@@ -76,7 +76,7 @@ def test_bad_trace_files_are_located_and_never_a_traceback(tmp_path, capsys):
     (tmp_path / "bad.jsonl").write_text('{"timestamp": 0}\nnot json\n')
     config = opal_config(tmp_path, trace_stage(trace_file="bad.jsonl"))
     assert main(["validate", str(config)]) == 1
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert f"{tmp_path / 'bad.jsonl'}:1:1: error[TRACE-ROW]" in out and f"{tmp_path / 'bad.jsonl'}:2:1:" in out
     assert "note: named by" in out and "workload.stages[1].workload_params.trace_file" in out
     missing = opal_config(tmp_path, trace_stage(trace_file="nowhere.jsonl"), name="missing.json")

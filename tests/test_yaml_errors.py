@@ -21,7 +21,7 @@ def test_an_unclosed_list_is_shown_where_it_was_opened(tmp_path, capsys):
     assert (d.code, d.span, d.labels) == ("YAML-SYNTAX", Span(4, 11),
                                           (("the flow sequence was opened here", Span(3, 9)),))
     assert main(["validate", path]) == 1
-    assert capsys.readouterr().out == (
+    assert capsys.readouterr().err == (
         f"{path}:4:11: error[YAML-SYNTAX] YAML syntax error: expected ',' or ']', but got ':'\n"
         "      hardware: h\n"
         "              ^\n"

@@ -37,7 +37,7 @@ class OpalRule(Rule):
             pointer, details = found if isinstance(found, tuple) else (found, {})
             details = {"field": pointer.rsplit("/", 1)[-1], **details}
             yield Diagnostic(self.id, pointer, self.template.format(**details), self.hint_template.format(**details),
-                             at_key=True)
+                             at_key=True, section=self.section)
 
 
 def _number(value) -> bool:

@@ -6,7 +6,7 @@ module imports this one and never the package that imports it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Mapping
 
 from ..diagnostics import Diagnostic
 from ..spec import Spec, role_pointer
@@ -23,10 +23,29 @@ class Rule:
     check: Check
     stage: str = "spec"
     supersedes: tuple[str, ...] = ()  # rules whose diagnostics this one replaces when both fire (a more specific reason)
+    # the other half of a conflict: (what it is, pointer), labelled where written; `{role}` in the pointer is the
+    # blamed role's, `{value}` in the label the value written there
+    related: tuple[tuple[str, str], ...] = ()
 
     def diagnostics(self, spec: Spec) -> Iterator[Diagnostic]:
         for pointer in self.check(spec):
-            yield Diagnostic(self.id, pointer, self.message, self.hint, at_key=True)
+            yield Diagnostic(self.id, pointer, self.message, self.hint, at_key=True, section=self.section,
+                             related=tuple(self._related(spec, pointer)))
+
+    def _related(self, spec: Spec, blamed: str) -> Iterator[tuple[str, str, bool]]:
+        role = "/".join(blamed.split("/")[:4]) if blamed.startswith("/engine/workers/") else None
+        for label, template in self.related:
+            if "{role}" in template and role is None:
+                continue
+            pointer = template.replace("{role}", role or "")
+            if pointer != blamed and spec.user_set(pointer):  # (a default has no place to show)
+                value = spec.get(pointer)  # (a mapping is shown at its key, as the blamed one is)
+                yield label.replace("{value}", _written(value)), pointer, isinstance(value, Mapping)
+
+
+def _written(value) -> str:
+    """A scalar as the YAML that sets it would read (`true`, `sglang`, `2`)."""
+    return {True: "true", False: "false"}.get(value, str(value)) if isinstance(value, bool) else str(value)
 
 
 RolePredicate = Callable[[Spec, str], bool]

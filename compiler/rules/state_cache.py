@@ -58,7 +58,8 @@ def _capacity_too_small(spec: Spec, role: str) -> bool:
 RULES = (
     Rule("STATE-BACKEND", SECTION, "the state cache is modelled for vLLM only",
          "use `backend: vllm` or remove `state_cache`",
-         role_check(_state(lambda s, r: backend(s) != "vllm"), *BLAME)),
+         role_check(_state(lambda s, r: backend(s) != "vllm"), *BLAME),
+         related=(("`backend: {value}` is chosen here", "/engine/backend"),)),
     Rule("STATE-FIXED-CAPACITY", SECTION, "the state cache needs `capacity.type: fixed`",
          "set `capacity: {type: fixed, blocks: ...}` (or `bytes`)",
          role_check(_state(lambda s, r: kv(s, r, "capacity", "type") != "fixed"), "kv_cache", "capacity")),

@@ -23,8 +23,8 @@ DEFAULT_OUTPUT = "kvreplay-recommend"
 def add_arguments(p) -> None:
     from ..predict import work_amount
 
-    p.add_argument("-c", "--config", required=True, metavar="FILE", help="predict YAML with a `recommend` block")
-    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a config value")
+    p.add_argument("-c", "--config", required=True, metavar="FILE", help="predict YAML with a `recommend` block (required)")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a config value, left to right (default: none)")
     p.add_argument("--output-dir", default=DEFAULT_OUTPUT, metavar="DIR",
                    help=f"ledger.jsonl, recommendation.json, best-plan.json (default ./{DEFAULT_OUTPUT})")
     p.add_argument("--overwrite", action="store_true", help="start a new ledger instead of resuming the one there")
@@ -32,11 +32,13 @@ def add_arguments(p) -> None:
     p.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="local: a process pool of --jobs workers (default); ray: Ray tasks (pip install "
                         "'kvreplay[ray]')")
-    p.add_argument("--address", default=None, metavar="HOST:PORT", help="with --executor ray: the cluster to join")
-    p.add_argument("--format", choices=("table", "json"), default="table", help="what stdout shows")
+    p.add_argument("--address", default=None, metavar="HOST:PORT", help="with --executor ray: the cluster to join (default: a local Ray started for the run)")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="what stdout shows: the ranked table (default) or the recommendation as JSON")
     p.add_argument("--no-progress", action="store_true", help="no progress line on a terminal")
     p.add_argument("--max-work", type=work_amount, default=work.DEFAULT_MAX_WORK, metavar="STEPS",
-                   help="per candidate, as predict's --max-work")
+                   help="per candidate, as predict's --max-work (default "
+                   f"{work.short(work.DEFAULT_MAX_WORK)})")
 
 
 def _load(args):

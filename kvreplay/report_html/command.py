@@ -81,5 +81,5 @@ def add_commands(sub) -> None:
     p.add_argument("b", metavar="B", help="the second run folder (deltas are B - A)")
     p.add_argument("--format", choices=("text", "json", "html"), default="text",
                    help="text: the differences for people (default); json: for tools; html: a page with plots")
-    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout (default: stdout)")
     p.set_defaults(func=cmd_diff)

@@ -23,8 +23,9 @@ def add_arguments(p) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text: shell commands (default); json: argv and files per role")
     p.add_argument("-o", "--output-dir", default=None, metavar="DIR",
-                   help="also write ROLE.sh and each role's files here")
-    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a config value")
+                   help="also write ROLE.sh and each role's files here (default: print only)")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                   help="override a config value, left to right (default: none)")
 
 
 def load_plan(path: str, overrides) -> dict | str:
