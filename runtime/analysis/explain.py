@@ -4,8 +4,9 @@ The summary gains `miss_classes` (tokens per class, miss_classes.py; they add
 up to committed_prefill_tokens) and `miss_ratio_curve`: the ideal LRU curve
 of the traffic's block stream in arrival order (mrc.py, sampled points
 [capacity_blocks, hit_tokens, hit_ratio]), the replay's own point (its G1
-blocks over all ranks, its first admissions' reused tokens) and Belady's hit
-tokens at that capacity.  Each requests.jsonl record gains `miss_classes`
+blocks over all ranks, its first admissions' reused tokens), Belady's hit
+tokens at that capacity, and the gap between the replay and the ideal LRU at
+the replay's capacity by class (gap.py).  Each requests.jsonl record gains `miss_classes`
 (null for a request never admitted); the policy/capacity split is only known
 after the run, so the records are completed then, in the spool's file.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import orjson
 
 from ..outputs.request_log import RequestLog
-from . import block_stream, mrc
+from . import belady_bound, block_stream, gap, mrc
 from .miss_classes import MissExplainer
 
 
@@ -42,14 +43,18 @@ class Explanation:
         """The summary's two sections, once the replay has ended."""
         self.misses.finish()
         size = replay.block_size
-        curve = mrc.curve(block_stream.from_specs(self.specs, size))
+        stream = block_stream.from_specs(self.specs, size)
+        found = mrc.thresholds(stream)
+        curve = mrc.curve_of(stream, found)
         capacity = sum(rank.pool.capacity for rank in replay.ranks())
         section = curve.summary(extra=[capacity] if capacity <= curve.saturation else [])
-        items = [(spec.keys(size), max(0, (spec.prompt_len - 1) // size)) for spec in self.specs]
         section["replay"] = {"capacity_blocks": capacity,
                              "hit_tokens": summary["first_admission_g1_reused_tokens"] +
                              summary["first_admission_host_reused_tokens"]}
-        section["belady"] = [[capacity, mrc.belady_hit_tokens(items, min(capacity, curve.saturation), size)]]
+        section["gap"] = gap.attribute(stream, found, capacity, [spec.index for spec in self.specs],
+                                       self.misses.first_codes)
+        belady = belady_bound.prefix_hits(stream, min(capacity, curve.saturation))
+        section["belady"] = [[capacity, int(belady.sum()) * size]]
         return {"miss_classes": self.misses.totals(), "miss_ratio_curve": section}
 
     def complete_records(self, path) -> None:

@@ -6,15 +6,15 @@ the prompt, are classified at that moment, in this order:
 
 - `last_block`: past the lookup limit: the block holding the last known token
   (and a partial last block), which every admission recomputes;
-- `compulsory`: no admission anywhere ever had the block's key before (an
-  admission "has" all its keys, though a concurrent request may not have
-  computed them yet: such a block counts as evicted below);
+- `compulsory`: no admission anywhere ever had the block's key before;
 - `preempted_recompute`: any other missed block of a readmission (its
   preemption threw its blocks away);
 - `bypass`: the no-progress rule made this request recompute (a tier's or a
   peer's copy given up, tiers/copy_jobs.py) and some rank held the block;
 - `ttl`: another rank's pool held it idle only because its TTL had not
   expired (opal's APC) -- `placement`: another rank or worker held it;
+- `in_flight`: no rank holds it, but a request still running has the key and
+  has not computed that block yet (a concurrent request's prompt or output);
 - `policy` / `capacity`: evicted everywhere; `policy` if a Belady cache of this
   rank's G1 size, fed this rank's admissions one by one (mrc.py),
   would have hit it, `capacity` if even that would not (decided after the run).
@@ -24,53 +24,88 @@ tiers) misses only because the prefix broke before it: it gets the first
 missed block's class.  So the classes of an admission add up to its missed
 prompt tokens, prompt_len - reused (the summary's committed_prefill_tokens).
 Only runs that ask (`predict --explain-misses`) pay for this: a set of every
-key seen, and each rank's admissions kept until the end.
+key seen, the running requests' keys, and each rank's admissions kept until
+the end as arrays (their keys as uint64, a class byte per missed block), so
+that Belady runs on arrays (belady_bound.py) and the first admissions' blocks
+can be set beside the ideal LRU's (`first_admission_classes`).
 """
 from __future__ import annotations
 
-from .mrc import belady_prefix_hits
+import numpy as np
 
-CLASSES = ("compulsory", "capacity", "policy", "placement", "ttl", "bypass", "preempted_recompute", "last_block")
-(COMPULSORY, CAPACITY, POLICY, PLACEMENT, TTL, BYPASS, PREEMPTED, LAST_BLOCK) = range(len(CLASSES))
-EVICTED = -1  # policy or capacity: Belady decides after the run
+from . import belady_bound, block_stream
+
+CLASSES = ("compulsory", "capacity", "policy", "placement", "ttl", "bypass", "preempted_recompute", "last_block",
+           "in_flight")
+(COMPULSORY, CAPACITY, POLICY, PLACEMENT, TTL, BYPASS, PREEMPTED, LAST_BLOCK, IN_FLIGHT) = range(len(CLASSES))
+EVICTED = len(CLASSES)  # policy or capacity, decided by this block: Belady decides after the run
+EVICTED_AS_FIRST = EVICTED + 1  # policy or capacity, decided by the admission's first missed block
+
+
+class Admission:
+    """What finish needs of one admission: its missed blocks' class codes, from its first missed block on."""
+
+    __slots__ = ("index", "hits", "prompt", "codes", "first")
+
+    def __init__(self, index: int, hits: int, prompt: int, codes: bytearray, first: bool):
+        self.index, self.hits, self.prompt, self.codes, self.first = index, hits, prompt, codes, first
 
 
 class MissExplainer:
     def __init__(self, ranks: list):
         self.ranks = list(ranks)
         self.seen: set = set()
-        self.streams: dict = {rank: [] for rank in self.ranks}  # rank -> (keys, limit) of each admission
-        self.pending: dict = {rank: [] for rank in self.ranks}  # rank -> (admission, request index, block, tokens)
+        self.keys: dict = {rank: [] for rank in self.ranks}  # rank -> each admission's keys (uint64)
+        self.limits: dict = {rank: [] for rank in self.ranks}
+        self.admissions: dict = {rank: [] for rank in self.ranks}  # rank -> Admission of each
+        self.live: dict = {}  # key -> (request, block, block size) of the newest running admission that has it
+        self.running: list = []  # (request, its admissions then) of admissions that may still be running
         self.counts: dict[int, list[int]] = {}  # request index -> tokens per class
+        self.first_codes: dict[int, tuple[int, np.ndarray]] = {}  # index -> first admission's hits, resolved codes
         for rank in self.ranks:
             rank.misses = self
 
     def admitted(self, rank, request, hits: int, limit: int) -> None:
         spec, keys, size = request.spec, request.keys, rank.block_size
         prompt = spec.prompt_len
-        stream = self.streams[rank]
-        admission = len(stream)
-        stream.append((keys, limit))
+        self._forget_finished()
+        self.keys[rank].append(block_stream.key_array(keys))
+        self.limits[rank].append(limit)
         counts = self.counts.setdefault(spec.index, [0] * len(CLASSES))
+        readmission = len(request.admissions) > 1
+        codes = bytearray()
         if hits * size < prompt:
             cut = max(hits, min(limit, -(-prompt // size), len(keys)))
             counts[LAST_BLOCK] += max(0, prompt - cut * size)
-            readmission = len(request.admissions) > 1
-            first = first_block = None  # the first missed block's class, and that block
+            first = None  # the first missed block's class
             for j in range(hits, cut):
                 key = keys[j]
                 if first is not None and self._here(rank, key):
-                    cls, block = first, first_block
+                    codes.append(EVICTED_AS_FIRST if first == EVICTED else first)
                 else:
-                    cls, block = self._classify(rank, request, key, readmission), j
+                    cls = self._classify(rank, request, key, readmission)
+                    codes.append(cls)
                     if first is None:
-                        first, first_block = cls, j
-                tokens = min(size, prompt - j * size)
-                if cls == EVICTED:  # (Belady tests the block that broke the prefix)
-                    self.pending[rank].append((admission, spec.index, block, tokens))
-                else:
-                    counts[cls] += tokens
+                        first = cls
+        self.admissions[rank].append(Admission(spec.index, hits, prompt, codes, not readmission))
         self.seen.update(keys)
+        live = self.live
+        for j, key in enumerate(keys):
+            live[key] = (request, j, size)
+        self.running.append((request, len(request.admissions)))
+
+    def _forget_finished(self) -> None:
+        """Drop the keys of admissions that stopped running (finished, preempted, handed off)."""
+        still = []
+        for request, admissions in self.running:
+            if request.status == "running" and len(request.admissions) == admissions:
+                still.append((request, admissions))
+                continue
+            live = self.live
+            for key in request.keys:
+                if live.get(key, (None,))[0] is request:
+                    del live[key]
+        self.running = still
 
     def _here(self, rank, key) -> bool:
         return key in rank.pool.cached or rank.chain.holds(key)
@@ -85,20 +120,40 @@ class MissExplainer:
             return BYPASS
         if holders:
             return TTL if all(other.pool.protected(key) for other in holders) else PLACEMENT
+        owner = self.live.get(key)
+        if owner is not None and owner[0] is not request and owner[0].num_computed < (owner[1] + 1) * owner[2]:
+            return IN_FLIGHT
         return EVICTED
 
     def finish(self) -> None:
         """Split the evicted blocks into policy and capacity misses (Belady on each rank's admissions)."""
         for rank in self.ranks:
-            pending = self.pending[rank]
-            if not pending:
-                continue
-            hits = belady_prefix_hits(self.streams[rank], rank.pool.capacity)
-            for admission, index, block, tokens in pending:
-                self.counts[index][POLICY if hits[admission] > block else CAPACITY] += tokens
-            pending.clear()
+            admissions = self.admissions[rank]
+            if any(EVICTED in a.codes or EVICTED_AS_FIRST in a.codes for a in admissions):
+                stream = block_stream.from_key_arrays(self.keys[rank], self.limits[rank], rank.block_size)
+                belady = belady_bound.prefix_hits(stream, rank.pool.capacity)
+            else:
+                belady = np.zeros(len(admissions), dtype=np.int64)
+            self.keys[rank] = self.limits[rank] = None
+            for number, a in enumerate(admissions):
+                self._resolve(a, int(belady[number]), rank.block_size)
+            self.admissions[rank] = None
         for rank in self.ranks:
             rank.misses = None
+        self.live.clear()
+        self.running.clear()
+
+    def _resolve(self, a: Admission, belady_hits: int, size: int) -> None:
+        codes = np.frombuffer(bytes(a.codes), dtype=np.uint8).astype(np.int64)
+        blocks = np.arange(a.hits, a.hits + len(codes))
+        kept = np.where(codes == EVICTED, blocks, a.hits) < belady_hits  # Belady would have hit the deciding block
+        codes = np.where(codes >= EVICTED, np.where(kept, POLICY, CAPACITY), codes)
+        counts = self.counts[a.index]
+        tokens = np.minimum(size, a.prompt - blocks * size)
+        for cls, total in enumerate(np.bincount(codes, weights=tokens, minlength=len(CLASSES)).astype(np.int64)):
+            counts[cls] += int(total)
+        if a.first:
+            self.first_codes[a.index] = (a.hits, codes.astype(np.uint8))
 
     def of(self, index: int) -> dict | None:
         """A request's tokens per class (None: never admitted)."""
