@@ -6,7 +6,8 @@ the prompt, are classified at that moment, in this order:
 
 - `last_block`: past the lookup limit: the block holding the last known token
   (and a partial last block), which every admission recomputes;
-- `compulsory`: no admission anywhere ever had the block's key before;
+- `compulsory`: no admission anywhere ever had the block's key before
+  (decided after the run, from the admissions' keys: no set of every key);
 - `preempted_recompute`: any other missed block of a readmission (its
   preemption threw its blocks away);
 - `bypass`: the no-progress rule made this request recompute (a tier's or a
@@ -23,9 +24,8 @@ A block behind the first missed one that this rank still holds (G1 or its
 tiers) misses only because the prefix broke before it: it gets the first
 missed block's class.  So the classes of an admission add up to its missed
 prompt tokens, prompt_len - reused (the summary's committed_prefill_tokens).
-Only runs that ask (`predict --explain-misses`) pay for this: a set of every
-key seen, the running requests' keys, and each rank's admissions kept until
-the end as arrays (their keys as uint64, a class byte per missed block), so
+Only runs that ask (`predict --explain-misses`) pay for this: the running
+requests' keys, and every admission kept until the end as arrays (their keys as uint64, a class byte per missed block), so
 that Belady runs on arrays (belady_bound.py) and the first admissions' blocks
 can be set beside the ideal LRU's (`first_admission_classes`).
 """
@@ -38,26 +38,25 @@ from . import belady_bound, block_stream
 CLASSES = ("compulsory", "capacity", "policy", "placement", "ttl", "bypass", "preempted_recompute", "last_block",
            "in_flight")
 (COMPULSORY, CAPACITY, POLICY, PLACEMENT, TTL, BYPASS, PREEMPTED, LAST_BLOCK, IN_FLIGHT) = range(len(CLASSES))
-EVICTED = len(CLASSES)  # policy or capacity, decided by this block: Belady decides after the run
-EVICTED_AS_FIRST = EVICTED + 1  # policy or capacity, decided by the admission's first missed block
+EVICTED = len(CLASSES)  # compulsory, policy or capacity, decided by this block after the run
+EVICTED_AS_FIRST = EVICTED + 1  # the same, decided by the admission's first missed block
 
 
 class Admission:
     """What finish needs of one admission: its missed blocks' class codes, from its first missed block on."""
 
-    __slots__ = ("index", "hits", "prompt", "codes", "first")
+    __slots__ = ("rank", "index", "hits", "limit", "prompt", "codes", "first")
 
-    def __init__(self, index: int, hits: int, prompt: int, codes: bytearray, first: bool):
-        self.index, self.hits, self.prompt, self.codes, self.first = index, hits, prompt, codes, first
+    def __init__(self, rank: int, index: int, hits: int, limit: int, prompt: int, codes: bytearray, first: bool):
+        self.rank, self.index, self.hits, self.limit, self.prompt = rank, index, hits, limit, prompt
+        self.codes, self.first = codes, first
 
 
 class MissExplainer:
     def __init__(self, ranks: list):
         self.ranks = list(ranks)
-        self.seen: set = set()
-        self.keys: dict = {rank: [] for rank in self.ranks}  # rank -> each admission's keys (uint64)
-        self.limits: dict = {rank: [] for rank in self.ranks}
-        self.admissions: dict = {rank: [] for rank in self.ranks}  # rank -> Admission of each
+        self.key_arrays: dict[int, np.ndarray] = {}  # request index -> its keys as uint64 (shared with the curve)
+        self.admissions: list[Admission] = []  # every rank's, in admission order
         self.live: dict = {}  # key -> (request, block, block size) of the newest running admission that has it
         self.running: list = []  # (request, its admissions then) of admissions that may still be running
         self.counts: dict[int, list[int]] = {}  # request index -> tokens per class
@@ -65,12 +64,17 @@ class MissExplainer:
         for rank in self.ranks:
             rank.misses = self
 
+    def keys_of(self, request) -> np.ndarray:
+        found = self.key_arrays.get(request.spec.index)
+        if found is None or len(found) != len(request.keys):
+            found = self.key_arrays[request.spec.index] = block_stream.key_array(request.keys)
+        return found
+
     def admitted(self, rank, request, hits: int, limit: int) -> None:
         spec, keys, size = request.spec, request.keys, rank.block_size
         prompt = spec.prompt_len
         self._forget_finished()
-        self.keys[rank].append(block_stream.key_array(keys))
-        self.limits[rank].append(limit)
+        self.keys_of(request)
         counts = self.counts.setdefault(spec.index, [0] * len(CLASSES))
         readmission = len(request.admissions) > 1
         codes = bytearray()
@@ -87,8 +91,8 @@ class MissExplainer:
                     codes.append(cls)
                     if first is None:
                         first = cls
-        self.admissions[rank].append(Admission(spec.index, hits, prompt, codes, not readmission))
-        self.seen.update(keys)
+        self.admissions.append(Admission(self.ranks.index(rank), spec.index, hits, limit, prompt, codes,
+                                         not readmission))
         live = self.live
         for j, key in enumerate(keys):
             live[key] = (request, j, size)
@@ -111,8 +115,6 @@ class MissExplainer:
         return key in rank.pool.cached or rank.chain.holds(key)
 
     def _classify(self, rank, request, key, readmission: bool):
-        if key not in self.seen:
-            return COMPULSORY
         if readmission:
             return PREEMPTED
         holders = [other for other in self.ranks if other is not rank and self._here(other, key)]
@@ -123,31 +125,49 @@ class MissExplainer:
         owner = self.live.get(key)
         if owner is not None and owner[0] is not request and owner[0].num_computed < (owner[1] + 1) * owner[2]:
             return IN_FLIGHT
-        return EVICTED
+        return EVICTED  # (a key no admission had before is held nowhere and by no running request)
 
     def finish(self) -> None:
-        """Split the evicted blocks into policy and capacity misses (Belady on each rank's admissions)."""
-        for rank in self.ranks:
-            admissions = self.admissions[rank]
-            if any(EVICTED in a.codes or EVICTED_AS_FIRST in a.codes for a in admissions):
-                stream = block_stream.from_key_arrays(self.keys[rank], self.limits[rank], rank.block_size)
-                belady = belady_bound.prefix_hits(stream, rank.pool.capacity)
-            else:
-                belady = np.zeros(len(admissions), dtype=np.int64)
-            self.keys[rank] = self.limits[rank] = None
-            for number, a in enumerate(admissions):
-                self._resolve(a, int(belady[number]), rank.block_size)
-            self.admissions[rank] = None
+        """Decide the evicted blocks: compulsory if no earlier admission had the key, else policy or capacity
+        (Belady on each rank's admissions)."""
+        admissions = self.admissions
+        arrays = [self.key_arrays[a.index] for a in admissions]
+        stream = block_stream.from_key_arrays(arrays, [a.limit for a in admissions], 0)
+        del arrays
+        ids, starts = stream.ids, stream.starts
+        order = np.argsort(ids, kind="stable")
+        ordered = ids[order]
+        firsts = order[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if len(ids) else order
+        del order, ordered
+        first_admission = np.empty(max(1, stream.distinct), dtype=np.int64)  # key id -> first admission having it
+        first_admission[ids[firsts]] = np.searchsorted(starts, firsts, side="right") - 1
+        del firsts
+        ranks = np.array([a.rank for a in admissions], dtype=np.int64)
+        belady = np.zeros(len(admissions), dtype=np.int64)
+        for number, rank in enumerate(self.ranks):
+            mine = np.flatnonzero(ranks == number)
+            if len(mine) and any(EVICTED in admissions[k].codes or EVICTED_AS_FIRST in admissions[k].codes
+                                 for k in mine):
+                belady[mine] = belady_bound.prefix_hits(subset(stream, mine), rank.pool.capacity)
+        for number, a in enumerate(admissions):
+            keys = ids[starts[number] + a.hits:starts[number] + a.hits + len(a.codes)]
+            self._resolve(a, number, int(belady[number]), first_admission[keys], self.ranks[a.rank].block_size)
+        self.admissions = []
         for rank in self.ranks:
             rank.misses = None
         self.live.clear()
         self.running.clear()
 
-    def _resolve(self, a: Admission, belady_hits: int, size: int) -> None:
+    def _resolve(self, a: Admission, number: int, belady_hits: int, first_admission: np.ndarray, size: int) -> None:
         codes = np.frombuffer(bytes(a.codes), dtype=np.uint8).astype(np.int64)
         blocks = np.arange(a.hits, a.hits + len(codes))
-        kept = np.where(codes == EVICTED, blocks, a.hits) < belady_hits  # Belady would have hit the deciding block
-        codes = np.where(codes >= EVICTED, np.where(kept, POLICY, CAPACITY), codes)
+        own = codes == EVICTED
+        if len(codes) and codes[0] >= EVICTED:  # (the first missed block's class decides the blocks that follow it)
+            first = COMPULSORY if first_admission[0] == number else POLICY if a.hits < belady_hits else CAPACITY
+            codes = np.where(codes == EVICTED_AS_FIRST, first, codes)
+        kept = blocks < belady_hits  # Belady would have hit the block
+        codes = np.where(own, np.where(first_admission == number, COMPULSORY, np.where(kept, POLICY, CAPACITY)),
+                         codes)
         counts = self.counts[a.index]
         tokens = np.minimum(size, a.prompt - blocks * size)
         for cls, total in enumerate(np.bincount(codes, weights=tokens, minlength=len(CLASSES)).astype(np.int64)):
@@ -166,3 +186,15 @@ class MissExplainer:
             for i, tokens in enumerate(counts):
                 out[i] += tokens
         return dict(zip(CLASSES, out))
+
+
+def subset(stream: block_stream.BlockStream, rows: np.ndarray) -> block_stream.BlockStream:
+    """The stream of `rows` (ascending) of `stream`, key ids unchanged."""
+    if len(rows) == stream.requests:
+        return stream
+    lengths = np.diff(stream.starts)[rows]
+    starts = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    ids = np.concatenate([stream.ids[stream.starts[r]:stream.starts[r + 1]] for r in rows]) if len(rows) else \
+        stream.ids[:0]
+    return block_stream.BlockStream(stream.block_size, ids, starts, stream.limits[rows], 0, stream.distinct)
