@@ -133,7 +133,8 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     request.admissions.append({
         "admission_ordinal": len(request.admissions), "pool": rank.chain.name if host_reused else rank.name,
         "at_ns": now_ns, "reused_input_tokens": prompt_reused, "g1_reused_input_tokens": prompt_reused - host_reused,
-        "host_reused_input_tokens": host_reused, "is_readmission": readmission})
+        "host_reused_input_tokens": host_reused, "is_readmission": readmission,
+        **request.tier.sources(host_reused, block_size)})
     if not readmission:
         request.first_admit_ns = now_ns
         request.first_reused_tokens = prompt_reused
