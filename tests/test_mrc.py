@@ -129,3 +129,13 @@ def test_the_array_bound_equals_the_pool_on_any_stream(rows, capacity):
         items.append((keys, min(limit, len(keys))))
     stream = block_stream.from_key_arrays([block_stream.key_array(k) for k, _ in items], [n for _, n in items], 4)
     assert belady_bound.prefix_hits(stream, capacity).tolist() == pool_prefix_hits(items, capacity)
+
+
+def test_a_stream_too_long_for_the_packed_order_gets_the_same_victims(monkeypatch):
+    # (no stamp fits in 0 bits: every choice takes the lexsort path)
+    items = [([100 * (i % 3) + j for j in range(2 + i % 5)] + [1000 + i % 4], 1 + i % 4) for i in range(30)]
+    stream = block_stream.from_key_arrays([block_stream.key_array(k) for k, _ in items], [n for _, n in items], 4)
+    packed = [belady_bound.prefix_hits(stream, c).tolist() for c in (2, 5, 9)]
+    monkeypatch.setattr(belady_bound, "STAMP_BITS", 0)
+    assert [belady_bound.prefix_hits(stream, c).tolist() for c in (2, 5, 9)] == packed == \
+        [pool_prefix_hits(items, c) for c in (2, 5, 9)]

@@ -20,7 +20,7 @@ import numpy as np
 
 from .block_stream import BlockStream
 
-STAMP_BITS = 40  # freeing stamps (two per block access at most) below 2**40; next uses below 2**22 requests
+STAMP_BITS = 40  # packed order: freeing stamps (two per block access at most) below 2**40, requests below 2**22
 
 
 class NextUses:
@@ -55,8 +55,8 @@ def prefix_hits(stream: BlockStream, capacity: int) -> np.ndarray:
     hits_out = np.zeros(stream.requests, dtype=np.int64)
     if capacity <= 0 or not stream.requests:
         return hits_out
-    if stream.requests >= 1 << (63 - STAMP_BITS - 1) or 2 * len(stream.ids) + capacity >= 1 << STAMP_BITS:
-        raise ValueError("the stream is too long for the Belady bound's packed order")
+    # (a stream too long for the packed order takes a lexsort per choice instead: slower, the same victims)
+    packed = stream.requests < 1 << (62 - STAMP_BITS) and 2 * len(stream.ids) + capacity < 1 << STAMP_BITS
     uses = NextUses(stream)
     ids, starts, limits = stream.ids, stream.starts, stream.limits
     block_of = np.full(max(1, stream.distinct), -1, dtype=np.int64)  # dense key -> its block, -1 if not cached
@@ -84,11 +84,14 @@ def prefix_hits(stream: BlockStream, capacity: int) -> np.ndarray:
                 clock += len(due)
                 next_use[due] = uses.after(key_of[due], position)
             candidates = np.flatnonzero(free)
-            score = (next_use[candidates] << STAMP_BITS) - stamp[candidates]  # farthest first, then freed first
-            if victims < len(candidates):
-                top = np.argpartition(score, len(candidates) - victims)[len(candidates) - victims:]
-                candidates, score = candidates[top], score[top]
-            chosen = candidates[np.argsort(-score, kind="stable")]
+            if packed:
+                score = (next_use[candidates] << STAMP_BITS) - stamp[candidates]  # farthest first, then freed first
+                if victims < len(candidates):
+                    top = np.argpartition(score, len(candidates) - victims)[len(candidates) - victims:]
+                    candidates, score = candidates[top], score[top]
+                chosen = candidates[np.argsort(-score, kind="stable")]
+            else:
+                chosen = candidates[np.lexsort((stamp[candidates], -next_use[candidates]))][:victims]
             lost = key_of[chosen]
             block_of[lost[lost >= 0]] = -1
             key_of[chosen] = -1
