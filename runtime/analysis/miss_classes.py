@@ -45,11 +45,13 @@ EVICTED_AS_FIRST = EVICTED + 1  # the same, decided by the admission's first mis
 class Admission:
     """What finish needs of one admission: its missed blocks' class codes, from its first missed block on."""
 
-    __slots__ = ("rank", "index", "hits", "limit", "prompt", "codes", "first")
+    __slots__ = ("rank", "index", "hits", "limit", "prompt", "codes", "first", "resumed")
 
-    def __init__(self, rank: int, index: int, hits: int, limit: int, prompt: int, codes: bytearray, first: bool):
+    def __init__(self, rank: int, index: int, hits: int, limit: int, prompt: int, codes: bytearray, first: bool,
+                 resumed: int = 0):
         self.rank, self.index, self.hits, self.limit, self.prompt = rank, index, hits, limit, prompt
         self.codes, self.first = codes, first
+        self.resumed = resumed  # tokens reused inside the first missed block (a state snapshot's resume)
 
 
 class MissExplainer:
@@ -70,15 +72,17 @@ class MissExplainer:
             found = self.key_arrays[request.spec.index] = block_stream.key_array(request.keys)
         return found
 
-    def admitted(self, rank, request, hits: int, limit: int) -> None:
+    def admitted(self, rank, request, hits: int, limit: int, reused: int | None = None) -> None:
+        """`hits` whole blocks reused, `reused` tokens (more inside the next block: a state snapshot's resume)."""
         spec, keys, size = request.spec, request.keys, rank.block_size
         prompt = spec.prompt_len
+        reused = hits * size if reused is None else reused
         self._forget_finished()
         self.keys_of(request)
         counts = self.counts.setdefault(spec.index, [0] * len(CLASSES))
         readmission = len(request.admissions) > 1
         codes = bytearray()
-        if hits * size < prompt:
+        if reused < prompt:
             cut = max(hits, min(limit, -(-prompt // size), len(keys)))
             counts[LAST_BLOCK] += max(0, prompt - cut * size)
             first = None  # the first missed block's class
@@ -92,7 +96,7 @@ class MissExplainer:
                     if first is None:
                         first = cls
         self.admissions.append(Admission(self.ranks.index(rank), spec.index, hits, limit, prompt, codes,
-                                         not readmission))
+                                         not readmission, reused - hits * size if codes else 0))
         live = self.live
         for j, key in enumerate(keys):
             live[key] = (request, j, size)
@@ -170,6 +174,8 @@ class MissExplainer:
                          codes)
         counts = self.counts[a.index]
         tokens = np.minimum(size, a.prompt - blocks * size)
+        if len(tokens):
+            tokens[0] -= a.resumed  # (its first tokens were resumed from a snapshot, not missed)
         for cls, total in enumerate(np.bincount(codes, weights=tokens, minlength=len(CLASSES)).astype(np.int64)):
             counts[cls] += int(total)
         if a.first:
