@@ -170,6 +170,8 @@ def run(args, config: str | None = None) -> int:
     summary.update(sections.summary_sections(replay))
     if explanation:
         summary.update(explanation.sections(replay, summary))
+    if samples:  # (the ITL CDF drawn exactly, beside the timeline)
+        summary["itl_gap_counts_ns"] = timeline.itl_histogram(replay.log)
     opal_files = None
     if ledger is not None:
         ledger.close()

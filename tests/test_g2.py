@@ -243,6 +243,8 @@ def test_a_restore_adds_to_ttft(tmp_path, connector):
     assert (run[2]["first_token_ms"], run[2]["ttft_ms"]) == (52.0, 12.0)
     assert (run.domain["restores"], run.domain["h2d_bytes"]) == (2, 2 * BLOCK)
     assert run[1]["first_admission_reused_input_tokens"] == 0  # B shares nothing
+    assert run[2]["admission_history"][0]["host_reused_by_source"] == {"g2": 8}  # G2's own copies
+    assert "host_reused_by_source" not in run[1]["admission_history"][0]  # (nothing restored: no field)
 
 
 @pytest.mark.parametrize("connector", OFFLOADING)

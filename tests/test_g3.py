@@ -97,6 +97,8 @@ def test_read_goes_from_g3_to_g2_then_to_g1(tmp_path, latency_ms):
     assert {k: run.g3[k] for k in ("lookup_hits", "read_jobs", "read_blocks", "read_bytes")} == \
         {"lookup_hits": 1, "read_jobs": 1, "read_blocks": 1, "read_bytes": BLOCK}
     assert run.g2[0]["filled_from_g3"] == 1 and run.g2[0]["restores"] == 1 and run.g2[0]["h2d_bytes"] == BLOCK
+    # the restored block came up from G3 for C: the admission says so (the report's reuse by source)
+    assert run.records[2]["admission_history"][0]["host_reused_by_source"] == {"g3": 4}
 
 
 def test_g3_alone_never_makes_a_block_ready_on_the_gpu(tmp_path):
@@ -135,6 +137,7 @@ def test_blocks_of_a_removed_worker_stay_readable(tmp_path):
     assert run.records[1]["dp_rank"] == 1 and run.records[2]["dp_rank"] == 0
     assert run.admissions(2) == [(34.0, "g2.worker0.dp0", 0, 8)]
     assert run.g3["cross_worker_read_blocks"] == 2
+    assert run.records[2]["admission_history"][0]["host_reused_by_source"] == {"g3": 8}
 
 
 # ---- "G3 evicts least recently used blocks that are not being transferred." ----------------------------

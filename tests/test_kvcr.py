@@ -114,6 +114,8 @@ def test_a_hinted_prefix_is_pulled_then_loaded_like_a_g2_hit(tmp_path, latency_m
                         "remote_deliver_ms": 2.0 + latency_ms, "source_wait_ms": 0.0, "loaded_blocks": 2,
                         "unused_blocks": 0}
     assert run.g2(1)["filled_from_peer"] == 2 and run.g2(1)["restores"] == 2
+    # both restored blocks were pulled from the peer for this request (the report's reuse by source)
+    assert run.records[1]["admission_history"][0]["host_reused_by_source"] == {"peer": 8}
 
 
 def test_without_kvcr_the_same_request_recomputes(tmp_path):
@@ -135,6 +137,7 @@ def test_only_blocks_missing_from_g1_and_g2_are_pulled(tmp_path):
     run = replay(tmp_path, spec([R0, rq, r1()]))
     assert run.kvcr["blocks"] == 1 and run.kvcr["pulls"] == {"success": 1, "partial": 0}
     assert run.admissions(2) == [(22.0, HOST.format(1), 4, 4)]  # pull 20 -> 21, load 21 -> 22
+    assert run.records[2]["admission_history"][0]["host_reused_by_source"] == {"peer": 4}
 
 
 # ---- "A pull starts when the source finishes its current forward pass, including a pass that starts at the

@@ -72,6 +72,10 @@ def test_the_curve_beside_the_run(tmp_path):
     assert curve["replay"] == {"capacity_blocks": 3, "hit_tokens": 4}
     assert curve["belady"] == [[3, 8]]
     assert curve["saturation_blocks"] == 3 and curve["unbounded_hit_tokens"] == 8
+    # the gap at 3 blocks: the ideal LRU's 8 tokens less the replay's 4 is R3's key 1, a policy miss (above)
+    gap = curve["gap"]
+    assert (gap["ideal_lru_hit_tokens"], gap["replay_hit_tokens"], gap["hit_by_replay_only"]) == (8, 4, 0)
+    assert {k: v for k, v in gap["missed_by_replay"].items() if v} == {"policy": 4}
 
 
 def read_outputs_summary(out) -> dict:
@@ -94,6 +98,14 @@ def check_sums(out) -> None:
             assert sum(r["miss_classes"].values()) == missed, r["index"]
 
 
+def check_gap(summary: dict) -> None:
+    """ideal - replay = the blocks the ideal LRU hit and the replay missed, by class, less the replay's own."""
+    gap = summary["miss_ratio_curve"]["gap"]
+    assert gap["ideal_lru_hit_tokens"] - gap["replay_hit_tokens"] == \
+        sum(gap["missed_by_replay"].values()) - gap["hit_by_replay_only"]
+    assert min(gap["missed_by_replay"].values()) >= 0 and gap["hit_by_replay_only"] >= 0
+
+
 # (SGLang's radix cache has no block keys to classify: predict refuses --explain-misses there, test_sglang_parity.py)
 EXAMPLE_FILES = sorted(p for p in itertools.chain(EXAMPLES.glob("*.yaml"), (EXAMPLES / "opal").glob("*.json"))
                        if "backend: sglang" not in p.read_text())
@@ -106,6 +118,7 @@ def test_classes_add_up_on_every_example(example, tmp_path):
                  "--explain-misses", "--capture-per-request"])
     assert code == 0
     check_sums(out)
+    check_gap(read_outputs_summary(out))
 
 
 @pytest.mark.parametrize("name,blocks", [("conversation_trace.jsonl", 3000), ("synthetic_trace.jsonl", 1500)])
@@ -121,3 +134,21 @@ def test_classes_add_up_on_the_vendored_traces(name, blocks, tmp_path):
     check_sums(out)
     summary = read_outputs_summary(out)
     assert summary["miss_classes"]["compulsory"] > 0
+    check_gap(summary)
+
+
+def test_a_concurrent_request_not_computed_yet_is_in_flight(tmp_path):
+    # two data-parallel ranks, both prompts of 25 blocks arrive at 0; a pass schedules 64 tokens (16 blocks), so
+    # when R1 is admitted on rank 1, rank 0 holds R0's first 16 blocks (placement) and R0 has not computed blocks
+    # 16..23 yet: in flight (block 24 holds the last token)
+    ids = list(range(1, 26))
+    rows = [row(0, 100, 1, ids), row(0, 100, 1, ids)]
+    config = aggregated_config({}, g1_blocks=64, parallelism="attention_data: 2")
+    out = predict_scenario(tmp_path, rows, config, "f.yaml", "--explain-misses", "--capture-per-request")
+    total, per_request = classes(out)
+    assert per_request == [{"compulsory": 96, "last_block": 4}, {"placement": 64, "in_flight": 32, "last_block": 4}]
+    # the ideal LRU of the ranks' 128 blocks hits R1's 24 lookup blocks; the replay none: the gap is those classes
+    gap = read_outputs_summary(out)["miss_ratio_curve"]["gap"]
+    assert gap["capacity_blocks"] == 128 and gap["ideal_lru_hit_tokens"] == 96 and gap["replay_hit_tokens"] == 0
+    assert {k: v for k, v in gap["missed_by_replay"].items() if v} == {"placement": 64, "in_flight": 32}
+    assert gap["hit_by_replay_only"] == 0

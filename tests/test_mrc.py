@@ -5,8 +5,9 @@ from collections import OrderedDict
 
 from hypothesis import given, settings, strategies as st
 
-from kvreplay.runtime.analysis import block_stream, mrc
+from kvreplay.runtime.analysis import belady_bound, block_stream, mrc
 from kvreplay.runtime.serving.requests import Content, RequestSpec
+from kvreplay.runtime.tiers.belady import BeladyPool
 
 
 def spec(index: int, prompt: int, ids: list[int], output: int = 0, block: int = 4) -> RequestSpec:
@@ -91,5 +92,50 @@ def test_equals_lru_on_any_stream(rows, block, capacities):
 def test_belady_bound_on_the_hand_stream():
     # at 4 blocks R2 needs 3: the fresh one, then key 3 (all of 1, 2, 3 are next used by R3; 3 was freed first)
     # and key 2, so R3 finds 1 only; at 5 only key 3 goes
-    items = [(s.keys(4), max(0, (s.prompt_len - 1) // 4)) for s in HAND]
-    assert [mrc.belady_hit_tokens(items, c, 4) for c in range(1, 6)] == [4, 8, 8, 12, 16]
+    stream = block_stream.from_specs(HAND, 4)
+    assert [int(belady_bound.prefix_hits(stream, c).sum()) * 4 for c in range(1, 6)] == [4, 8, 8, 12, 16]
+    assert belady_bound.prefix_hits(stream, 4).tolist() == [0, 2, 0, 1]
+
+
+def pool_prefix_hits(items: list[tuple[list, int]], capacity: int) -> list[int]:
+    """The bound as tiers/belady.py's BeladyPool gives it, one request at a time (what the arrays must equal)."""
+    uses: dict = {}
+    for position, (keys, _) in enumerate(items):
+        for key in dict.fromkeys(keys):
+            uses.setdefault(key, []).append(position)
+    pool = BeladyPool(capacity, uses)
+    out = []
+    for position, (keys, limit) in enumerate(items):
+        pool.advance(position)
+        hits = pool.match(keys, limit)
+        pool.touch(hits)
+        take = max(len(hits), min(len(keys), capacity))
+        blocks = hits + pool.allocate(take - len(hits))
+        pool.register_run(blocks, keys, len(hits), take)
+        pool.release(blocks)
+        out.append(len(hits))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 10), st.lists(st.integers(0, 12), max_size=3),
+                          st.integers(0, 10)), min_size=1, max_size=25), st.integers(1, 15))
+def test_the_array_bound_equals_the_pool_on_any_stream(rows, capacity):
+    # prompts of a few shared prefixes (prefix p's block j is key 100 p + j) with a few keys of their own; ties
+    # (keys next used by the same request) and stale next uses are where the two could differ
+    items = []
+    for prefix, length, own, limit in rows:
+        keys = list(dict.fromkeys([100 * prefix + j for j in range(length)] + [1000 + k for k in own]))
+        items.append((keys, min(limit, len(keys))))
+    stream = block_stream.from_key_arrays([block_stream.key_array(k) for k, _ in items], [n for _, n in items], 4)
+    assert belady_bound.prefix_hits(stream, capacity).tolist() == pool_prefix_hits(items, capacity)
+
+
+def test_a_stream_too_long_for_the_packed_order_gets_the_same_victims(monkeypatch):
+    # (no stamp fits in 0 bits: every choice takes the lexsort path)
+    items = [([100 * (i % 3) + j for j in range(2 + i % 5)] + [1000 + i % 4], 1 + i % 4) for i in range(30)]
+    stream = block_stream.from_key_arrays([block_stream.key_array(k) for k, _ in items], [n for _, n in items], 4)
+    packed = [belady_bound.prefix_hits(stream, c).tolist() for c in (2, 5, 9)]
+    monkeypatch.setattr(belady_bound, "STAMP_BITS", 0)
+    assert [belady_bound.prefix_hits(stream, c).tolist() for c in (2, 5, 9)] == packed == \
+        [pool_prefix_hits(items, c) for c in (2, 5, 9)]

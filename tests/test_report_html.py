@@ -84,7 +84,10 @@ def test_the_page_is_byte_identical_across_hash_seeds(small, tmp_path):
 
 def test_the_timeline_changes_no_result(small, tmp_path):
     plain = predict(tmp_path / "plain", *SMALL, "--capture-per-request")
-    assert (plain / "prediction.json").read_bytes() == (small / "prediction.json").read_bytes()
+    captured = orjson.loads((small / "prediction.json").read_bytes())
+    gaps = captured.pop("itl_gap_counts_ns")  # (the timeline adds the exact ITL sample, and changes nothing else)
+    assert sum(count for _, count in gaps) == sum(r["output_length"] - 1 for r in load_run(small).completed())
+    assert orjson.loads((plain / "prediction.json").read_bytes()) == captured
     assert (plain / "requests.jsonl").read_bytes() == (small / "requests.jsonl").read_bytes()
     assert not (plain / "timeline.jsonl").exists()
 
@@ -210,4 +213,46 @@ def test_predict_explain_misses_gets_both_sections(tmp_path):
     assert curve["lru"][-1][1] >= curve["replay"][0][1] and len(curve["belady"]) == 1
     page = (folder / "report.html").read_text()
     assert "<h2>Why prompt tokens were not reused</h2>" in page and "<h2>Miss-ratio curve</h2>" in page
-    assert page.count("<svg") == 12 and "compulsory " in page  # (and each sampled request's classes)
+    # ... and beside the curve, the gap to the ideal LRU at the replay's capacity, with its plot by class
+    assert page.count("<svg") == 13 and "compulsory " in page  # (and each sampled request's classes)
+    gap = run.summary["miss_ratio_curve"]["gap"]
+    assert f"<td>gap (ideal - replay)</td><td>{gap['ideal_lru_hit_tokens'] - gap['replay_hit_tokens']:,}</td>" \
+        in page
+    assert "Gap to the ideal LRU by class" in page
+
+
+def test_the_itl_cdf_is_exact(tmp_path):
+    """--capture-timeline adds every gap between tokens as [ns, count] (the ITL percentiles' own sample).  With the
+    scenarios' fixed timing (prefill 10 ms, decode 1 ms, a mixed pass the sum): R0's first token at 10 ms; R1,
+    arrived at 1.5 ms, is prefilled beside R0's decode, so R0's second token comes 11 ms later; then 1 ms passes
+    give R0 two more gaps and R1 two: four gaps of 1 ms, one of 11 ms."""
+    from .scenarios import aggregated_config, predict_scenario, row
+
+    rows = [row(0, 8, 4, [1, 2]), row(1.5, 8, 3, [3, 4])]
+    out = predict_scenario(tmp_path, rows, aggregated_config({}, g1_blocks=16), "itl.yaml", "--capture-timeline",
+                           "--capture-per-request")
+    run = load_run(out)
+    assert run.summary["itl_gap_counts_ns"] == [[1_000_000, 4], [11_000_000, 1]]
+    assert run.summary["mean_itl_ms"] == (4 * 1 + 11) / 5
+    assert data.itl_cdf(run.summary) == ([1.0, 11.0], [0.8, 1.0])
+    # the report draws it as a step CDF, without the "through the summary's percentiles" label
+    page = report_html(run)
+    assert "through the summary" not in page and "ITL CDF" in page
+
+
+def test_reuse_by_source_splits_the_tiers_behind_g1(tmp_path):
+    """The G3 example restores blocks G3 read into G2 and blocks G2 kept itself: the report's reuse table has a
+    row for each, and with G1 they add up to the first admissions' reuse."""
+    out = tmp_path / "g3"
+    code, _ = run_cli("predict", "-c", str(ROOT / "examples" / "g3-storage.yaml"), "--output-dir", str(out),
+                      "--report", "--no-progress")
+    assert code == 0
+    run = load_run(out)
+    _, _, series = data.reuse_bins(run)
+    totals = {name: int(sum(ys)) for name, ys in series}
+    host = sum(r["first_admission_host_reused_input_tokens"] for r in run.requests)
+    assert totals["G3 (read into G2)"] > 0 and data.HOST_CHAIN not in totals
+    assert totals["G3 (read into G2)"] + totals.get("G2", 0) + totals.get("KVCR pulls", 0) == host
+    assert totals["G1"] == run.summary["first_admission_g1_reused_tokens"]
+    page = (out / "report.html").read_text()
+    assert f"<td>G3 (read into G2)</td><td>{totals['G3 (read into G2)']:,}</td>" in page

@@ -2,8 +2,9 @@
 
 Reuse by source: opal runs name the tokens each cache served a request
 (`tier_hit_tokens`: APC first, then each KVC tier); other runs split a
-request's first admission between G1 and the tiers behind it (G2, G3 and
-KVCR pulls together: requests.jsonl does not split them further).
+request's first admission between G1 and each source behind it (G2's own
+blocks, G3 reads into G2, KVCR pulls: the admission's `host_reused_by_source`,
+which the tiers' restore path writes).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 LATENCIES = (("TTFT", "ttft_ms"), ("TPOT", "itl_ms"), ("E2E", "e2e_latency_ms"))
 PERCENTILE_POINTS = (("min", 0.0), ("median", 0.5), ("p75", 0.75), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99),
                      ("max", 1.0))
-SKIPPED_SECTIONS = ("stages", "miss_ratio_curve")  # (shown by their own sections, not as summary rows)
+SKIPPED_SECTIONS = ("stages", "miss_ratio_curve", "itl_gap_counts_ns")  # (shown by their own sections, not as summary rows)
 BINS = 40
 SAMPLE = 20
 
@@ -39,6 +40,21 @@ def latency(run, field: str) -> list[float]:
     return [r[field] for r in run.completed() if isinstance(r.get(field), (int, float))]
 
 
+def itl_cdf(summary: dict) -> tuple[list[float], list[float]] | None:
+    """The exact ITL CDF from the summary's `itl_gap_counts_ns` ([gap ns, count] pairs; --capture-timeline):
+    each distinct gap (ms) and the fraction of gaps at most that long; None when the run has no such field."""
+    pairs = summary.get("itl_gap_counts_ns")
+    if not isinstance(pairs, list) or not pairs:
+        return None
+    total = sum(count for _, count in pairs)
+    xs, ys, seen = [], [], 0
+    for gap, count in pairs:
+        seen += count
+        xs.append(gap / 1e6)
+        ys.append(seen / total)
+    return xs, ys
+
+
 def percentile_points(summary: dict, name: str) -> tuple[list[float], list[float]]:
     """A pooled sample's CDF through the summary's percentiles (ITL: every gap, which requests.jsonl lacks)."""
     points = [(summary.get(f"{label}_{name}_ms"), q) for label, q in PERCENTILE_POINTS]
@@ -62,13 +78,26 @@ def curve_of(summary: dict) -> dict | None:
             "belady": [(c, hits / prompt) for c, hits in curve.get("belady") or []]}
 
 
+SOURCE_NAMES = {"g2": "G2", "g3": "G3 (read into G2)", "peer": "KVCR pulls"}
+HOST_CHAIN = "G2/G3/KVCR (host chain)"  # (records written before admissions split it by source)
+
+
 def sources_of(record: dict) -> dict[str, int]:
-    """Prompt tokens a request found cached, by where they came from."""
+    """Prompt tokens a request found cached, by where they came from: its first admission's G1 hits and what
+    each source behind G1 restored (`host_reused_by_source` of the admission)."""
     hits = record.get("tier_hit_tokens")
     if isinstance(hits, dict):
         return {("APC (G1)" if name == "apc" else f"opal {name}"): int(n) for name, n in hits.items()}
-    return {"G1": record.get("first_admission_g1_reused_input_tokens") or 0,
-            "G2/G3/KVCR (host chain)": record.get("first_admission_host_reused_input_tokens") or 0}
+    out = {"G1": record.get("first_admission_g1_reused_input_tokens") or 0}
+    host = record.get("first_admission_host_reused_input_tokens") or 0
+    history = record.get("admission_history") or [{}]
+    split = history[0].get("host_reused_by_source")
+    if isinstance(split, dict) and sum(split.values()) == host:
+        for label in sorted(split, key=lambda name: (list(SOURCE_NAMES) + [name]).index(name)):
+            out[SOURCE_NAMES.get(label, label)] = split[label]
+    elif host:
+        out[HOST_CHAIN] = host
+    return out
 
 
 def admitted(run) -> list[dict]:

@@ -1,7 +1,8 @@
 """`kvreplay diff A B`: what changed from run A to run B (deltas are B - A).
 
 Summary: every scalar field of either summary (data.flatten, opal's stages
-and the miss-ratio curve included), numbers with
+and the miss-ratio curve included; not the ITL sample `itl_gap_counts_ns`,
+whose percentiles are summary fields), numbers with
 their delta and relative change, other values as changed or not.
 Requests: matched by id (a repeated id by its occurrence), each compared
 field counted where it differs, with the mean delta and the requests of
@@ -18,7 +19,7 @@ from .figures import salt_of
 REQUEST_FIELDS = ("ttft_ms", "itl_ms", "e2e_latency_ms", "reused_input_tokens", "first_admission_reused_input_tokens",
                   "admission_count", "output_length", "terminal_status")
 LARGEST = 10
-
+SAMPLES = ("itl_gap_counts_ns",)  # (every field but this one: thousands of [gap, count] pairs)
 
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -62,7 +63,7 @@ def compare_requests(a, b) -> dict:
 
 
 def compare(a, b) -> dict:
-    fa, fb = dict(data.flatten(a.summary, skip=())), dict(data.flatten(b.summary, skip=()))  # (every field)
+    fa, fb = dict(data.flatten(a.summary, skip=SAMPLES)), dict(data.flatten(b.summary, skip=SAMPLES))
     keys = sorted(set(fa) | set(fb))
     changed = {k: _delta(fa.get(k), fb.get(k)) for k in keys if fa.get(k) != fb.get(k)}
     requests = compare_requests(a, b) if a.has_requests and b.has_requests else None

@@ -48,11 +48,13 @@ def latency_section(run) -> tuple[str, str]:
         title = f"{label} CDF"
         body.append(_plot(title, figures.cdf(salt_of(title), [(run.name, data.latency(run, field))],
                                              f"{label} (ms)")))
-    xs, qs = data.percentile_points(run.summary, "itl")
+    exact = data.itl_cdf(run.summary)
+    xs, qs = exact or data.percentile_points(run.summary, "itl")
     if xs:
         title = "ITL CDF"
-        svg = figures.lines(salt_of(title), xs, [(f"{run.name} (through the summary's percentiles)", qs)],
-                            "ITL: every gap between tokens (ms)", "fraction of gaps")
+        label = run.name if exact else f"{run.name} (through the summary's percentiles)"
+        svg = figures.lines(salt_of(title), xs, [(label, qs)], "ITL: every gap between tokens (ms)",
+                            "fraction of gaps", step=exact is not None)
         body.append(_plot(title, svg))
     return "Latency distributions", "".join(body)
 
@@ -139,8 +141,30 @@ def miss_sections(run) -> list[tuple[str, str]]:
     curve = data.curve_of(run.summary)
     if curve is not None:
         title = "Miss-ratio curve"
-        out.append((title, _plot(title, figures.render(salt_of(title), lambda ax: _curve(ax, curve)))))
+        out.append((title, _plot(title, figures.render(salt_of(title), lambda ax: _curve(ax, curve))) +
+                    _gap(run.summary)))
     return out
+
+
+def _gap(summary: dict) -> str:
+    """Where the replay departs from the ideal LRU at its capacity: the blocks the ideal cache hit and the replay
+    missed, by the class the miss breakdown gave them, and those only the replay hit."""
+    gap = (summary.get("miss_ratio_curve") or {}).get("gap") if isinstance(summary.get("miss_ratio_curve"), dict) \
+        else None
+    if not isinstance(gap, dict):
+        return ""
+    missed = {name: tokens for name, tokens in sorted(gap["missed_by_replay"].items()) if tokens}
+    rows = [["ideal LRU hit tokens", gap["ideal_lru_hit_tokens"]], ["replay hit tokens", gap["replay_hit_tokens"]],
+            ["gap (ideal - replay)", gap["ideal_lru_hit_tokens"] - gap["replay_hit_tokens"]]]
+    rows += [[f"ideal hit, replay missed: {name}", tokens] for name, tokens in missed.items()]
+    rows.append(["replay hit, ideal missed", gap["hit_by_replay_only"]])
+    body = page.note(f"At the replay's capacity ({gap['capacity_blocks']} G1 blocks over all ranks), by why the "
+                     "replay missed each block the ideal cache hit") + page.table(["", "prompt tokens"], rows)
+    if missed:
+        title = "Gap to the ideal LRU by class"
+        body += _plot(title, figures.bars(salt_of(title), list(missed), [("tokens", list(missed.values()))],
+                                          "prompt tokens the ideal LRU hit and the replay missed"))
+    return body
 
 
 def _curve(ax, curve: dict) -> None:

@@ -71,6 +71,24 @@ def from_specs(specs, block_size: int) -> BlockStream:
                        0).with_distinct()
 
 
+def key_array(keys) -> np.ndarray:
+    """A request's keys (Python ints) as uint64, mod 2**64 as spec_keys: in C when they fit an int64."""
+    try:
+        return np.array(keys, dtype=np.int64).view(np.uint64)
+    except OverflowError:
+        return np.fromiter((k & MASK for k in keys), dtype=np.uint64, count=len(keys))
+
+
+def from_key_arrays(arrays: list, limits: list, block_size: int) -> BlockStream:
+    """The stream of requests given as uint64 key arrays (key_array) and lookup limits (at most their length)."""
+    starts = np.zeros(len(arrays) + 1, dtype=np.int64)
+    np.cumsum([len(a) for a in arrays], out=starts[1:])
+    flat = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.uint64)
+    lengths = np.diff(starts)
+    limits = np.minimum(np.asarray(limits, dtype=np.int64).reshape(-1), lengths)
+    return BlockStream(block_size, dense(flat), starts, limits, 0, 0).with_distinct()
+
+
 SMALL = 1 << 34  # keys below this (Mooncake blocks) index a table; the rest (hashes, own output blocks) are sorted
 
 

@@ -21,12 +21,9 @@ stamps (superseded by a later access) are kept as sorted runs merged like a
 binary counter, so each request costs a few vectorised searchsorted calls
 and all merges together O(n log n).
 
-Belady's bound beside it (`belady_prefix_hits`) feeds the same stream, one
-request at a time, to tiers/belady.py's BeladyPool: each request looks up its
-longest cached run, then holds its first `capacity` blocks and releases them;
-"next use" is the next request of the stream whose keys hold the key.  The
-miss breakdown uses it too, on each rank's admissions, to tell a policy miss
-from a capacity miss.  Nothing else is resident and nothing is pinned: an
+Belady's bound beside it is belady_bound.py's, on the same stream (the miss
+breakdown uses it too, on each rank's admissions, to tell a policy miss from
+a capacity miss).  Nothing else is resident and nothing is pinned: an
 engine's running requests and preemptions are what set a replay apart.
 """
 from __future__ import annotations
@@ -35,7 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tiers.belady import BeladyPool
 from .block_stream import BlockStream
 
 
@@ -137,32 +133,12 @@ class MissRatioCurve:
 
 
 def curve(stream: BlockStream) -> MissRatioCurve:
-    found = thresholds(stream)
+    return curve_of(stream, thresholds(stream))
+
+
+def curve_of(stream: BlockStream, found: np.ndarray) -> MissRatioCurve:
+    """The curve from `stream`'s thresholds (each lookup block's smallest hitting capacity)."""
     counts = np.bincount(found, minlength=1)
     counts[0] = 0  # never hit
     return MissRatioCurve(stream.block_size, stream.prompt_tokens, int(stream.limits.sum()) * stream.block_size,
                           np.cumsum(counts))
-
-
-def belady_prefix_hits(items: list[tuple[list, int]], capacity: int) -> list[int]:
-    """Blocks hit by each (keys, limit) of `items`, in order, with a Belady cache of `capacity` blocks."""
-    uses: dict = {}
-    for position, (keys, _) in enumerate(items):
-        for key in dict.fromkeys(keys):
-            uses.setdefault(key, []).append(position)
-    pool = BeladyPool(capacity, uses)
-    out = []
-    for position, (keys, limit) in enumerate(items):
-        pool.advance(position)
-        hits = pool.match(keys, limit)
-        pool.touch(hits)
-        take = max(len(hits), min(len(keys), capacity))
-        blocks = hits + pool.allocate(take - len(hits))
-        pool.register_run(blocks, keys, len(hits), take)
-        pool.release(blocks)
-        out.append(len(hits))
-    return out
-
-
-def belady_hit_tokens(items: list[tuple[list, int]], capacity: int, block_size: int) -> int:
-    return sum(belady_prefix_hits(items, capacity)) * block_size

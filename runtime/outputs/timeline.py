@@ -13,6 +13,10 @@ A long run keeps at most MAX_SAMPLES: when there would be more, the interval
 doubles and only the samples the doubled grid would have taken are kept (the
 first of each doubled cell), so the file is what sampling at that interval
 from the start gives.
+With the timeline the summary also gets `itl_gap_counts_ns` (`itl_histogram`): every
+gap between consecutive tokens of completed requests, as [gap in integer ns,
+how many], the exact aggregate the ITL percentiles are taken from, so the
+report draws the ITL CDF exactly (its size is the distinct gaps, not the tokens).
 """
 from __future__ import annotations
 
@@ -38,6 +42,11 @@ def _tier_state(ranks: list) -> dict:
     return {label: {"resident_blocks": sum(t.resident for t in tiers.values()),
                     "capacity_blocks": sum(t.capacity for t in tiers.values())}
             for label, tiers in sorted(found.items())}
+
+
+def itl_histogram(log) -> list[list[int]]:
+    """The log's ITL sample as [gap ns, count] pairs, shortest gap first (RequestLog keeps it so: exact)."""
+    return [[int(gap), int(count)] for gap, count in sorted(log.latencies.counts["itl"].items())]
 
 
 class Timeline:

@@ -141,8 +141,8 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     request.admissions.append({
         "admission_ordinal": len(request.admissions), "pool": rank.chain.name if host_reused else rank.name,
         "at_ns": now_ns, "reused_input_tokens": prompt_reused, "g1_reused_input_tokens": prompt_reused - host_reused,
-        "host_reused_input_tokens": host_reused, "is_readmission": readmission}
-        | rank.snapshots.admitted(request, computed))
+        "host_reused_input_tokens": host_reused, "is_readmission": readmission,
+        **request.tier.sources(host_reused, rank.block_size)} | rank.snapshots.admitted(request, computed))
     if not readmission:
         request.first_admit_ns = now_ns
         request.first_reused_tokens = prompt_reused

@@ -39,5 +39,6 @@ def filled(chain, request, keys: list, source: str) -> None:
     """A copy into the first tier from `source` ("g3", "peer") landed: its blocks are ready there, and the
     request that waited for it is looked up again."""
     chain.top.landed(keys, source=source)
+    request.tier.brought.update(dict.fromkeys(keys, source))  # (where its restore's blocks came from: the report)
     request.tier.loading = False
     chain.copies_in_since_load += 1

@@ -68,6 +68,8 @@ def restore(rank, request, hits: list[int], limit: int) -> int:
     state.restoring = hits + new_blocks
     state.loading = True
     state.restored_tokens = found * rank.block_size
+    brought = state.brought
+    state.restored_labels = [brought.get(key, host.label) for key in keys] if brought else [host.label] * found
     rank.jobs.append(Copy(host, "read", restored, rank, request, keys, new_blocks, into_g1=True))
     return LOAD
 
@@ -209,6 +211,7 @@ def admitting(rank, request, hits: int) -> int:
         state.preloaded = []
     state.stored_upto = rank.chain.first_offer(hits)
     restored, state.restored_tokens = state.restored_tokens, 0
+    state.admitted_labels, state.restored_labels = (state.restored_labels if restored else ()), ()
     return restored
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 class TierState:
     __slots__ = ("loading", "restoring", "preloaded", "restored_tokens", "stored_upto", "stores_in_flight",
                  "store_jobs", "pins", "unstored", "deferred_at", "hint",
-                 "served", "reads_in_flight", "io_started", "io_ns", "bypassed")
+                 "served", "reads_in_flight", "io_started", "io_ns", "bypassed", "brought", "restored_labels",
+                 "admitted_labels")
 
     def __init__(self, hint=None):
         self.loading = False  # waiting for a copy into G1 (or into the first tier, which it then loads from)
@@ -28,3 +29,20 @@ class TierState:
         self.io_started = 0  # ... when they started
         self.io_ns = 0  # opal's tiers: how long the first admission's reads took to reach the GPU
         self.bypassed = False  # the no-progress rule made it recompute what a tier or a peer held (the miss breakdown)
+        self.brought: dict = {}  # first-tier key -> where a copy for this request came from ("g3", "peer")
+        self.restored_labels: tuple | list = ()  # per block of the current restore: the source it came from
+        self.admitted_labels: tuple | list = ()  # ... those of the restore the last admission took over
+
+    def sources(self, tokens: int, block_size: int) -> dict:
+        """The last admission's `tokens` restored from the tiers, by the source each block came from (the first
+        tier's own stores, or "g3" and "peer" copies into it for this request): {} when none were restored."""
+        if not tokens or not self.admitted_labels:
+            return {}
+        out: dict = {}
+        for label in self.admitted_labels:
+            take = min(block_size, tokens)
+            if take <= 0:
+                break
+            out[label] = out.get(label, 0) + take
+            tokens -= take
+        return {"host_reused_by_source": out}
