@@ -66,6 +66,10 @@ class RequestSpec:
         found = self._keys.get(block_size)
         return found if found is not None else self._compute_keys(block_size)
 
+    def forget_keys(self) -> None:
+        """Drop the memoised keys (a finished request's: `fresh_keys` makes them again if anything still asks)."""
+        self._keys.clear()
+
     def prompt_chunks(self, chunk_size: int, partial: bool) -> list:
         """Keys of the prompt's full chunks of `chunk_size` tokens, then (with `partial`) one for its trailing
         partial chunk, which only the same prompt shares (opal's KV-cache tiers)."""

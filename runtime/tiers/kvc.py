@@ -156,7 +156,7 @@ def store(rank, keys: list | None, first: int = 0, stop: int | None = None, sour
 
 
 def _source_keys(chain, spec, kind) -> list:
-    return chain.keys(spec) if kind == "prompt" else spec.keys(kind)
+    return chain.keys(spec) if kind == "prompt" else spec.fresh_keys(kind)  # (a finished writer's are forgotten)
 
 
 def _stored(rank, copy: Copy, now: int) -> None:
@@ -173,11 +173,15 @@ def _promote(rank, keys: list, index: int) -> None:
 
 
 def retire(rank, request) -> None:
-    """A finished request stores its prompt into the tiers."""
+    """A finished request stores its prompt into the tiers, and forgets its keys: opal's outputs keep every request,
+    and a request's keys at block 16 are most of a long trace's memory (a write-through of its blocks evicted
+    later makes the few it needs again)."""
     chain = rank.chain
     chain.counters.retirement_stores += 1
     keys = chain.keys(request.spec)
     store(rank, keys, source=(request.spec, "prompt", len(keys)))
+    request.spec.forget_keys()
+    request.keys = []
 
 
 def write_through(rank, evicted) -> None:
