@@ -41,12 +41,14 @@ def requests_of(prompts: list[list[int]], output: int = 2, gap_ms: float = 100.0
 
 A = list(range(1, 9))      # two blocks of 4
 B = list(range(101, 109))
-C = list(range(201, 209))
+C = list(range(201, 213))  # three blocks of 4
 
 
 def test_belady_keeps_the_block_needed_soonest():
-    """G1 of 4 blocks; A, B, then C evicts: LRU drops A (least recently used) and misses it next,
-    Belady drops B (never used again) and reuses A's first block (the last token is always recomputed)."""
+    """G1 of 6 blocks.  A and B leave two cached blocks each; their partial output blocks hold no key and go
+    back to the head of the free queue.  C needs four blocks: the two keyless ones and two cached ones.  LRU
+    drops A's (least recently used) and misses them next; Belady drops B's (never used again) and reuses both
+    of A's blocks (8 tokens; A's last token, the ninth, is computed)."""
     prompts = [A, B, C, A + [9]]
     lru = reused(replay(spec(requests_of(prompts), "lru", blocks=6)))
     belady = reused(replay(spec(requests_of(prompts), "belady", blocks=6)))

@@ -582,17 +582,19 @@ def test_simple_cpu_does_not_refresh_a_block_already_in_g2(tmp_path, connector, 
 def test_a_hit_whose_store_is_in_flight_defers_the_request(tmp_path, connector):
     """Row "A hit whose store is in flight", offloading connectors: "Defers the request".
 
-    Latency 20 ms, G1 6 blocks.  A's copy of 1, 2 runs 10-32 ms; A frees its blocks at 10 ms.  At 15 ms B is
-    admitted into A's freed blocks (evicting 1, 2 from G1; its pass waits for the copy, 32-42 ms), then D (1, 7)
-    looks up block 1: in G2 but still being stored, so D is deferred although two free G1 blocks would have let
-    it start as a miss (then its first token would come at 42 ms).  At 42 ms its lookup hits: the 1-block
-    restore lands at 63 ms (20 + 1), its prefill ends at 73 ms."""
-    run = replay_trace(tmp_path, [row(0, 8, 1, [1, 2]), row(0, 3, 3, [9]), row(15, 13, 1, [3, 4, 5, 6]),
+    Latency 20 ms, G1 6 blocks.  A (1, 2) and R (9, 10) end at 10 ms and free their blocks, A's first; the
+    copies of their four blocks run 10-34 ms.  At 15 ms B takes the two never-used blocks and A's freed ones
+    (evicting 1, 2 from G1; its pass waits for the copy, 34-44 ms), then D (1, 7) looks up block 1: in G2 but
+    still being stored, so D is deferred although R's two freed blocks would have let it start as a miss (then
+    its first token would come at 44 ms).  At 44 ms its lookup hits: the 1-block restore lands at 65 ms
+    (20 + 1), its prefill ends at 75 ms."""
+    run = replay_trace(tmp_path, [row(0, 8, 1, [1, 2]), row(0, 8, 1, [9, 10]), row(15, 13, 1, [3, 4, 5, 6]),
                                   row(15, 5, 1, [1, 7])], connector=connector, g1_blocks=6, latency_ms=20.0)
+    assert run.g1[2] == (15.0, "Removed", [2, 1])
     assert run.admissions(2) == [(15.0, "worker0.dp0", 0, 0)]
-    assert run.first_token(2) == 42.0
-    assert run.admissions(3) == [(63.0, "g2.worker0.dp0", 0, 4)]
-    assert (run[3]["first_token_ms"], run[3]["ttft_ms"]) == (73.0, 58.0)
+    assert run.first_token(2) == 44.0
+    assert run.admissions(3) == [(65.0, "g2.worker0.dp0", 0, 4)]
+    assert (run[3]["first_token_ms"], run[3]["ttft_ms"]) == (75.0, 60.0)
 
 
 @pytest.mark.parametrize("connector, outcome", [(V24, "defer"), (V32, "defer"), (SIMPLE, "miss")])

@@ -71,14 +71,18 @@ def evaluate(job: Job, report=None) -> dict:
     if plan is None:
         return {**entry, "status": "invalid", "errors": [{"code": "NOT-REPLAYABLE", "path": "",
                                                            "message": result.plan.not_replayable}]}
+    budget = (orjson.loads(job.document).get("recommend") or {}).get("max_gpus")
+    used = gpus(orjson.loads(canonical)["engine"])
+    if budget is not None and used > budget:  # (not replayed: the deployment is outside the search's budget)
+        return {**entry, "status": "over_budget", "errors": [{"code": "RECOMMEND-GPU-BUDGET", "path": "",
+                "message": f"the candidate uses {used} GPUs; recommend.max_gpus is {budget}"}]}
     too_much = work.check(plan, job.max_work)
     if too_much:
         return {**entry, "status": "invalid", "errors": _errors(too_much)}
     summary, problem = replay(plan, None if report is None else lambda done, total: report(job.index, done, total))
     if problem:
         return {**entry, "status": "failed", "errors": [{"code": "RUN", "path": "", "message": problem}]}
-    engine = orjson.loads(canonical)["engine"]
-    return {**entry, "status": "ok", "results": _results(summary, gpus(engine))}
+    return {**entry, "status": "ok", "results": _results(summary, used)}
 
 
 def replay(plan, report=None) -> tuple[dict | None, str]:

@@ -6,6 +6,12 @@ A domain is written either in `recommend.search` (a dotted path -> a list, or a 
 compiler's recommend rules (compiler/rules/recommend_mode.py) judge every searched path, whichever way
 it was written. Candidates are the Cartesian product of the domains, paths sorted, so a candidate's
 index depends only on the space, never on dict or completion order.
+
+A role whose `parallelism.preset` is `true` has its shape searched over the built-in worker-size ladder
+(AISimulate's default parallelism preset: 1, 2, 4, 8 and 16 GPUs of tensor parallelism, pipeline 1, the
+role's other parallelism knobs kept, a MoE model's experts over all of the worker's GPUs); shapes the model
+cannot take are listed with their rule errors like
+any invalid candidate, and `recommend.max_gpus` leaves out deployments over the budget.
 """
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from functools import lru_cache
 from importlib.resources import files
 
 MAX_CANDIDATES = 100_000  # a product larger than this is surely a typo in a range step
+LADDER = (1, 2, 4, 8, 16)  # GPUs per worker of the built-in parallelism preset (tensor parallel, pipeline 1)
 
 
 class SpaceError(ValueError):
@@ -83,10 +90,40 @@ def extract(document: dict) -> tuple[dict, dict[str, list]]:
         if path in found:
             raise SpaceError(f"recommend.search {path}: searched both in place and in recommend.search")
         found[path] = domain(value, path)
+    _ladders(document, found)
     if not found:
         raise SpaceError("recommend.search names no knob to search")
     block["search"] = {path: found[path] for path in sorted(found)}
     return document, block["search"]
+
+
+def _ladders(document: dict, found: dict) -> None:
+    """Add the ladder domain of every role with `parallelism.preset: true` (a preset and a search of the same
+    shape cannot both be active)."""
+    workers = (document.get("engine") or {}).get("workers") or {}
+    for role in sorted(workers):
+        parallelism = (workers[role] or {}).get("parallelism") if isinstance(workers[role], dict) else None
+        if not isinstance(parallelism, dict) or parallelism.get("preset") is not True:
+            continue
+        path = f"engine.workers.{role}.parallelism"
+        clash = sorted(p for p in found if p == path or p.startswith(path + "."))
+        if clash:
+            raise SpaceError(f"{path}.preset: true searches the shape itself; it cannot be combined with a search "
+                             f"of {clash[0]} (set `preset: false` to search knobs independently)")
+        base = {k: v for k, v in parallelism.items() if k not in ("preset", "tensor", "pipeline")}
+        found[path] = [{**base, "tensor": size, "pipeline": 1, **_experts(document, base, size)} for size in LADDER]
+
+
+def _experts(document: dict, base: dict, size: int) -> dict:
+    """A MoE model's experts spread over every GPU of the worker (expert parallel: moe_expert = tensor x
+    attention_data, moe_tensor 1), the widths its rule requires; nothing for a dense model or an unknown one
+    (whose name the compiler then reports)."""
+    from ..compiler.catalog import resolve_model
+
+    model, _ = resolve_model((document.get("engine") or {}).get("model"))
+    if not model or not model.get("num_experts"):
+        return {}
+    return {"moe_tensor": 1, "moe_expert": size * base.get("attention_data", 1)}
 
 
 def candidates(space: dict[str, list]) -> list[dict]:

@@ -1,7 +1,8 @@
 """G1: one rank's GPU block pool with vLLM's prefix cache.
 
 Blocks are ids 0..capacity-1.  A block is either held (reference count > 0)
-or free; free blocks form an LRU queue whose head is evicted first.  A free
+or free; free blocks form an LRU queue whose head is evicted first (a freed
+block without a key goes to the head: it is empty memory).  A free
 block may still carry the key (sequence hash) of the full block it held, so a
 later request whose prefix chain reaches that key reuses it and takes it out of
 the free queue.  Never-used blocks are handed out first, in id order, exactly
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from functools import partial
 from itertools import compress, islice, repeat, takewhile
-from operator import add, eq, is_not, not_, sub
+from operator import add, eq, is_, is_not, not_, sub
 
 NOT_NONE = partial(is_not, None)
 
@@ -149,11 +150,19 @@ class BlockPool:
 
     def release(self, blocks: list[int]) -> None:
         """Drop one reference from each block; freed ones join the queue tail last block first,
-        so a request's last blocks are evicted before its first ones."""
+        so a request's last blocks are evicted before its first ones.  A freed block that holds no key (a
+        partial block, or one computed past the prompt's cached part) goes to the head instead: it is empty
+        memory, handed out before any cached block is evicted (AISimulate's mocker keeps only cached blocks in
+        its LRU; an uncached one returns to plain free capacity)."""
         ref, order = self.ref, blocks[::-1]
         left = list(map(sub, map(ref.__getitem__, order), repeat(1)))
         consume(map(ref.__setitem__, order, left))
-        self.free.update(dict.fromkeys(compress(order, map(not_, left))))
+        freed = list(compress(order, map(not_, left)))
+        free = self.free
+        free.update(dict.fromkeys(freed))
+        if self.caching and freed:
+            keyless = list(compress(freed, map(is_, map(self.key_of.__getitem__, freed), repeat(None))))
+            consume(map(partial(free.move_to_end, last=False), reversed(keyless)))  # (in their release order)
 
     def register_restored(self, blocks: list[int], keys: list[int], start: int, stop: int) -> None:
         """Blocks a tier restored for the request with `keys`: discoverable like any computed block."""

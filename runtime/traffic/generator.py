@@ -139,16 +139,18 @@ class Traffic:
 
     # ------------------------------------------------------------------ arrivals
     def _rate_times(self, rate: float):
-        """Arrival times (ns) of an open-loop load: Poisson (seeded) or evenly spaced."""
+        """Arrival times (ns) of an open-loop load: Poisson (seeded) or evenly spaced.  The first request arrives
+        at t = 0 and each gap follows it (AISimulate's generator does the same): gap k is draw k of the seed's
+        exponential stream."""
         t = 0.0
         seed = self.plan.seed
         while True:
+            yield seconds_to_ns(t)
             if self.load == "poisson":
                 t += exponential(seed, 1, self.arrival_counter, rate)
             else:
                 t += 1.0 / rate
             self.arrival_counter += 1
-            yield seconds_to_ns(t)
 
     def start(self) -> Iterable[RequestSpec]:
         """The first arrivals: every arrival of an open-loop load, made one at a time as they are asked for (a
