@@ -34,6 +34,7 @@ from operator import add, and_, eq, itemgetter, not_, sub
 
 from .apc_log import EvictStats
 from .apc_queue import IdleQueue
+from .apc_retry import Lookup
 from .g1 import NOT_NONE, BlockPool, consume
 
 NO_WRITER = (None, None)  # a block no registered run wrote (what `writer` says of it)
@@ -41,7 +42,7 @@ NO_WRITER = (None, None)  # a block no registered run wrote (what `writer` says 
 
 class ApcPool(BlockPool):
     __slots__ = ("clock", "ttl_ns", "advanced_to", "queue", "_looked", "_looked_at", "writer", "on_evict", "evict_log",
-                 "inline_evictions", "proactive_evictions", "ttl_skipped")
+                 "inline_evictions", "proactive_evictions", "ttl_skipped", "retry")
 
     def __init__(self, capacity: int, clock=None, ttl_ns: int = 0):
         super().__init__(capacity, True)
@@ -55,6 +56,7 @@ class ApcPool(BlockPool):
         self.on_evict = None  # None or callable(pool, [(key, writer, position)]) per eviction batch
         self.evict_log: list | None = None  # set to a list to collect an EvictStats per eviction batch
         self.inline_evictions = self.proactive_evictions = self.ttl_skipped = 0
+        self.retry: Lookup | None = None  # the last lookup with a TTL, while it still holds (apc_retry.py)
 
     # ------------------------------------------------------------------ time and the queue
     def now(self) -> int:
@@ -100,6 +102,9 @@ class ApcPool(BlockPool):
         """How many of `blocks` `free_count` counts (touching them takes them out of it)."""
         if not self.ttl_ns:  # every idle block counts: BlockPool's count of unreferenced ones
             return super().free_among(blocks)
+        kept = self.retry
+        if kept is not None and blocks is kept.found and not kept.dirty and kept.at == self.now():
+            return 0  # just refreshed: its idle blocks are protected, the others held
         self.queue.expire(self.now())
         ref, entry, boundary = self.ref, self.queue.entry, self.queue.boundary
         # (in C, as the match before it: a prefix may be thousands of blocks) unreferenced blocks that are free
@@ -119,18 +124,27 @@ class ApcPool(BlockPool):
     def match(self, keys, limit: int) -> list[int]:
         """The cached prefix (as BlockPool's); with a TTL a lookup is an access: matched idle blocks become the
         newest.  (Without one, only holds and releases order the queue, as in vLLM: a request that waits for
-        memory looks its prefix up at every pass, which need not cost a pass over its blocks.)"""
-        found = super().match(keys, limit)
-        if found and self.queue.live and self.ttl_ns:
-            now, ref = self.now(), self.ref
+        memory looks its prefix up at every pass, which need not cost a pass over its blocks.)  With a TTL a
+        waiting request's retry reuses its last answer while that holds (apc_retry.py)."""
+        if not self.ttl_ns:
+            return super().match(keys, limit)
+        now, kept = self.now(), self.retry
+        if kept is not None and kept.holds_for(keys, limit, self.cached, now, self.ttl_ns):
+            found, idle = kept.found, kept.idle
+        else:
+            found = super().match(keys, limit)
+            tail_first = found[::-1]  # as a release enters them
+            idle = list(compress(tail_first, map(not_, map(self.ref.__getitem__, tail_first))))
+            kept = self.retry = Lookup(keys, limit, found, idle, now) if found else None
+        if found and self.queue.live:
             if self._looked_at != now:
                 self._looked.clear()
                 self._looked_at = now
-            tail_first = found[::-1]  # as a release enters them
-            idle = list(compress(tail_first, map(not_, map(ref.__getitem__, tail_first))))
             if idle:
                 self.queue.refresh(idle, now)
                 self._looked.update(dict.fromkeys(idle))
+        if kept is not None:
+            kept.at = now
         return found
 
     def next_expiry(self) -> int | None:
@@ -155,6 +169,8 @@ class ApcPool(BlockPool):
 
     # ------------------------------------------------------------------ transitions
     def touch(self, blocks: list[int]) -> None:
+        if self.retry is not None:
+            self.retry.touched(blocks)
         ref = self.ref
         held = list(map(ref.__getitem__, blocks))
         unheld = list(compress(blocks, map(not_, held)))
@@ -241,6 +257,8 @@ class ApcPool(BlockPool):
     def release(self, blocks: list[int]) -> None:
         """Drop one reference each; a freed keyed block joins the queue's newest end (tail first), stamped now;
         a freed unkeyed one is free memory."""
+        if self.retry is not None:
+            self.retry.touched(blocks)
         ref, order = self.ref, blocks[::-1]
         left = list(map(sub, map(ref.__getitem__, order), repeat(1)))
         consume(map(ref.__setitem__, order, left))
