@@ -148,6 +148,11 @@ class Request:
         self.tier = TierState(hint)
         self.pd = None  # handoff.HandoffState with disaggregated prefill/decode
 
+    def forget_keys(self) -> None:
+        """It is done with its keys (finished, its prompt stored): they and its spec's memoised ones go."""
+        self.keys = []
+        self.spec.forget_keys()
+
     def add_token(self, at_ns: int) -> None:
         if self.first_token_ns is None:
             self.first_token_ns = at_ns

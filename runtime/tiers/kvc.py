@@ -180,8 +180,7 @@ def retire(rank, request) -> None:
     chain.counters.retirement_stores += 1
     keys = chain.keys(request.spec)
     store(rank, keys, source=(request.spec, "prompt", len(keys)))
-    request.spec.forget_keys()
-    request.keys = []
+    request.forget_keys()
 
 
 def write_through(rank, evicted) -> None:
