@@ -139,6 +139,20 @@ class RolePlan:
     prefill_decode_interval: int = 0  # SGLang: scheduler rounds without prefill after each extend pass
     schedule_policy: str = "fcfs"  # SGLang: fcfs | lpm
     speculation: SpeculationPlan | None = None  # speculative decoding of its decode passes
+    state_cache: StateCachePlan | None = None  # a hybrid model's per-request state and its snapshots
+
+
+@dataclass(frozen=True, slots=True)
+class StateCachePlan:
+    """A per-request state in G1 (`state_cache`): its bytes, the blocks it takes, and the granularity
+    (`prefix_match_unit`) at which a prompt keeps snapshots of it."""
+
+    bytes_per_request: int
+    blocks_per_request: int
+    block_bytes: int
+    prefix_match_unit: int
+    # prompt_ends (vLLM align mode) | pass_ends (DeepSeek V4) | no_reuse (Kimi K3) | whole_blocks: facts section 24
+    snapshot_rule: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,7 @@ class _Play:
         self.name, self.block_size, self.basis, self.number = name, block_size, basis, number
         self.nodes: list[AgenticNode] = []
         self.sides: dict[int, tuple[str, tuple, float]] = {}  # first hash id -> (conversation, waits, end)
+        self.t0 = 0  # the play's first request time: authored starts count from it
 
     def request(self, item: dict, pointer: str, t: float, conversation: str, waits: tuple, delay_s: float):
         for key in ("in", "out"):
@@ -90,7 +91,7 @@ class _Play:
         index = len(self.nodes)
         self.nodes.append(AgenticNode(f"{self.name}:request{pointer.replace('/requests/', ':')}", conversation,
                                       item["in"], item["out"], tuple(self.number(h) for h in ids), waits,
-                                      max(0, delay_s)))
+                                      max(0, delay_s), max(0, t - self.t0)))
         return (index,), t + _seconds(item, "api_time", pointer, 0)
 
     def chain(self, items: list, pointer: str, conversation: str, waits: tuple, end: float, origin: int | None):
@@ -110,7 +111,7 @@ class _Play:
 
     def top(self, items: list) -> int:
         """The agent's own requests: its prefix in order, side conversations from the play's start."""
-        t0 = min(_seconds(item, "t", f"/requests/{p}") for p, item in enumerate(items))
+        t0 = self.t0 = min(_seconds(item, "t", f"/requests/{p}") for p, item in enumerate(items))
         waits, end, first = (), t0, None
         for position, item in enumerate(items):
             at = f"/requests/{position}"
@@ -173,7 +174,7 @@ def _raw_plays(path: Path, problem) -> tuple[list[tuple[int, object]], list[Diag
     return out, problems
 
 
-def read_weka(source: dict, base_dir: Path, speedup: float, lanes: int | None, warmup: bool = False) -> AgenticSource:
+def read_weka(source: dict, base_dir: Path, speedup: float, lanes: int | None) -> AgenticSource:
     """Every play of a `format: weka` source; CompileError with every problem (up to a bound)."""
     def problem(path, line, col, pointer, message, hint, index=0, code=None):
         return Diagnostic(code or ("TRACE-ROW" if pointer else "TRACE-FILE"), pointer, message, hint, span=Span(line, col),
@@ -222,11 +223,11 @@ def read_weka(source: dict, base_dir: Path, speedup: float, lanes: int | None, w
         raise CompileError(problems)
     first = min(play.start_ns for play in plays)
     plays = [AgenticPlay(p.name, p.start_ns - first, p.nodes) for p in plays]
-    return AgenticSource(block_size, tuple(plays), lanes, basis, warmup)
+    return AgenticSource(block_size, tuple(plays), lanes, basis)
 
 
 def _scaled(node: AgenticNode, speedup: float) -> AgenticNode:
     if speedup == 1.0:
         return node
     return AgenticNode(node.name, node.conversation, node.input_length, node.output_length, node.hash_ids,
-                       node.waits_for, round(node.delay_ns / speedup))
+                       node.waits_for, round(node.delay_ns / speedup), round(node.authored_ns / speedup))

@@ -18,8 +18,6 @@ from .runtime.outputs import files as outputs
 from .runtime.outputs import metrics, opal_run, sections, timeline
 from .runtime.outputs.record_spool import RecordSpool
 from .runtime.outputs.request_log import RequestLog
-from .runtime.build import ReplayUnsupported, build
-from .runtime.analysis.explain import Explanation
 
 EXIT_OK, EXIT_RUN, EXIT_CONFIG = 0, 1, 2
 DEFAULT_OUTPUT = "kvreplay-output"
@@ -98,6 +96,11 @@ class Progress:
 
 
 def run(args, config: str | None = None) -> int:
+    # (the runtime is imported here, not at the top: every command builds the argument parser from this module,
+    # and `validate` or `--help` need not pay for the replay's imports, numpy among them)
+    from .runtime.analysis.explain import Explanation
+    from .runtime.build import ReplayUnsupported, build
+
     args.config = config or args.config
     result = compile_file(args.config, args.set)
     if result.diagnostics:

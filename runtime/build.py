@@ -27,6 +27,7 @@ from .tiers.g1 import RestoredOnlyPool
 from .tiers import kvc
 from .tiers.kvc_chain import attach_kvc
 from .tiers.peer_fetch import PeerFetch
+from .tiers.state_snapshots import snapshots_for
 from .tiers.tier import STORAGE_RULES
 from .timing.factory import make_timing
 from .traffic.agentx import AgenticTraffic
@@ -82,6 +83,7 @@ def _role_workers(plan, role, first_worker: int, first_rank: int, clock: Clock) 
                         role.state_blocks_per_request, name=f"{prefix}worker{w}.dp{d}")
             rank.role = role.name
             rank.speculation = speculation.of(role) if engine.speculates else None
+            rank.snapshots = snapshots_for(role)
             engine.equip(rank, role)
             ranks.append(rank)
             rank_index += 1

@@ -64,3 +64,20 @@ def test_a_bad_row_is_reported_at_its_field(tmp_path, text, line, col, pointer, 
     assert diagnostic.code == "TRACE-ROW" and diagnostic.source.endswith("bad.csv")
     assert (diagnostic.span.line, diagnostic.span.col, diagnostic.pointer) == (line, col, pointer)
     assert words in diagnostic.message and diagnostic.named_by.pointer == "/traffic/source/paths/0"
+
+
+def test_the_example_shares_its_declared_system_prompt(tmp_path):
+    # examples/azure-trace.yaml: 12 rows, a 2,048-token shared prefix in 64-token blocks (32 blocks).  The first
+    # request computes it, every later one reuses all 32 blocks, except the prompt that is only the prefix: its
+    # last block holds the token it must compute, so it reuses 31 (1,984 tokens).
+    config = ROOT / "examples" / "azure-trace.yaml"
+    assert main(["predict", "-c", str(config), "--output-dir", str(tmp_path / "o"), "--capture-per-request",
+                 "--no-progress"]) == 0
+    summary, records = read_outputs(tmp_path / "o")
+    records.sort(key=lambda r: r["arrival_time_ms"])
+    lengths = [r["input_length"] for r in records]
+    expected = [0] + [1984 if n == 2048 else 2048 for n in lengths[1:]]
+    assert [r["first_admission_reused_input_tokens"] for r in records] == expected
+    assert summary["completed_requests"] == 12
+    assert summary["first_admission_prefix_cache_reused_ratio"] == pytest.approx((10 * 2048 + 1984) / sum(lengths))
+    assert records[1]["arrival_time_ms"] == 717.0  # 18:17:03.931 - 18:17:03.214

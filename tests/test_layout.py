@@ -93,7 +93,8 @@ REQUEST_NAMES = {"request", "r", "victim", "job.request", "copy.request", "pull.
 OWNERS = {  # record (how a write names it) -> the modules that may write it
     "Request": {"runtime/serving/requests.py", "runtime/serving/scheduler.py", "runtime/serving/pass_results.py",
                 # SGLang's scheduler is its own (engines/sglang.py): it owns its requests' progress as vLLM's does
-                "runtime/engines/sglang.py", "runtime/engines/sglang_prefill.py", "runtime/engines/sglang_decode.py"},
+                "runtime/engines/sglang.py", "runtime/engines/sglang_prefill.py", "runtime/engines/sglang_decode.py",
+                "runtime/engines/sglang_handoff.py"},
     "TierState (request.tier)": "runtime/tiers/",
     "HandoffState (request.pd)": {"runtime/serving/handoff.py"},
 }

@@ -37,6 +37,7 @@ import orjson
 import pytest
 
 from kvreplay.cli import main
+from kvreplay.runtime.engines import sglang_macro
 from kvreplay.runtime.serving import handoff as handoff_module
 from kvreplay.runtime.shell import macro as macro_module
 from kvreplay.runtime.outputs.metrics import request_record
@@ -252,10 +253,13 @@ FULL_DECODE_ROWS = [row(0, 8, 10, [1, 2]), row(14, 8, 3, [3, 4])]
 @pytest.mark.parametrize("backend", ["vllm", "trtllm", "sglang"])
 def test_a_lone_request_has_the_same_timeline_with_either_handoff_order(tmp_path, backend):
     """With an idle decode rank the order does not matter: prefill 0-10 ms, 8 ms transfer, decode from 18 ms.
-    Only the source's release differs: source-first, B's prefill runs 14-24 ms when A lands, and the source lets
-    go of A's blocks at the end of that pass (24 ms); destination-first, B's prefill has not started."""
-    run = replay_pd(tmp_path, FULL_DECODE_ROWS, backend=backend, decode_blocks=5)
-    released = 18.0 if backend == "sglang" else 24.0
+    B's prefill runs 14-24 ms when A lands, and the source lets go of A's blocks at the end of that pass (24 ms):
+    source-first B is prefilled at once; destination-first (SGLang) B reserves its 2 prompt pages at 14 ms, so
+    the decode rank needs 7 pages for A to grow to 5 beside them (AISimulate: the same times at 7; at 5 its
+    SGLang stalls)."""
+    blocks = 7 if backend == "sglang" else 5
+    run = replay_pd(tmp_path, FULL_DECODE_ROWS, backend=backend, decode_blocks=blocks)
+    released = 24.0
     assert run.pd(0) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 0.0,
                          "prefill_done_ms": 10.0, "decode_admit_ms": 18.0, "source_released_ms": released,
                          "source_held_ms": released - 10, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
@@ -280,24 +284,27 @@ def test_source_first_prefills_at_once_and_holds_the_source_while_decode_blocks_
 def test_destination_first_a_full_decode_rank_delays_the_prefill(tmp_path):
     """Destination-first (SGLang): the decode rank reserves before the prefill starts.
 
-    (FULL_DECODE_ROWS.)  B cannot reserve its 3 decode blocks until A ends at 28 ms, so its prefill runs 28-38 ms
+    (FULL_DECODE_ROWS, B arriving at 24 ms.)  At 24 ms A holds 4 of the 5 decode pages (prompt + 6 tokens and the
+    next one's slot), so B cannot reserve its 2 prompt pages until A ends at 28 ms; its prefill runs 28-38 ms
     although the prefill rank is idle from 10 ms; the transfer starts as the prefill ends and the source holds
-    B's blocks only for the 8 ms transfer.  B's tokens: 47, 48, 49 ms (TTFT 33)."""
-    run = replay_pd(tmp_path, FULL_DECODE_ROWS, backend="sglang", decode_blocks=5)
+    B's pages only for the 8 ms transfer.  B's tokens: 47, 48, 49 ms (TTFT 23).  AISimulate: the same times."""
+    rows = [FULL_DECODE_ROWS[0], row(24, 8, 3, [3, 4])]
+    run = replay_pd(tmp_path, rows, backend="sglang", decode_blocks=5)
     assert run.pd(1) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 28.0,
                          "prefill_done_ms": 38.0, "decode_admit_ms": 46.0, "source_released_ms": 46.0,
                          "source_held_ms": 8.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
     assert run.tokens(1) == [47.0, 48.0, 49.0]
     assert (run[1]["first_admit_ms"], run[1]["ttft_ms"], run[1]["ttst_ms"], run[1]["e2e_latency_ms"]) == \
-        (28.0, 33.0, 1.0, 35.0)
+        (28.0, 23.0, 1.0, 25.0)
 
 
 @pytest.mark.parametrize("backend, reserved_at", [("vllm", [10.0, 28.0]), ("trtllm", [10.0, 28.0]),
-                                                  ("sglang", [0.0, 28.0])])
+                                                  ("sglang", [0.0, 14.0])])
 def test_decode_reservation_comes_after_the_prefill_or_before_it(tmp_path, monkeypatch, backend, reserved_at):
     """The order itself, observed at the decode rank's reservation (handoff.reserve): source-first reserves
     when the prefill has ended (A at 10 ms, B when A's end frees blocks at 28 ms, after B's prefill ended at 24);
-    destination-first reserves at or before the prefill admission (A at 0, B at 28 = its prefill admission)."""
+    destination-first reserves at or before the prefill admission (A at 0, B on arrival at 14: its 2 prompt pages
+    fit beside A's)."""
     plan = compile_plan(tmp_path, FULL_DECODE_ROWS, backend=backend, decode_blocks=5)
     replay = build(finish_plan(plan, tmp_path))
     reserved: dict[int, float] = {}
@@ -339,6 +346,10 @@ def test_prefill_rank_keeps_the_source_blocks_until_the_transfer_ends(tmp_path, 
     (10-18 ms) although A is no longer running; with 4 blocks or no transfer delay B is admitted at 10 ms.  A
     transfer that lands while the source runs a pass is let go at that pass's end (AISimulate's release).  B's
     first token: its prefill (10 ms), its transfer, one decode pass."""
+    if backend == "sglang" and (prefill_blocks, bandwidth) == (4, 0.25):
+        # SGLang's hold keeps A's partial tail too, the page of the token its prefill sampled: 3 of the 4 pages,
+        # so B waits for A's release as with 3 (AISimulate: the same times)
+        b_admitted, a_released, b_first = 18.0, 18.0, 37.0
     run = replay_pd(tmp_path, [row(0, 8, 3, [1, 2]), row(0, 8, 3, [3, 4])], backend=backend,
                     prefill_blocks=prefill_blocks, bandwidth=bandwidth, prefill_sequences=1)
     a, b = run.records
@@ -427,7 +438,7 @@ def test_landed_handoffs_are_admitted_before_other_waiting_requests(tmp_path):
 
     (LANDING_ROWS.)  Both handoffs have landed at 54 ms: one is admitted then, the other only when a slot is
     free again (after the first's 3 decode passes, at 114 ms)."""
-    run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4)
+    run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4, decode_extra=G2)
     assert run.field("source_released_ms") == [20.0, 46.0, 38.0]
     assert sorted(run.field("decode_admit_ms")[1:]) == [54.0, 114.0]
 
@@ -438,8 +449,41 @@ def test_landed_handoffs_keep_fcfs_order_among_themselves(tmp_path):
     one that entered the decode queue first goes first, whichever transfer ended first.
 
     (LANDING_ROWS.)  A entered the decode queue before B; A is admitted at 54 ms, B when A ends at 114 ms."""
-    run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4)
+    run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4, decode_extra=G2)
     assert run.field("decode_admit_ms")[1:] == [54.0, 114.0]
+
+
+def test_without_g2_a_landed_handoff_joins_the_back_of_the_queue(tmp_path):
+    """Without G2 (Dynamo's mocker: an activated destination is pushed to the back of the waiting queue) landed
+    handoffs are admitted in the order they landed: B (landed at 38 ms) at 54 ms, A (46 ms) when B ends at 114."""
+    run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4)
+    assert run.field("source_released_ms") == [20.0, 46.0, 38.0]
+    assert run.field("decode_admit_ms")[1:] == [114.0, 54.0]
+
+
+
+# A and B (8 tokens, 12 output each) and C (4 tokens, 2 output, at 20 ms) on a decode rank of 6 blocks, no G2.
+# A lands at 18 ms and samples 19..27; B reserves its 2 blocks at 20 and travels 20-28; A then needs a 4th
+# block with none free and, the newest running request, preempts itself at 27, to wait at the queue's head.
+QUEUE_ROWS = [row(0, 8, 12, [1, 2]), row(0, 8, 12, [3, 4]), row(20, 4, 2, [5])]
+
+
+def test_a_decode_rank_queues_landed_handoffs_behind_readmissions_and_reserves_ahead_of_them(tmp_path):
+    """Dynamo's mocker (vLLM core): handoffs waiting for their reservation are served before any prompt to compute
+    (`PendingDestinationHead`), and a landed handoff joins the back of the waiting queue.
+
+    (QUEUE_ROWS.)  B lands at 28 ms while A's readmission heads the queue and cannot fit; nothing runs, so B goes
+    first (else nothing could ever free A's blocks: AISimulate stops there with an invariant error) and samples
+    29..40.  C's prefill ends at 30: it reserves its block at once although A waits ahead of it, and lands at 34
+    (4 tokens at 1 ms each).  Landed, C waits behind A while B runs; at 40 B ends, A recomputes its 17 tokens in a
+    pass with C's activation (40-51: 10 ms of prefill and 1 of decode), so C's first token comes at 51."""
+    run = replay_pd(tmp_path, QUEUE_ROWS, decode_blocks=6)
+    assert run.field("decode_admit_ms") == [18.0, 28.0, 40.0]
+    assert run.field("source_released_ms") == [20.0, 30.0, 34.0]  # B's at the end of C's prefill pass
+    assert run.tokens(1) == [29.0 + k for k in range(12)]
+    assert run.tokens(0) == [19.0 + k for k in range(9)] + [51.0, 52.0, 53.0]
+    assert run.tokens(2)[0] == 51.0
+    assert [h["at_ms"] for h in run[0]["admission_history"]] == [0.0, 40.0]
 
 
 # ============================================================================================ auto bytes_per_token
@@ -645,14 +689,15 @@ def test_pd_outputs_are_byte_identical_across_runs_and_with_single_step(tmp_path
     path = tmp_path / "pd.yaml"
     path.write_text(DETERMINISM_CONFIG)
     fused = []
-    original = macro_module.plan
+    planner = sglang_macro if backend == "sglang" else macro_module  # (each engine fuses by its own planner)
+    original = planner.plan
 
     def counting(*args):
         result = original(*args)
         fused.append(result is not None)
         return result
 
-    monkeypatch.setattr(macro_module, "plan", counting)
+    monkeypatch.setattr(planner, "plan", counting)
 
     def predict(name: str, *flags: str) -> dict[str, bytes]:
         out = tmp_path / name

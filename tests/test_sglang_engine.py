@@ -53,9 +53,10 @@ def run(rank, now: int = 0) -> int:
     return now
 
 
-def test_the_table_gives_sglang_its_engine_for_aggregated_roles_only():
+def test_the_table_gives_sglang_its_engine_on_every_role():
     assert engine_for("sglang") is SGLANG and SGLANG.fusable and not SGLANG.keyed
-    assert engine_for("sglang", "prefill") is VLLM  # its P/D rules are not modelled yet
+    assert engine_for("sglang", "prefill") is engine_for("sglang", "decode") is SGLANG
+    assert engine_for("vllm", "decode") is VLLM
 
 
 def test_complete_prompt_pages_enter_the_radix_cache_after_prefill():
@@ -106,6 +107,23 @@ def test_a_four_turn_session_reuses_prompt_and_all_output_per_turn():
     assert reused == [0, 1152, 2304, 3456]
 
 
+def test_a_request_of_one_output_token_leaves_its_prompt_cached_only():
+    """AISimulate's a4 out1 run (4 turns of 1,000 new tokens and 1 output token, page 1): the token the extend pass
+    samples ends the request before any forward computes its KV, so each turn reuses the prompt before it and
+    the output token that followed (1,000, then 2,001 = 1,000 + 1 + 1,000, ...), never its own token's slot."""
+    rank = sg_rank(100_000)
+    segments, reused = [], []
+    for turn in range(4):
+        segments.append((100 + turn, 0, 1000))
+        r = request(turn, segments, 1, output_source=200 + turn)
+        rank.waiting.append(r)
+        run(rank)
+        reused.append(r.admissions[0]["reused_input_tokens"])
+        assert rank.pool.tree_tokens == r.spec.prompt_len  # (the prompt, not its output token)
+        segments.append((200 + turn, 0, 1))
+    assert reused == [0, 1000, 2001, 3002]
+
+
 def test_a_long_prompt_costs_runs_not_tokens():
     """A 10,000-token prompt at page 1 is one radix node of one run (its prefill), its output a child of one run (its
     finish), and no per-token block keys are made."""
@@ -143,6 +161,12 @@ def test_retraction_order_and_the_20_token_reserve():
     assert pool.available == 1 + 1 + 12 - 2  # free, c's output slot, its prompt; less the survivors' next slots
     # the new-token estimate: (decoded + 20 per survivor) / (their max output + 1)
     assert pool.sglang.ratio == (2 + 1 + 40) / (100 + 1)
+    # readmitted (its prompt evicted), c recomputes its 12 prompt tokens and its 1 output token: committed prefill
+    # counts both, as AISimulate does (12 at its first admission + 13 now)
+    pool.total = 1000
+    step(rank, 70 * MS)
+    assert c.admissions[-1]["is_readmission"] and c.admissions[-1]["reused_input_tokens"] == 0
+    assert c.committed_prefill == 12 + 13
 
 
 def test_prefill_decode_interval_keeps_prefill_out_for_n_rounds():
@@ -165,6 +189,19 @@ def test_chunked_prefill_chunks_by_the_rank_budget_and_caches_each_chunk():
     assert step(rank, 0)[0] == [(0, 8)] and rank.pool.tree_tokens == 8
     assert step(rank, 50 * MS)[0] == [(0, 8)] and rank.pool.tree_tokens == 16
     assert step(rank, 100 * MS)[0] == [(0, 4)] and rank.pool.tree_tokens == 20
+
+
+def test_a_prompt_past_the_budget_left_is_chunked_to_fill_the_pass():
+    """Budget 10 at page 1, two 6-token prompts: the first takes 6, the second the 4 left (not a pass of its own),
+    and its last 2 tokens run in the next pass beside a third prompt (SGLang's PrefillAdder; AISimulate's default
+    timing run of 3,000-token prompts at chunk 8,192 does the same: 3,000 + 3,000 + 2,192, then 808 + 3,000)."""
+    rank = sg_rank(1000, budget=10)
+    a, b, c = (request(i, [(i + 1, 0, 6)], 2) for i in range(3))
+    rank.waiting.extend([a, b, c])
+    assert step(rank, 0) == ([(0, 6), (1, 4)], 50 * MS, [])
+    assert b.num_computed == 4 and rank.pool.tree_tokens == 6 + 4
+    assert step(rank, 50 * MS)[0] == [(1, 2), (2, 6)]
+    assert [r.spec.index for r in rank.running] == [0, 1, 2]
 
 
 def test_longest_prefix_match_policy_orders_by_cached_prefix():

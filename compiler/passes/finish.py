@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..agentic_records import PLAY_FORMATS
 from ..durations import ms_to_ns, seconds_to_ns
 from ..plan_records import (HandoffPlan, LinkPlan, ListedRequest, PeerFetchPlan, ReplayPlan, RequestListSource,
-                            RolePlan, SessionSource, SpeculationPlan,
+                            RolePlan, SessionSource, SpeculationPlan, StateCachePlan,
                             SyntheticSource, TierPlan, TraceRow, TraceSource, TrafficPlan)
 from ..timing_inputs import timing_record
 from . import opal_finish
@@ -62,7 +63,23 @@ def _role(plan: dict, name: str) -> RolePlan:
         timing=timing_record(role, catalog["model"], catalog["hardware"][name], engine["backend"], geometry["kv_dtype"]),
         host=host, storage=storage, peer_fetch=peer_fetch,
         prefill_decode_interval=scheduler.get("prefill_decode_interval", 0),
-        schedule_policy=scheduler.get("schedule_policy", "fcfs"), speculation=_speculation(engine))
+        schedule_policy=scheduler.get("schedule_policy", "fcfs"), speculation=_speculation(engine),
+        state_cache=_state_cache(kv, geometry, catalog["model"].get("family"),
+                                 plan["provenance"].get(f"/engine/workers/{name}/kv_cache/prefix_match_unit", "")))
+
+
+def _state_cache(kv: dict, geometry: dict, family: str | None, unit_source: str) -> StateCachePlan | None:
+    """The role's state cache; its snapshot rule follows AISimulate (facts §24): vLLM's align mode when
+    `prefix_match_unit` is set, else DeepSeek V4's pass ends, Kimi K3 without prefix caching (vLLM's default
+    mamba cache mode) and an explicit `bytes_per_request` as a plain reservation (whole-block reuse)."""
+    if "state_cache" not in kv:
+        return None
+    if not unit_source.startswith("inferred"):
+        rule = "prompt_ends"
+    else:
+        rule = {"deepseek_v4": "pass_ends", "kimi_k3": "no_reuse"}.get(family, "whole_blocks")
+    return StateCachePlan(kv["state_cache"]["bytes_per_request"], geometry["state_blocks_per_request"],
+                          geometry["block_bytes"], kv["prefix_match_unit"], rule)
 
 
 # ngram without `acceptance_rates`: the conditional rates Dynamo's mocker (AISimulate's engine) assumes
@@ -110,7 +127,7 @@ def _source(source: dict, rows: tuple[TraceRow, ...]):
         return SessionSource(source["new_input_tokens_per_turn"], source["output_tokens_per_turn"],
                              session.get("turns", 4), session.get("prefix_groups", 0),
                              session.get("shared_prefix_ratio", 0.0), ms_to_ns(session.get("inter_turn_delay_ms", 0.0)))
-    if kind == "trace" and source.get("format") == "weka":
+    if kind == "trace" and source.get("format") in PLAY_FORMATS:
         return rows  # (the traces pass's AgenticSource)
     if kind == "trace":
         return TraceSource(source.get("block_size", DEFAULT_BLOCK_SIZE), rows)
@@ -134,7 +151,7 @@ def _traffic(traffic: dict, rows: tuple[TraceRow, ...]) -> TrafficPlan:
     load_units = load.get("concurrency") or load.get("requests_per_second") or load.get("sessions_per_second") or 1
     seconds = stop.get("max_virtual_time_seconds", replay.get("max_virtual_time_seconds"))
     return TrafficPlan(
-        kind="agentic" if source.get("format") == "weka" else source["type"], source=_source(source, rows), load=load["type"], concurrency=load.get("concurrency", 10),
+        kind="agentic" if source.get("format") in PLAY_FORMATS else source["type"], source=_source(source, rows), load=load["type"], concurrency=load.get("concurrency", 10),
         rate=load.get("sessions_per_second" if sessions else "requests_per_second"), seed=load.get("seed", 42),
         max_in_flight=load.get("max_in_flight"), request_limit=_count_limit(stop, "requests", load_units),
         session_limit=_count_limit(stop, "sessions", load_units),

@@ -23,7 +23,8 @@ from ..spans import Span
 from ..spec import Spec
 from ..trace_table import TraceTable
 from ..azure_trace import read_azure
-from ..weka_trace import read_weka
+from ..agentic_load import agentic_source
+from ..agentic_records import PLAY_FORMATS
 
 MAX_REPORTED = 20
 MAX_TRACE_BYTES = 4 * 1024 ** 3  # a trace larger than this is refused (read lazily, never all of /dev/zero)
@@ -136,9 +137,8 @@ def read_traces(traffic: Mapping, base_dir: Path) -> TraceTable:
         return rows
     block_size = source.get("block_size", DEFAULT_BLOCK_SIZE)
     speedup = traffic.get("load", {}).get("speedup", 1.0)
-    if source.get("format") == "weka":  # plays of dependent requests, not rows
-        load = traffic.get("load", {})
-        return read_weka(source, base_dir, speedup, load.get("agentic_lanes"), load.get("agentic_warmup", False))
+    if source.get("format") in PLAY_FORMATS:  # plays of dependent requests, not rows
+        return agentic_source(source, traffic.get("load", {}), base_dir, speedup)
     problems = []
     for index, name in enumerate(source["paths"]):
         path = Path(name) if Path(name).is_absolute() else base_dir / name

@@ -1,6 +1,7 @@
 """Rules of the other cache modes: grouped caches, Belady eviction, agentic traffic with G2."""
 from __future__ import annotations
 
+from ..agentic_records import AGENTIC_FORMATS
 from ..spec import Spec, role_pointer
 from .rule import Rule, backend, disaggregated, has_kv, kv, par, role_check
 
@@ -33,9 +34,9 @@ def _belady_role(predicate):
 
 
 def agentic(spec: Spec) -> bool:
-    """AgentX traffic: the `agentx` source, or a `weka` (AgentX) trace."""
+    """AgentX traffic: the `agentx` source, or an agentic trace (`weka`, `agentic_mooncake`)."""
     return spec.get("/traffic/source/type") == "agentx" or (
-        spec.get("/traffic/source/type") == "trace" and spec.get("/traffic/source/format") == "weka")
+        spec.get("/traffic/source/type") == "trace" and spec.get("/traffic/source/format") in AGENTIC_FORMATS)
 
 
 def _agentx(predicate):

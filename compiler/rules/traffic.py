@@ -1,6 +1,7 @@
 """Rules of the traffic block: which stop conditions and loads fit which sources."""
 from __future__ import annotations
 
+from ..agentic_records import AGENTIC_FORMATS
 from ..spec import Spec
 from .rule import Rule
 
@@ -58,7 +59,8 @@ def _one_trace_file(spec: Spec):
 
 
 def _weka(spec: Spec) -> bool:
-    return _source(spec) == "trace" and spec.get("/traffic/source/format") == "weka"
+    """An agentic trace (AISimulate's agentic formats: `weka`, `agentic_mooncake`)."""
+    return _source(spec) == "trace" and spec.get("/traffic/source/format") in AGENTIC_FORMATS
 
 
 def _agentic_load(spec: Spec):
@@ -72,10 +74,11 @@ def _agentic_stop(spec: Spec):
 
 
 def _agentic_fields(spec: Spec):
-    if _weka(spec):
-        return
-    for pointer in ("/traffic/source/nested_timestamp_basis", "/traffic/load/agentic_lanes",
-                    "/traffic/load/agentic_warmup"):
+    pointers = () if _weka(spec) else ("/traffic/load/agentic_lanes", "/traffic/load/agentic_warmup",
+                                       "/traffic/load/agentic_snapshot", "/traffic/load/agentic_profile")
+    if spec.get("/traffic/source/format") != "weka" or _source(spec) != "trace":
+        pointers += ("/traffic/source/nested_timestamp_basis",)
+    for pointer in pointers:
         if spec.user_set(pointer):
             yield pointer
 
@@ -83,6 +86,23 @@ def _agentic_fields(spec: Spec):
 def _agentic_warmup(spec: Spec):
     if _weka(spec) and spec.get("/traffic/load/agentic_warmup") and not spec.get("/traffic/load/agentic_lanes"):
         yield "/traffic/load/agentic_warmup"
+
+
+def _agentic_snapshot(spec: Spec):
+    if _weka(spec) and spec.has("/traffic/load/agentic_snapshot") and not spec.get("/traffic/load/agentic_lanes"):
+        yield "/traffic/load/agentic_snapshot"
+
+
+def _agentic_profile(spec: Spec):
+    load = spec.get("/traffic/load", {}) or {}
+    if _weka(spec) and "agentic_profile" in load and not (load.get("agentic_lanes") and "agentic_snapshot" in load):
+        yield "/traffic/load/agentic_profile"
+
+
+def _delta_aggregated(spec: Spec):
+    if _source(spec) == "trace" and spec.get("/traffic/source/format") == "mooncake-delta" \
+            and spec.get("/engine/mode") == "disaggregated":
+        yield "/traffic/source/format"
 
 
 def _shared_prefix(spec: Spec):
@@ -132,16 +152,23 @@ RULES = (
          "use `load: {type: trace_timestamps}` (or `concurrency`)", _trace_load),
     Rule("TRAFFIC-TRACE-PATHS", SECTION, "a Mooncake trace source reads exactly one file",
          "give one path (concatenate the traces first)", _one_trace_file),
-    Rule("TRAFFIC-AGENTIC-LOAD", SECTION, "a `weka` (AgentX) trace replays with `trace_timestamps` load only: its "
+    Rule("TRAFFIC-AGENTIC-LOAD", SECTION, "an agentic trace (`weka`, `agentic_mooncake`) replays with `trace_timestamps` load only: its "
          "requests start from their dependencies", "use `load: {type: trace_timestamps}` (`agentic_lanes` caps plays)",
          _agentic_load),
-    Rule("TRAFFIC-AGENTIC-STOP", SECTION, "a `weka` (AgentX) trace runs its plays to their end: "
+    Rule("TRAFFIC-AGENTIC-STOP", SECTION, "an agentic trace (`weka`, `agentic_mooncake`) runs its plays to their end: "
          "`max_virtual_time_seconds` does not apply", "remove `traffic.stop.max_virtual_time_seconds`", _agentic_stop),
     Rule("TRAFFIC-AGENTIC-WARMUP", SECTION, "`agentic_warmup` prepares each lane: it needs `agentic_lanes`",
          "add `agentic_lanes: N` to `traffic.load`", _agentic_warmup),
-    Rule("TRAFFIC-AGENTIC-FIELDS", SECTION, "`nested_timestamp_basis`, `agentic_lanes` and `agentic_warmup` apply to a "
-         "`weka` trace only",
-         "remove the field, or use `format: weka`", _agentic_fields),
+    Rule("TRAFFIC-AGENTIC-SNAPSHOT", SECTION, "`agentic_snapshot` cuts each lane's play: it needs `agentic_lanes`",
+         "add `agentic_lanes: N` to `traffic.load`", _agentic_snapshot),
+    Rule("TRAFFIC-AGENTIC-PROFILE", SECTION, "`agentic_profile` recycles the snapshot lanes: it needs `agentic_lanes` "
+         "and `agentic_snapshot`", "add `agentic_lanes: N` and `agentic_snapshot: {seed: 42}`", _agentic_profile),
+    Rule("TRAFFIC-AGENTIC-FIELDS", SECTION, "`agentic_lanes`, `agentic_warmup`, `agentic_snapshot` and "
+         "`agentic_profile` apply to an agentic trace (`weka`, `agentic_mooncake`), `nested_timestamp_basis` to `weka`",
+         "remove the field, or use an agentic trace format", _agentic_fields),
+    Rule("TRAFFIC-DELTA-AGGREGATED", SECTION, "a `mooncake-delta` trace replays on aggregated workers only (as "
+         "AISimulate)", "use `engine.mode: aggregated`, or write the trace's full prompts (`format: mooncake`)",
+         _delta_aggregated),
     Rule("TRAFFIC-SHARED-PREFIX", SECTION, "`shared_prefix_tokens` declares the shared prefix of an Azure CSV trace "
          "(it names no prefix ids); other traces carry their own", "remove it, or use `format: azure`", _shared_prefix),
     Rule("TRAFFIC-PREFIX-GROUPS", SECTION, "a shared prefix (`shared_prefix_ratio` > 0) needs `prefix_groups` >= 1",

@@ -45,14 +45,16 @@ class MissExplainer:
         for rank in self.ranks:
             rank.misses = self
 
-    def admitted(self, rank, request, hits: int, limit: int) -> None:
+    def admitted(self, rank, request, hits: int, limit: int, reused: int | None = None) -> None:
+        """`hits` whole blocks reused, `reused` tokens (more inside the next block: a state snapshot's resume)."""
         spec, keys, size = request.spec, request.keys, rank.block_size
         prompt = spec.prompt_len
+        reused = hits * size if reused is None else reused
         stream = self.streams[rank]
         admission = len(stream)
         stream.append((keys, limit))
         counts = self.counts.setdefault(spec.index, [0] * len(CLASSES))
-        if hits * size < prompt:
+        if reused < prompt:
             cut = max(hits, min(limit, -(-prompt // size), len(keys)))
             counts[LAST_BLOCK] += max(0, prompt - cut * size)
             readmission = len(request.admissions) > 1
@@ -65,7 +67,7 @@ class MissExplainer:
                     cls, block = self._classify(rank, request, key, readmission), j
                     if first is None:
                         first, first_block = cls, j
-                tokens = min(size, prompt - j * size)
+                tokens = min(size, prompt - j * size) - (reused - hits * size if j == hits else 0)
                 if cls == EVICTED:  # (Belady tests the block that broke the prefix)
                     self.pending[rank].append((admission, spec.index, block, tokens))
                 else:

@@ -15,6 +15,9 @@ after prefill, each chunk of a chunked prefill), so a later pass's admissions
 reuse them; a finished request leaves prompt + all output cached in whole
 pages (sglang_state.py says why), then unlocks its path.
 
+With P/D, a prefill rank's finished request is handed off with its lease held
+and a decode rank takes handed-off requests first (sglang_handoff.py).
+
 Pure decode passes are fused into macro steps by SGLang's own planner
 (sglang_macro.py: shell/macro.py assumes vLLM's block allocation).
 """
@@ -28,6 +31,7 @@ from ..tiers.token_runs import spec_runs
 from . import sglang_macro
 from .engine import Engine
 from .sglang_decode import complete, decode_batch
+from .sglang_handoff import PAGES, admit_destinations
 from .sglang_prefill import prefill_batch
 from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY, SglangState, insert
 
@@ -52,12 +56,15 @@ class SglangEngine(Engine):
         pool.set_page(rank.block_size)  # (the rank knows its block size; g1() is called before it exists)
         pool.sglang = SglangState(getattr(role, "prefill_decode_interval", 0) if role is not None else 0,
                                   getattr(role, "schedule_policy", "fcfs") if role is not None else "fcfs")
+        rank.handoff_kv = PAGES  # (P/D: sglang_handoff.py)
 
     def schedule(self, rank, now_ns: int):
         state = rank.pool.sglang
         if rank.pool.events is not None and rank.pool.recorder is None:  # the replay captures KV events
             rank.pool.recorder = RadixEvents(rank.pool, rank.pool.events)
         items = []
+        if rank.role == "decode":
+            admit_destinations(rank, now_ns)
         if rank.waiting and (not state.blocked or not rank.running):
             items = prefill_batch(rank, state, now_ns)
         state.extend = bool(items)
@@ -72,7 +79,9 @@ class SglangEngine(Engine):
             flush(rank.pool)  # idle
             return None
         if state.extend:
-            return Batch(items, work_of(items))
+            # a decode rank's extend pass (a retracted request prefilled again) takes no time: AISimulate's mocker
+            # gives a decode worker's prefill none, and its running requests lose no pass to it
+            return Batch(items, work_of(items) if rank.role != "decode" else PassWork())
         # a decode pass is all decodes, a request whose extend pass could not sample included
         return Batch(items, PassWork((), len(items), sum(r.num_computed + 1 for r, _ in items)))
 

@@ -1,11 +1,15 @@
-"""SGLang's decode pass (update_running_batch), retraction under memory pressure (retract_decode), and finishing.
+"""SGLang's decode pass (update_running_batch), retraction under memory pressure (retract_decode), finishing and
+cancelling (cancel_running: a cancelled request's decoded pages enter the tree too).
 
 Before a decode pass every running request needs the slot of the token it
 samples (a new page when it crosses a page boundary).  When what is free or
 evictable does not cover that, SGLang retracts: requests are ordered stably by
 descending output length, then ascending prompt length, and taken from the end
 (the youngest output, the longest prompt among equals) until the rest fit; the
-last running request is never retracted.  A retracted request's private pages
+last running request is never retracted: one that still finds no page (a
+decode rank's reservations for transfers hold the rest) sits the pass out,
+unless a waiting request part way through a chunked prefill can give its pages
+up and start over (else neither could ever go on).  A retracted request's private pages
 are freed (its prompt pages already in the tree stay there, unlocked), and after
 each retraction unused cache is evicted until 20 tokens per surviving request
 are free.  A retracted request goes to the back of the waiting queue and starts
@@ -36,13 +40,29 @@ def decode_batch(rank, state) -> list:
     if pool.available + pool.evictable < growth(pool, state, running) and len(running) > 1:
         retract(rank, state)
     leases = state.leases
+    items = []
     for request in rank.running:
         lease = leases[id(request)]
         need = pool.ceil(request.num_tokens + 1) - lease.end
         if need > 0:
-            pool.take(need)
+            if not pool.take(need) and not (drop_partial_prefill(rank, state) and pool.take(need)):
+                continue  # a lone request short of a page (P/D reservations hold the rest): it waits
             lease.end += need
-    return [(request, 1) for request in rank.running]
+        items.append((request, 1))
+    return items
+
+
+def drop_partial_prefill(rank, state) -> bool:
+    """A waiting request part way through a chunked prefill gives its pages up and starts over (its chunks stay in
+    the tree, unlocked), so that the lone running request can go on; False if there is none."""
+    for request in reversed(rank.waiting):
+        lease = state.leases.get(id(request))
+        if lease is not None and request.num_computed and (request.pd is None or request.pd.phase is None):
+            release(rank.pool, state.leases.pop(id(request)))
+            request.num_computed = 0
+            request.status = "waiting"
+            return True
+    return False
 
 
 def retract(rank, state) -> None:
@@ -82,9 +102,26 @@ def complete(rank, finished: list, end_ns: int) -> None:
     done = set(map(id, finished))
     rank.running = [r for r in rank.running if id(r) not in done]
     for request in finished:
+        if rank.role == "prefill":  # its KV is handed off: the hold keeps its lease (sglang_handoff.py)
+            request.status = "transferring"
+            continue
         lease = leases.pop(id(request))
         lease.end = pool.ceil(request.num_tokens)
-        insert(pool, lease, request.spec, spec_runs(request.spec), request.num_tokens)
+        # one that ends with the token its first forward sampled never computes that token's KV: prompt only
+        # (AISimulate: 4 turns of 1,000 new tokens and 1 output reuse 1,000 / 2,001 / 3,002)
+        cached = request.num_tokens if request.generated > 1 else request.num_tokens - 1
+        insert(pool, lease, request.spec, spec_runs(request.spec), cached)
         release(pool, lease)
         request.status = "completed"
         request.terminal_ns = end_ns
+
+
+def cancel_running(rank, request) -> None:
+    """A running request is cancelled (SGLang's abort goes through cache_finished_req): prompt and decoded output
+    enter the tree in whole pages as a finished request's do; the rest are freed and its path unlocked."""
+    pool = rank.pool
+    rank.running = [r for r in rank.running if r is not request]
+    lease = pool.sglang.leases.pop(id(request))
+    insert(pool, lease, request.spec, spec_runs(request.spec), request.num_tokens)
+    release(pool, lease)
+    request.status = "canceled"

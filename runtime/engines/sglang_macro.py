@@ -1,7 +1,8 @@
 """Macro steps for SGLang: a run of pure decode passes applied at once, exactly as single stepping would.
 
 A run starts from a scheduled decode pass (pass 0) on every rank that has
-running requests and nothing waiting (a waiting request would be weighed for an
+running requests, each with a token already (a P/D arrival samples its first
+in a pass of its own), and nothing waiting (a waiting request would be weighed for an
 extend batch every round).  During pure decode passes nothing enters the radix
 tree and nothing is matched, so the pool changes only by each pass's new pages:
 pass p needs the pages its requests cross into, and the run stops before the
@@ -36,7 +37,8 @@ def _eligible(ranks, batches) -> bool:
         if rank.waiting or (batch is None and rank.running):
             return False
         if batch is not None and (batch.work.prefill_chunks or rank.pool.recorder is not None
-                                  or rank.pool.sglang.extend or rank.pool.sglang.retracted):
+                                  or rank.pool.sglang.extend or rank.pool.sglang.retracted
+                                  or not all(r.generated for r, _ in batch.items)):  # (a P/D arrival's first token)
             return False
     return any(batch is not None for batch in batches)
 

@@ -5,10 +5,11 @@ Each is charged its extend tokens (in whole pages) plus its remaining output,
 clipped to 4,096 tokens, against what the pool has free or evictable less an
 estimate of what running requests will still decode (their remaining output
 times the new-token ratio); the first that does not fit strictly below that
-stops the batch.  A prompt longer than the chunk budget is cut to the budget
-left (chunked prefill; the chunk size is the rank's `max_batched_tokens`, so
-each DP rank has its own), and a chunk that does not end the prompt is charged
-no output.  An admission reuses the longest cached prefix in whole pages, never
+stops the batch.  A prompt longer than what is left of the chunk budget is cut
+to it in whole pages (chunked prefill, SGLang's PrefillAdder: so a pass fills its
+budget, the last admission's prompt going on in the next pass; the chunk size is
+the rank's `max_batched_tokens`, so each DP rank has its own), and a chunk that
+does not end the prompt is charged no output.  An admission reuses the longest cached prefix in whole pages, never
 the last known token, and locks it.  Requests of one batch do not share their
 prefixes: the tree learns a prompt only when its pass ends.
 """
@@ -34,6 +35,8 @@ def prefill_batch(rank, state, now_ns: int) -> list:
     for request in order:
         if len(items) >= slots:
             break
+        if request.pd is not None and request.pd.phase is not None:
+            continue  # a decode rank's handed-off request (sglang_handoff.py)
         lease = state.leases.get(id(request))
         if lease is None:  # a fresh request (or a retracted one): match its prefix
             node, prefix = pool.match(spec_runs(request.spec), request.num_tokens - 1)
@@ -41,7 +44,7 @@ def prefill_batch(rank, state, now_ns: int) -> list:
         else:  # the next chunk of a chunked prefill
             node, prefix, start = lease.node, lease.cached, request.num_computed
         extend = request.num_tokens - start
-        if extend <= chunk_size:
+        if extend <= rem_chunk:
             chunk = extend
         else:
             chunk = min(pool.floor(int(rem_chunk)), extend)
@@ -100,6 +103,6 @@ def record_admission(rank, request, cached: int, now_ns: int) -> None:
         request.first_host_tokens = 0
         request.first_g1_tokens = reused
     request.reused_tokens = max(request.reused_tokens, reused)
-    request.committed_prefill += max(0, request.spec.prompt_len - cached)
+    request.committed_prefill += max(0, request.num_tokens - cached)  # (a readmission recomputes its output too)
     request.num_computed = cached
     request.status = "running"

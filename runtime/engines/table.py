@@ -9,8 +9,5 @@ ENGINES = {"vllm": VLLM, "trtllm": TRTLLM, "sglang": SGLANG}
 
 
 def engine_for(backend: str, role: str = "aggregated") -> Engine:
-    """SGLang's disaggregated roles still run vLLM's engine: its P/D source and destination rules (a held
-    source's path lock, a destination's private prompt) are not modelled yet."""
-    if backend == "sglang" and role != "aggregated":
-        return VLLM
+    """The backend's engine, on every role (P/D included)."""
     return ENGINES.get(backend, VLLM)

@@ -9,6 +9,7 @@ and the layout's fields are read off the tier shape.
 from __future__ import annotations
 
 from ..serving.scaling import workers_section
+from ..tiers.state_snapshots import state_cache_section
 
 MS = 1e6
 # layout -> (one entry per pool?, (output field, what of the tier), ...)
@@ -81,4 +82,7 @@ def summary_sections(replay) -> dict:
         out.update(agentic())
     if any(worker.scaled for worker in replay.workers):
         out["workers"] = workers_section(replay.workers)
+    state = state_cache_section(ranks)
+    if state:
+        out["state_cache"] = state
     return out

@@ -17,6 +17,10 @@ Transfer time = (tokens x bytes_per_token + state bytes) / bandwidth, where
 not hold as a prefix (`destination_missing`), in whole blocks; no bandwidth
 means no delay.
 A decode rank admits requests whose KV has arrived before other waiting ones.
+
+What a rank's G1 does for a handoff (hold and release the source's KV, reserve
+and land the destination's) is its `handoff_kv`: vLLM's block pool here
+(`BLOCKS`), SGLang's radix cache in engines/sglang_handoff.py.
 """
 from __future__ import annotations
 
@@ -119,7 +123,7 @@ def hold_source(rank, request: Request, now_ns: int) -> None:
     """Prefill is done: keep the source blocks until the transfer ends."""
     state = request.pd
     state.source_rank = rank
-    state.source_blocks = pass_results.hand_over_blocks(request)
+    state.source_blocks = rank.handoff_kv.hold(rank, request)
     state.prefill_done_ns = now_ns
 
 
@@ -130,7 +134,12 @@ def as_needed(rank, request: Request, hits: list[int], need: int) -> int:
 
 
 def reserve(rank, request: Request, handoff: Handoff) -> bool:
-    """A decode rank reserves blocks for the prompt (destination-first: and the next token), less the prefix it
+    """A decode rank reserves its G1's room for the handed-off prompt (False: it is short of room)."""
+    return rank.handoff_kv.reserve(rank, request, handoff)
+
+
+def _reserve_blocks(rank, request: Request, handoff: Handoff) -> bool:
+    """vLLM's block pool: a decode rank reserves blocks for the prompt (destination-first: and the next token), less the prefix it
     already holds.
 
     Blocks are kept aside in `decode_blocks` (with destination-first the request is still to be
@@ -144,14 +153,18 @@ def reserve(rank, request: Request, handoff: Handoff) -> bool:
     if not rank.pool.can_allocate(rank.reservation(rank, request, hits, need), hits):  # (the engine's policy)
         return False
     rank.pool.touch(hits)
-    state = request.pd
-    state.decode_blocks = hits + rank.pool.allocate(need)
-    state.decode_hits = len(hits)
-    state.decode_reused_tokens = len(hits) * size
-    # KV travels in whole blocks (AISimulate's mocker: the reservation's transferable prompt blocks x block size)
-    blocks = rank.blocks_for(prompt)
-    state.transfer_tokens = (blocks if handoff.timing_mode == "full_prompt" else blocks - len(hits)) * size
+    request.pd.decode_blocks = hits + rank.pool.allocate(need)
+    reserved(request, handoff, len(hits), rank.blocks_for(prompt), size)
     return True
+
+
+def reserved(request: Request, handoff: Handoff, hits: int, prompt_blocks: int, size: int) -> None:
+    """A decode rank reserved for the request, `hits` of the prompt's `prompt_blocks` blocks cached there."""
+    state = request.pd
+    state.decode_hits = hits
+    state.decode_reused_tokens = hits * size
+    # KV travels in whole blocks (AISimulate's mocker: the reservation's transferable prompt blocks x block size)
+    state.transfer_tokens = (prompt_blocks if handoff.timing_mode == "full_prompt" else prompt_blocks - hits) * size
 
 
 def start_transfer(rank, request: Request) -> None:
@@ -166,7 +179,7 @@ def transferring(request: Request) -> None:
 def release_source(request: Request, now_ns: int) -> None:
     """The source lets go of the blocks it held for the handoff."""
     state = request.pd
-    offload.release_blocks(state.source_rank, request, state.source_blocks)
+    state.source_rank.handoff_kv.release(state.source_rank, request, state.source_blocks)
     state.source_blocks = []
     state.source_released_ns = now_ns
 
@@ -179,12 +192,15 @@ def landed(rank, request: Request, now_ns: int, source_busy: bool = False) -> No
         state.source_rank.releases.append(request)
     else:
         release_source(request, now_ns)
-    blocks, state.decode_blocks = state.decode_blocks, []
-    pass_results.resume_decode(rank, request, blocks, state.decode_hits)
+    rank.handoff_kv.land(rank, request)
     state.phase = "arrived"
     waiting = rank.waiting
     waiting.remove(request)
-    # handed-off requests are admitted before other waiting ones, in the order they joined this queue
+    if not (rank.chain.handoffs_first or rank.handoff.destination_first):
+        waiting.append(request)  # (Dynamo's mocker: an activated vLLM destination joins the back of the queue)
+        return
+    # with G2 (or destination-first), handed-off requests are admitted before other waiting ones, in the order
+    # they joined this queue
     ahead = 0
     while ahead < len(waiting) and waiting[ahead].pd.phase == "arrived" and waiting[ahead].pd.joined < state.joined:
         ahead += 1
@@ -194,3 +210,22 @@ def landed(rank, request: Request, now_ns: int, source_busy: bool = False) -> No
 def admit_arrived(request: Request, now_ns: int) -> None:
     request.pd.phase = None
     request.pd.decode_admit_ns = now_ns
+
+
+def _land_blocks(rank, request: Request) -> None:
+    state = request.pd
+    blocks, state.decode_blocks = state.decode_blocks, []
+    pass_results.resume_decode(rank, request, blocks, state.decode_hits)
+
+
+class BlockHandoff:
+    """vLLM's block pool's part in a handoff (TensorRT-LLM's too): the source's blocks, the destination's blocks."""
+
+    keyed = True  # a request moved to the rank carries block keys (its G1 matches by them)
+    hold = staticmethod(lambda rank, request: pass_results.hand_over_blocks(request))
+    release = staticmethod(offload.release_blocks)
+    reserve = staticmethod(_reserve_blocks)
+    land = staticmethod(_land_blocks)
+
+
+BLOCKS = BlockHandoff()

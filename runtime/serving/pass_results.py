@@ -18,8 +18,10 @@ def finish_pass(rank, batch, end_ns: int) -> list[Request]:
     finished = []
     rank.chain.after_pass(rank, batch)
     speculation = rank.speculation
+    snapshots = rank.snapshots
     for request, new in batch.items:
         computed = request.num_computed + new
+        snapshots.reached(rank, request, request.num_computed, computed)  # (after the pass's allocations)
         request.num_computed = computed
         if computed < request.num_tokens:
             continue  # a prefill chunk that does not reach the end of the known tokens
@@ -49,6 +51,7 @@ def _accept_drafts(rank, request: Request, drafts: int) -> None:
     of 0 each); their KV is computed, so full blocks they complete become discoverable."""
     if drafts <= 0:
         return
+    rank.snapshots.reached(rank, request, request.num_computed, request.num_computed + drafts)
     request.num_computed += drafts
     request.add_gaps(0, drafts)
     request.generated += drafts
@@ -97,6 +100,7 @@ def gap_runs(ends: list[int]) -> list[list[int]]:
 
 def advance_decodes(rank, request: Request, passes: int, ends: list[int], gaps: list[list[int]]) -> None:
     """Give the request the tokens of fused passes 0..passes-1 (it already has its first token)."""
+    rank.snapshots.reached(rank, request, request.num_computed, request.num_computed + passes)
     request.num_computed += passes
     register(rank, request, request.num_computed)
     request.add_token(ends[0])
@@ -112,9 +116,10 @@ def advance_decodes(rank, request: Request, passes: int, ends: list[int], gaps: 
 
 
 def move_to(request: Request, rank, stop_after: int) -> None:
-    """The request now lives on `rank` (its keys follow the rank's block size), to sample `stop_after` tokens."""
+    """The request now lives on `rank` (its keys follow the rank's block size, if its G1 matches by keys), to sample
+    `stop_after` tokens."""
     request.rank = rank.index
-    request.keys = request.spec.keys(rank.block_size)
+    request.keys = request.spec.keys(rank.block_size) if rank.handoff_kv.keyed else []
     request.max_blocks = 0
     request.num_computed = 0
     request.stop_after = stop_after

@@ -15,10 +15,12 @@ discoverable as soon as they are scheduled, as in vLLM v1.
 from __future__ import annotations
 
 from collections import deque
+from itertools import islice
 
 from ..tiers import offload
 from ..tiers.chain import NO_TIERS
 from ..tiers.g1 import BlockPool
+from ..tiers.state_snapshots import WHOLE_BLOCKS
 from ..timing import PassWork
 from . import handoff, pass_results
 from .requests import Request
@@ -27,7 +29,8 @@ from .requests import Request
 class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
-                 "role", "handoff", "admission", "reservation", "reuse_limit", "misses", "releases", "speculation")
+                 "role", "handoff", "admission", "reservation", "reuse_limit", "misses", "releases", "speculation",
+                 "handoff_kv", "snapshots")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -55,6 +58,8 @@ class Rank:
         self.reuse_limit = all_but_last  # how many blocks of a request's known tokens an admission may reuse
         self.misses = None  # analysis.miss_classes.MissExplainer, told of each admission when a run asks why
         self.speculation = None  # speculation.Speculation: decode passes emit accepted drafts too
+        self.handoff_kv = handoff.BLOCKS  # what its G1 does for a P/D handoff (an engine's cache may differ)
+        self.snapshots = WHOLE_BLOCKS  # where reuse resumes (tiers.state_snapshots: a state cache's snapshots)
 
     @property
     def busy(self) -> bool:
@@ -101,7 +106,6 @@ def preempt(rank: Rank, request: Request) -> None:
 
 def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     """Try to admit a waiting request: tokens scheduled, 0 if it must wait for blocks, DEFER or LOAD."""
-    block_size = rank.block_size
     rank.pool.advance(request.spec.index)
     limit = rank.reuse_limit(rank, request)
     hits = rank.pool.match(request.keys, limit)
@@ -111,12 +115,12 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
         outcome = rank.chain.restore(rank, request, hits, limit)
         if outcome:
             return outcome
-    cached = len(hits) * block_size
+    hits, cached = rank.snapshots.resume(rank, request, hits)
     computed = min(cached, request.num_tokens - 1)  # (a wholly cached sequence still runs its last token)
     new = request.num_tokens - computed
     if not rank.chunked and new > budget:
         return 0
-    new = min(new, budget)
+    new = rank.snapshots.chunk(rank, request, computed, min(new, budget))
     need = rank.blocks_for(computed + new) - len(hits) + rank.state_blocks
     if not rank.pool.can_allocate(rank.admission(rank, request, hits, need), hits):
         return 0
@@ -133,7 +137,8 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     request.admissions.append({
         "admission_ordinal": len(request.admissions), "pool": rank.chain.name if host_reused else rank.name,
         "at_ns": now_ns, "reused_input_tokens": prompt_reused, "g1_reused_input_tokens": prompt_reused - host_reused,
-        "host_reused_input_tokens": host_reused, "is_readmission": readmission})
+        "host_reused_input_tokens": host_reused, "is_readmission": readmission}
+        | rank.snapshots.admitted(request, computed))
     if not readmission:
         request.first_admit_ns = now_ns
         request.first_reused_tokens = prompt_reused
@@ -143,7 +148,7 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
         request.reused_tokens = max(request.reused_tokens, prompt_reused)
     request.committed_prefill += max(0, request.spec.prompt_len - cached)
     if rank.misses is not None:
-        rank.misses.admitted(rank, request, len(hits), limit)
+        rank.misses.admitted(rank, request, len(hits), limit, cached)
     request.status = "running"
     return new
 
@@ -163,34 +168,57 @@ def _take_handoff(rank: Rank, request: Request, now_ns: int) -> int:
     return -1
 
 
+def _reserve_handoffs(rank: Rank, now_ns: int) -> bool:
+    """A decode rank's source-first handoffs still to reserve try to, in the order they joined, the first that
+    is short of blocks stopping the others.  True when one is left without its reservation (Dynamo's mocker
+    keeps them in a queue of their own, retried as blocks free up)."""
+    waiting = rank.waiting
+    position = 0
+    while position < len(waiting) and len(rank.running) < rank.max_sequences:
+        request = waiting[position]
+        position += 1
+        if request.pd is not None and request.pd.phase == "pending" and _take_handoff(rank, request, now_ns) == 0:
+            return True
+    return any(r.pd is not None and r.pd.phase == "pending" for r in islice(waiting, position, None))
+
+
 def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
-    """Admit waiting requests in order while budget, `max_sequences` and blocks last; returns the budget left."""
+    """Admit waiting requests in order while budget, `max_sequences` and blocks last; returns the budget left.
+    On a decode rank whose handoffs are not all reserved, only the landed ones are admitted: a prompt to
+    compute (a readmission) waits until every handoff has its blocks (the mocker's `PendingDestinationHead`)."""
     waiting, running = rank.waiting, rank.running
+    short = rank.role == "decode" and _reserve_handoffs(rank, now_ns)
     position = 0
     while position < len(waiting) and budget > 0 and len(running) < rank.max_sequences:
         request = waiting[position]
         pd = request.pd
-        if request.tier.loading or (pd is not None and pd.phase == "transferring"):
-            position += 1  # waits for its restore from G2 or its P/D transfer (vLLM skips these)
+        phase = pd.phase if pd is not None else None
+        if phase == "arrived":  # its pass computes nothing and samples its first token (the mocker's activation
+            del waiting[position]  # pass: a decode, with no token of the budget)
+            _take_handoff(rank, request, now_ns)
+            running.append(request)
+            items.append((request, 0))
             continue
-        if pd is not None and pd.phase is not None:
-            outcome = _take_handoff(rank, request, now_ns)
-            if outcome < 0:
-                position += 1
-                continue
-            if outcome == 0:
+        if phase == "reserve" and not short:  # destination-first: reserve, then the prefill starts elsewhere
+            if not _take_handoff(rank, request, now_ns):
                 break
             del waiting[position]
-            if pd.phase is None:  # arrived: this pass computes nothing and samples its first token (the mocker's
-                running.append(request)  # activation pass: a decode, with no token of the budget)
-                items.append((request, 0))
-            continue  # (else reserved for a destination-first prefill elsewhere)
+            continue
+        if short or request.tier.loading or phase is not None:
+            position += 1  # waits for its restore from G2, its handoff, or (short) every handoff's reservation
+            continue
         new = _admit(rank, request, budget, now_ns)
         if new < 0:  # offload.DEFER, LOAD or READ: this one waits for G2, look at the next one
             position += 1
             continue
         if not new:
-            break
+            if running or items:
+                break
+            # nothing runs here to free blocks: a landed handoff behind goes first, or the rank would wait forever
+            # (Dynamo's mocker does wait: AISimulate stops with "an effect-free zero-duration pass", facts §21)
+            short = True
+            position += 1
+            continue
         del waiting[position]
         running.append(request)
         pass_results.register(rank, request, request.num_computed + new)
@@ -222,6 +250,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
         if not rank.chunked and new < request.num_tokens - request.num_computed:
             i += 1
             continue
+        new = rank.snapshots.chunk(rank, request, computed, new)
         reserve = request.num_computed + new + _drafts_kv(request, new, lookahead)
         while not _fits(rank, request, reserve):
             victim = running.pop()

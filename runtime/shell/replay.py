@@ -269,11 +269,12 @@ class Replay:
                 if ready:
                     self.push(ready, WAKE, worker)
         self.arrivals.start(self.initial if self.initial is not None else self.traffic.start())
-        stop = self.traffic.stop_ns
+        traffic = self.traffic
         queue, handle, horizons, clock = self.queue, handlers(self), self.horizons, self.clock
         after_instant, on_progress = self.after_instant, self.on_progress
         while len(queue) > self.background:
             now = queue[0][0]
+            stop = traffic.stop_ns  # (read each instant: an agentic profile's stop is set at its warm-up barrier)
             if stop is not None and now > stop:
                 self.stopped_at = stop
                 break

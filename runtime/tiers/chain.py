@@ -20,6 +20,9 @@ from . import offload
 
 class TierChain:
     counters = None  # what opal's KV-cache manager counts (kvc_chain.KvcCounters), on its chains only
+    # a decode rank with G2 admits the P/D handoffs whose KV has landed before other waiting requests (the spec's
+    # G2 rules: vLLM's KV connector re-prepends the requests whose loads finished)
+    handoffs_first = True
     __slots__ = ("tiers", "top", "profile", "prefix_sources", "copies_in_since_load", "kvcr", "name", "_below",
                  "restore", "admitting", "drop_restore_holds", "after_pass", "on_finish", "preemption_wait")
 
@@ -125,6 +128,7 @@ class NoTiers:
     fusable_during_copies = False
     stores_on_finish = False
     wants_hint = False
+    handoffs_first = False  # a landed P/D handoff joins the back of the decode rank's queue (Dynamo's mocker)
 
     def holds(self, key) -> bool:
         return False

@@ -198,6 +198,7 @@ def release_blocks(rank, request, blocks: list[int]) -> None:
         else:
             for job in copying:
                 rank.pool.freeing_while_copied(job.blocks)
+    rank.snapshots.released(rank, request)
     rank.pool.release(blocks)
 
 

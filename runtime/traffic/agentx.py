@@ -1,17 +1,25 @@
-"""Agentic traffic: AgentX plays replayed as trees of dependent requests, at most `agentic_lanes` plays at once.
+"""Agentic traffic: plays replayed as trees of dependent requests, at most `agentic_lanes` plays at once.
 
 The plan's `AgenticSource` holds each play flattened into nodes that name the nodes they wait for
-(the compiler's weka reader).  A play starts at its authored time (with lanes: when a lane is
-free, in corpus order); a node with nothing to wait for is released its delay after the play's
-start, any other its delay after the last node it waits for completes.  A rejected node releases
-nothing that waits for it; a play ends when every node it released has ended, and its lane takes
-the next play.  The summary says what AISimulate says of these results: `functional_only` (the
-dependency timing is the trace's, not a measured agent's).
+(the compiler's weka, agentic_mooncake and mooncake-delta readers).  A play starts at its authored time
+(with lanes: when a lane is free, in corpus order); a node with nothing to wait for is released its delay
+after the play's start, any other its delay after the last node it waits for completes.  A rejected node
+releases nothing that waits for it; a play ends when every node it released has ended, and its lane takes
+the next play.  The summary says what AISimulate says of these results: `functional_only` (the dependency
+timing is the trace's, not a measured agent's).
 
-Warm-up (`agentic_warmup`, AISimulate's "warmup" stage without a snapshot's history): each lane first
-sends its play's first request WARMUP_REPEATS times, one after another, with one output token; when
-every lane's last one has ended (the barrier) the plays start, from the caches warm-up left.  Warm-up
-requests are numbered from WARM_BASE and `measured_log` keeps them out of the outputs.
+The loads AISimulate documents (docs/replay/workloads.md, "Agentic load controls"):
+- `agentic_snapshot`: only the lanes' initial plays run, each from a sampled cut (agentic_snapshot.py).
+- `agentic_warmup`: each lane first sends its primers (one per conversation with history: its last
+  historical request's input) and then WARMUP_REPEATS requests repeating them (without history: its first
+  remaining request), one after another, 1 output token each; when every lane is done (the barrier) the plays
+  start, from the caches warm-up left.  Preparation requests are numbered from WARM_BASE and `measured_log`
+  keeps them out of the outputs.
+- `agentic_profile`: a lane whose play ended takes the next play of the corpus (wrapping; a new incarnation
+  with fresh block identities) until the admission deadline (`duration` after the barrier, or after 0); no
+  request is released after it, and the run stops `response_grace` after it (requests still running are
+  canceled: incomplete).  A release delay is cut to `tree_idle_cap` when its play has no request running, to
+  `global_idle_cap` when no request runs at all (decided when the release is scheduled).
 """
 from __future__ import annotations
 
@@ -19,13 +27,18 @@ from collections import deque
 from dataclasses import replace
 
 from ..serving.requests import Content, RequestSpec
+from .agentic_report import summary_section
+from .agentic_snapshot import cut_of, record, snapshot
+
+WARMUP_REPEATS = 10  # per lane, as AISimulate's warmup stage
+WARM_BASE = 1 << 40  # warm-up request indices: apart from the measured ones (0, 1, ...), which the outputs show
 
 
 class _Running:
     """A play in flight: how many nodes each node still waits for, and how many released nodes are open."""
 
-    def __init__(self, position: int, play, start_ns: int):
-        self.position, self.play, self.start_ns = position, play, start_ns
+    def __init__(self, position: int, play, start_ns: int, incarnation: int):
+        self.position, self.play, self.start_ns, self.incarnation = position, play, start_ns, incarnation
         self.pending = [len(node.waits_for) for node in play.nodes]
         self.dependents: list[list[int]] = [[] for _ in play.nodes]
         for index, node in enumerate(play.nodes):
@@ -33,11 +46,8 @@ class _Running:
                 self.dependents[wanted].append(index)
         self.open = 0
         self.ended = 0
+        self.held = False  # a node's release fell past the profile's deadline
         self.end_ns = start_ns
-
-
-WARMUP_REPEATS = 10  # per lane, as AISimulate's warmup stage
-WARM_BASE = 1 << 40  # warm-up request indices: apart from the measured ones (0, 1, ...), which the outputs show
 
 
 class _MeasuredLog:
@@ -61,75 +71,163 @@ class _MeasuredLog:
 class AgenticTraffic:
     kind = "agentic"
     open_loop = False  # a node's end releases the nodes that wait for it
-    stop_ns = None
     request_limit = None
 
     def __init__(self, traffic):
         self.plan = traffic
-        self.source = traffic.source
+        self.source = source = traffic.source
         self.next_index = 0
-        self.waiting = deque(range(len(self.source.plays)))  # plays no lane has taken yet
+        self.waiting = deque(range(len(source.plays)))  # plays no lane has taken yet
         self._node_of: dict[int, tuple[_Running, int]] = {}  # request index -> (its play, its node)
         self.outcomes: list[dict] = []
         self.warm_sent = 0
-        self.warm_lanes: dict[int, tuple[RequestSpec, int]] = {}  # warm-up index -> (its lane's template, sent)
+        self.primers_sent = 0
+        self.lane_queues: dict[int, deque] = {}  # warm-up index -> its lane's preparation requests still to send
         self.barrier_ns: int | None = None
+        self.open_total = 0  # measured requests released and not ended
+        self.never_issued = 0
+        self.plays_started = 0
+        self.incarnations = [0] * len(source.plays)  # times each play was taken
+        self.id_span = 1 + max((h for play in source.plays for node in play.nodes for h in node.hash_ids), default=0)
+        self.snapshots: list[dict] = []
+        self.prepared: list[tuple[int, object, list]] = []  # (position, play from its cut, primers) per lane
+        self.profile = source.profile
+        self.deadline_ns = None if self.profile is None else self.profile.duration_ns
+        self.stop_ns = traffic.stop_ns if self.profile is None else self.deadline_ns + self.profile.response_grace_ns
+        self.cursor = 0  # the profile's corpus cursor: the next play a lane takes
 
-    def _release(self, running: _Running, node_index: int, arrival_ns: int) -> RequestSpec:
+    # ------------------------------------------------------------------ plays
+    def _release(self, running: _Running, node_index: int, arrival_ns: int) -> list[RequestSpec]:
+        if self.deadline_ns is not None and arrival_ns > self.deadline_ns:
+            self.never_issued += 1
+            running.held = True  # its timer runs to the deadline: its lane takes no other play
+            return []
         node = running.play.nodes[node_index]
         index = self.next_index
         self.next_index += 1
         running.open += 1
+        self.open_total += 1
         self._node_of[index] = (running, node_index)
-        content = Content(hash_ids=node.hash_ids, trace_block=self.source.block_size)
-        return RequestSpec(index, node.input_length, node.output_length, content, arrival_ns=arrival_ns,
-                           session_id=f"{running.play.name}:{node.conversation}", name=node.name)
+        content = Content(hash_ids=self._ids(node, running.incarnation), trace_block=self.source.block_size)
+        name = node.name if running.incarnation == 0 else f"{node.name}#{running.incarnation}"
+        return [RequestSpec(index, node.input_length, node.output_length, content, arrival_ns=arrival_ns,
+                            session_id=f"{self._play_name(running)}:{node.conversation}", name=name)]
 
-    def _launch(self, at_ns: int | None = None) -> list[RequestSpec]:
-        """The next waiting play, started at `at_ns` (a freed lane) or its authored start: its roots."""
-        position = self.waiting.popleft()
-        play = self.source.plays[position]
-        start = play.start_ns if at_ns is None else at_ns
-        running = _Running(position, play, start)
-        out = [self._release(running, i, start + node.delay_ns) for i, node in enumerate(play.nodes)
-               if not node.waits_for]
-        if not out:  # (the reader gives every play a first node; kept honest for any plan)
-            self._finished(running, start)
+    def _ids(self, node, incarnation: int) -> tuple:
+        """A play taken again is a new agent session: its blocks are not the earlier incarnation's."""
+        if incarnation == 0:
+            return node.hash_ids
+        return tuple(h + incarnation * self.id_span for h in node.hash_ids)
+
+    def _play_name(self, running: _Running) -> str:
+        return running.play.name if running.incarnation == 0 else f"{running.play.name}#{running.incarnation}"
+
+    def _take(self, position: int) -> int:
+        self.plays_started += 1
+        incarnation = self.incarnations[position]
+        self.incarnations[position] += 1
+        return incarnation
+
+    def _start_play(self, position: int, play, start_ns: int) -> list[RequestSpec]:
+        """A play from its (possibly cut) first nodes, started at `start_ns`: its roots."""
+        running = _Running(position, play, start_ns, self._take(position))
+        out = []
+        for i, node in enumerate(play.nodes):
+            if not node.waits_for:
+                out += self._release(running, i, start_ns + self._capped(node.delay_ns, running))
+        if running.open == 0:  # (nothing released: an empty play, or all past the deadline)
+            self._finished(running, start_ns)
         return out
 
-    def start(self) -> list[RequestSpec]:
+    def _launch(self, at_ns: int | None = None) -> list[RequestSpec]:
+        """The next waiting play, started at `at_ns` (a freed lane) or its authored start."""
+        position = self.waiting.popleft()
+        play = self.source.plays[position]
+        return self._start_play(position, play, play.start_ns if at_ns is None else at_ns)
+
+    def _capped(self, delay_ns: int, running: _Running) -> int:
+        if self.profile is None or running.open:
+            return delay_ns
+        cap = self.profile.global_idle_cap_ns if self.open_total == 0 else self.profile.tree_idle_cap_ns
+        return min(delay_ns, cap)
+
+    def _lane_count(self) -> int:
         lanes = self.source.lanes
-        count = len(self.waiting) if lanes is None else min(lanes, len(self.waiting))
+        if self.source.snapshot_seed is not None:
+            return lanes
+        return len(self.waiting) if lanes is None else min(lanes, len(self.waiting))
+
+    def start(self) -> list[RequestSpec]:
+        count = self._lane_count()
+        if self.source.snapshot_seed is not None:
+            self._cut_lanes(count)
         if self.source.warmup and count:
-            return [self._warm(self._template(position), 0, 1) for position in range(count)]
+            out = []
+            for lane in range(count):
+                out += self._prepare(lane)
+            return out
+        return self._begin(0 if self.source.lanes is not None else None)
+
+    def _cut_lanes(self, count: int) -> None:
+        """Each initial lane's play from its cut (lane i: play i of the corpus, wrapping)."""
+        seed, plays = self.source.snapshot_seed, self.source.plays
+        for lane in range(count):
+            position = lane % len(plays)
+            cut = cut_of(plays[position], seed, lane)
+            rest, primers = snapshot(plays[position], cut)
+            self.prepared.append((position, rest, primers))
+            self.snapshots.append(record(lane, plays[position], seed, cut, rest, primers))
+        self.waiting.clear()
+        self.cursor = count % len(plays)
+
+    def _begin(self, at_ns: int | None) -> list[RequestSpec]:
+        """The measured plays' first requests: the lanes' cut plays, or the first plays of the corpus."""
         out = []
-        for _ in range(count):
-            out += self._launch(None if lanes is None else 0)
+        if self.prepared:
+            for position, play, _ in self.prepared:
+                out += self._start_play(position, play, at_ns or 0)
+        else:
+            for _ in range(self._lane_count()):
+                out += self._launch(at_ns)
         return sorted(out, key=lambda spec: (spec.arrival_ns, spec.index))
 
-    def _template(self, position: int) -> RequestSpec:
-        """A lane's warm-up request: its play's first request, one output token."""
-        node = self.source.plays[self.waiting[position]].nodes[0]
-        content = Content(hash_ids=node.hash_ids, trace_block=self.source.block_size)
-        return RequestSpec(WARM_BASE, node.input_length, 1, content, session_id="warmup", name="warmup")
+    # ------------------------------------------------------------------ warm-up
+    def _prepare(self, lane: int) -> list[RequestSpec]:
+        """A lane's preparation requests (primers, then the repeats) queued; its first one sent at 0."""
+        if self.prepared:
+            _, play, primers = self.prepared[lane]
+        else:
+            play, primers = self.source.plays[self.waiting[lane]], []
+        repeated = primers or [play.nodes[0]]
+        queue = deque(self._template(node, "primer") for node in primers)
+        queue += (self._template(repeated[i % len(repeated)], "warmup") for i in range(WARMUP_REPEATS))
+        return [self._warm(queue, 0)]
 
-    def _warm(self, template: RequestSpec, arrival_ns: int, sent: int) -> RequestSpec:
+    def _template(self, node, stage: str) -> RequestSpec:
+        content = Content(hash_ids=node.hash_ids, trace_block=self.source.block_size)
+        return RequestSpec(WARM_BASE, node.input_length, 1, content, session_id=stage, name=stage)
+
+    def _warm(self, queue: deque, arrival_ns: int) -> RequestSpec:
+        template = queue.popleft()
+        self.primers_sent += template.name == "primer"
         spec = replace(template, index=WARM_BASE + self.warm_sent, arrival_ns=arrival_ns,
-                       name=f"warmup:{self.warm_sent}")
+                       name=f"{template.name}:{self.warm_sent}")
         self.warm_sent += 1
-        self.warm_lanes[spec.index] = (template, sent)
+        self.lane_queues[spec.index] = queue
         return spec
 
     def _warmed(self, spec: RequestSpec, now_ns: int) -> list[RequestSpec]:
-        """A warm-up request ended: its lane's next one, or at the barrier (every lane done) the plays."""
-        template, sent = self.warm_lanes.pop(spec.index)
-        if sent < WARMUP_REPEATS:
-            return [self._warm(template, now_ns, sent + 1)]
-        if self.warm_lanes:
+        """A preparation request ended: its lane's next one, or at the barrier (every lane done) the plays."""
+        queue = self.lane_queues.pop(spec.index)
+        if queue:
+            return [self._warm(queue, now_ns)]
+        if self.lane_queues:
             return []
         self.barrier_ns = now_ns
-        lanes = min(self.source.lanes, len(self.waiting))
-        return [spec for _ in range(lanes) for spec in self._launch(now_ns)]
+        if self.profile is not None:
+            self.deadline_ns = now_ns + self.profile.duration_ns
+            self.stop_ns = self.deadline_ns + self.profile.response_grace_ns
+        return self._begin(now_ns)
 
     def measured_log(self, log):
         """The log the outputs read: without warm-up requests (the traffic knows which they are)."""
@@ -141,6 +239,7 @@ class AgenticTraffic:
         `TURN_SEQ` is for synthetic session turns)."""
         return None
 
+    # ------------------------------------------------------------------ ends
     def after(self, spec: RequestSpec, now_ns: int, completed: bool) -> list[RequestSpec]:
         """The nodes `spec`'s end releases, and with its play's end the next play a lane takes."""
         if spec.index >= WARM_BASE:
@@ -148,35 +247,40 @@ class AgenticTraffic:
         running, node_index = self._node_of.pop(spec.index)
         running.open -= 1
         running.ended += 1
+        self.open_total -= 1
         running.end_ns = max(running.end_ns, now_ns)
         out = []
         if completed:
             for follower in running.dependents[node_index]:
                 running.pending[follower] -= 1
                 if running.pending[follower] == 0:
-                    delay = running.play.nodes[follower].delay_ns
-                    out.append(self._release(running, follower, now_ns + delay))
+                    delay = self._capped(running.play.nodes[follower].delay_ns, running)
+                    out += self._release(running, follower, now_ns + delay)
         if running.open == 0:
             self._finished(running, now_ns)
-            if self.waiting and self.source.lanes is not None:
-                out += self._launch(now_ns)
+            if not running.held:
+                out += self._next_play(now_ns)
         return out
+
+    def _next_play(self, now_ns: int) -> list[RequestSpec]:
+        """What a freed lane takes: the profile's next play (until the deadline), or the next waiting play."""
+        if self.profile is not None:
+            if now_ns >= self.deadline_ns:
+                return []
+            position = self.cursor
+            self.cursor = (self.cursor + 1) % len(self.source.plays)
+            return self._start_play(position, self.source.plays[position], now_ns)
+        if self.waiting and self.source.lanes is not None:
+            return self._launch(now_ns)
+        return []
 
     def _finished(self, running: _Running, now_ns: int) -> None:
         total = len(running.play.nodes)
         status = "completed" if running.ended == total else "incomplete"
-        self.outcomes.append({"play_id": running.play.name, "status": status, "requests": total,
+        self.outcomes.append({"play_id": self._play_name(running), "status": status, "requests": total,
                               "ended_requests": running.ended, "start_ms": running.start_ns / 1e6,
                               "end_ms": now_ns / 1e6})
 
     def summary_section(self) -> dict:
         """What the summary adds for agentic traffic (AISimulate's names where it has them)."""
-        source = self.source
-        outcomes = sorted(self.outcomes, key=lambda o: (o["start_ms"], o["play_id"]))
-        phases = {"agentic_phases": {"preparation_requests": self.warm_sent, "profile_start_ms":
-                                     None if self.barrier_ns is None else self.barrier_ns / 1e6}}
-        return {"agentic_qualification": "functional_only", "agentic_input_format": "weka",
-                "agentic_lanes": source.lanes, "weka_nested_timestamp_basis": source.basis,
-                "agentic_play_outcomes": outcomes, **(phases if source.warmup else {}),
-                "completed_trajectories": sum(o["status"] == "completed" for o in outcomes),
-                "incomplete_trajectories": len(source.plays) - sum(o["status"] == "completed" for o in outcomes)}
+        return summary_section(self)

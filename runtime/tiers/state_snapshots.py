@@ -1,0 +1,230 @@
+"""Where a hybrid model's prefix reuse resumes: the state snapshots a rank keeps in its G1.
+
+A model with a per-request state (Kimi K3's recurrent KDA state, DeepSeek V4's sliding-window state) cannot
+resume at any matching token: its state must be restored as it was at the resume point, so reuse resumes
+only where a snapshot of the state was stored.  The plan's `snapshot_rule` says where (facts §24):
+`prompt_ends` (vLLM v0.29 align mode, the spec's; `prefix_match_unit` set): a prompt keeps a snapshot at its
+last full block boundary before its last token and at its last `prefix_match_unit` boundary, its prefill
+chunks end there, and positions reached by a request's output are never snapshot, so the next turn of a
+session resumes inside the previous turn's prompt; `pass_ends` (DeepSeek V4): a snapshot wherever a pass
+leaves the request's computed tokens on a block boundary, a prefill chunk's end or any boundary its decode
+passes cross; `no_reuse` (Kimi K3 without `prefix_match_unit`: vLLM's default mamba cache mode keeps no
+state, so nothing is reused); `whole_blocks` (an explicit `bytes_per_request` without it: the state is only
+a reservation, reuse resumes after the last matching whole block).
+
+A snapshot is `state_blocks` G1 blocks (one more when it lies inside a block: the KV of that block's
+first tokens, which no full-block key keeps) under keys of their own, taken at the end of the pass that
+computes its position, so that pass's admissions take their blocks first, and only from blocks nobody
+holds (none free: it is skipped).  The request that wrote it holds it until it lets go of its own blocks;
+then it is a free cached block like the others, evicted in LRU order.  A resume touches it (most recently
+used) and copies it into the request's own blocks.  Ranks without a state cache use `WHOLE_BLOCKS`: reuse
+resumes after the last matching whole block.
+"""
+from __future__ import annotations
+
+from ..traffic.block_keys import sequence_hash
+
+
+class WholeBlocks:
+    """Reuse resumes after the last cached whole block (every model without a state cache)."""
+
+    def resume(self, rank, request, hits: list[int]) -> tuple[list[int], int]:
+        """The blocks reused and the tokens they cover."""
+        return hits, len(hits) * rank.block_size
+
+    def chunk(self, rank, request, computed: int, new: int) -> int:
+        """The tokens a pass computes for the request from `computed`, at most `new`."""
+        return new
+
+    def reached(self, rank, request, computed: int, tokens: int) -> None:
+        """A pass ended that took the request from `computed` to `tokens` computed tokens."""
+
+    def released(self, rank, request) -> None:
+        """The request let go of its blocks on `rank`: the snapshots it wrote are free cached blocks now."""
+
+    def admitted(self, request, resumed: int) -> dict:
+        """The request was admitted resuming at `resumed` tokens: what its admission record adds."""
+        return {}
+
+    def section(self, rank) -> dict | None:
+        return None
+
+
+WHOLE_BLOCKS = WholeBlocks()
+
+
+class StateSnapshots(WholeBlocks):
+    """One rank's stored snapshots: their positions, pool keys and counters."""
+
+    __slots__ = ("plan", "unit", "state_blocks", "rule", "stored", "held", "stores", "evicted", "skipped", "resumes",
+                 "resumed_tokens", "resumed_at")
+
+    def __init__(self, plan):
+        self.plan = plan  # plan_records.StateCachePlan
+        self.unit = plan.prefix_match_unit
+        self.rule = plan.snapshot_rule
+        self.state_blocks = plan.blocks_per_request
+        self.stored: dict[int, tuple[int, list[int], list[int]]] = {}  # prefix key -> (position, keys, blocks)
+        self.held: dict[int, list[int]] = {}  # id(request) -> blocks of the snapshots it wrote and still holds
+        self.stores = 0  # snapshots written (a rewrite of an evicted one counts again)
+        self.evicted = 0  # stored snapshots that lost a block to eviction (counted when seen)
+        self.skipped = 0  # positions not snapshot: every G1 block was held
+        self.resumes = 0  # admissions that resumed from a snapshot
+        self.resumed_tokens = 0  # prompt tokens those admissions did not compute
+        self.resumed_at: dict[int, int] = {}  # position -> admissions resumed there
+
+    @staticmethod
+    def positions(prompt_len: int, block_size: int, unit: int) -> tuple[int, ...]:
+        """Where a prompt of `prompt_len` tokens keeps snapshots: its last full block boundary before its last
+        token and its last `unit` boundary (one position when they coincide, none before the first unit).  (A
+        prompt of whole blocks keeps both its end and the boundary one block before: AISimulate's chunks.)"""
+        block_end, unit_end = (prompt_len - 1) // block_size * block_size, prompt_len // unit * unit
+        return tuple(p for p in dict.fromkeys((block_end, unit_end)) if p)
+
+    def _blocks_of(self, position: int, block_size: int) -> int:
+        return self.state_blocks + (1 if position % block_size else 0)
+
+    @staticmethod
+    def _resident(pool, entry) -> bool:
+        keys = entry[1]
+        return pool.match(keys, len(keys)) == entry[2]  # (every key still names the block it was stored in)
+
+    def _find(self, pool, key: int):
+        entry = self.stored.get(key)
+        if entry is None:
+            return None
+        if self._resident(pool, entry):
+            return entry
+        del self.stored[key]  # one of its blocks was evicted (and maybe reused): the snapshot is gone
+        self.evicted += 1
+        return None
+
+    def resume(self, rank, request, hits: list[int]) -> tuple[list[int], int]:
+        """The latest stored snapshot at or before the request's cached prefix (and before its last known
+        token): the whole blocks before it and its position; ([], 0) when none is stored."""
+        if self.rule == "whole_blocks":
+            return hits, len(hits) * rank.block_size
+        if self.rule == "no_reuse":
+            return [], 0
+        size, unit, pool = rank.block_size, self.unit, rank.pool
+        unit_keys = request.spec.keys(unit)
+        # a snapshot inside block len(hits) keeps that block's first tokens itself; past it the KV is missing
+        top = min((request.num_tokens - 1) // unit, ((len(hits) + 1) * size - 1) // unit, len(unit_keys))
+        for units in range(top, 0, -1):
+            entry = self._find(pool, unit_keys[units - 1])
+            if entry is None:
+                continue
+            position = units * unit
+            pool.touch(entry[2])  # (as a block a hit touches: the snapshot is now the most recently used, so
+            pool.release(entry[2])  # the admission's own allocation takes other free blocks first)
+            return hits[:position // size], position
+        return [], 0
+
+    def chunk(self, rank, request, computed: int, new: int) -> int:
+        """`prompt_ends` (vLLM align mode, AISimulate with `prefix_match_unit`): a prefill chunk ends at the next
+        block boundary (from a resume inside a block), at the prompt's last full block boundary and at its last
+        unit boundary, so the state is computed exactly where its snapshots are kept."""
+        prompt = request.spec.prompt_len
+        if self.rule != "prompt_ends" or computed >= prompt or not rank.chunked:
+            return new
+        stops = (-(-computed // rank.block_size) * rank.block_size,
+                 *self.positions(prompt, rank.block_size, self.unit))
+        end = min((stop for stop in stops if stop > computed), default=prompt)
+        return min(new, end - computed)
+
+    @staticmethod
+    def pass_end_positions(prompt_len: int, block_size: int, computed: int, tokens: int) -> range:
+        """`pass_ends`: the block boundaries a pass from `computed` to `tokens` leaves snapshots at: its end if
+        a prefill chunk ends on one, every one that decode passes (one token each) cross."""
+        if tokens <= prompt_len:
+            return range(tokens, tokens + 1) if tokens % block_size == 0 and tokens > computed else range(0)
+        first = max(computed, prompt_len) // block_size * block_size + block_size
+        return range(first, tokens + 1, block_size)
+
+    def reached(self, rank, request, computed: int, tokens: int) -> None:
+        """Store the snapshots at the positions this pass computed (at its end: the pass's own admissions
+        took their blocks first)."""
+        prompt, size = request.spec.prompt_len, rank.block_size
+        if self.rule in ("whole_blocks", "no_reuse"):
+            return
+        if self.rule == "pass_ends":
+            for position in self.pass_end_positions(prompt, size, computed, tokens):
+                self._store(rank.pool, request, position, size)
+            return
+        if computed >= prompt:
+            return
+        for position in self.positions(prompt, size, self.unit):
+            if computed < position <= tokens:
+                self._store(rank.pool, request, position, size)
+
+    def _store(self, pool, request, position: int, size: int) -> None:
+        unit_keys = request.spec.keys(self.unit)
+        if position // self.unit > len(unit_keys):
+            return  # (the request's last tokens: no later request can share past them)
+        key = unit_keys[position // self.unit - 1]
+        if self._find(pool, key) is not None:
+            return  # another request stored it already (and it is still there)
+        count = self._blocks_of(position, size)
+        if pool.free_count < count:
+            self.skipped += 1
+            return
+        blocks = pool.allocate(count)
+        keys = [sequence_hash(key, 0x5747 + i) for i in range(count)]  # (keys no block chain produces)
+        pool.register_run(blocks, keys, 0, count)
+        self.held.setdefault(id(request), []).extend(blocks)
+        self.stored[key] = (position, keys, blocks)
+        self.stores += 1
+
+    def released(self, rank, request) -> None:
+        blocks = self.held.pop(id(request), None)
+        if blocks:
+            rank.pool.release(blocks)
+
+    def admitted(self, request, resumed: int) -> dict:
+        if resumed:
+            self.resumes += 1
+            self.resumed_tokens += min(resumed, request.spec.prompt_len)
+            self.resumed_at[resumed] = self.resumed_at.get(resumed, 0) + 1
+        return {"state_resumed_from_tokens": resumed}
+
+    def section(self, rank) -> dict:
+        """This rank's `state_cache` counters (stored snapshots still resident are checked now)."""
+        resident = sum(1 for key in list(self.stored) if self._find(rank.pool, key) is not None)
+        return {"snapshots_stored": self.stores, "snapshots_resident": resident, "snapshots_evicted": self.evicted,
+                "snapshots_skipped": self.skipped, "resumes": self.resumes, "tokens_resumed": self.resumed_tokens,
+                "resumed_from": dict(self.resumed_at)}
+
+
+def snapshots_for(role) -> WholeBlocks:
+    """A rank's resume policy: its own snapshots when its role has a state cache and a prefix cache."""
+    state = role.state_cache
+    if state is None or not role.prefix_caching:
+        return WHOLE_BLOCKS
+    return StateSnapshots(state)
+
+
+COUNTERS = ("snapshots_stored", "snapshots_resident", "snapshots_evicted", "snapshots_skipped", "resumes",
+            "tokens_resumed")
+
+
+def state_cache_section(ranks: list) -> dict:
+    """`state_cache` per role: the state's geometry, then its snapshots' counters added up over the role's
+    ranks (`resumed_from`: admissions per resume position, in tokens)."""
+    out: dict = {}
+    for rank in ranks:
+        counters = rank.snapshots.section(rank)
+        if counters is None:
+            continue
+        plan = rank.snapshots.plan
+        role = out.setdefault(rank.role, {
+            "block_size": rank.block_size, "prefix_match_unit": plan.prefix_match_unit,
+            "bytes_per_request": plan.bytes_per_request, "state_blocks_per_request": plan.blocks_per_request,
+            "allocated_bytes_per_request": plan.blocks_per_request * plan.block_bytes,
+            "snapshot_rule": plan.snapshot_rule, **dict.fromkeys(COUNTERS, 0), "resumed_from": {}})
+        for name in COUNTERS:
+            role[name] += counters[name]
+        for position, count in counters["resumed_from"].items():
+            role["resumed_from"][position] = role["resumed_from"].get(position, 0) + count
+    for role in out.values():
+        role["resumed_from"] = {str(p): n for p, n in sorted(role["resumed_from"].items())}
+    return out

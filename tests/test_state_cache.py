@@ -1,0 +1,360 @@
+"""State caches in the replay: where a hybrid model's prefix reuse resumes, what its snapshots cost, P/D.
+
+What is checked (kv-cache-tiers.md "State cache"; the model in runtime/tiers/state_snapshots.py; facts §24):
+
+- with `prefix_match_unit` (align mode) a prompt keeps snapshots at its last full block boundary before its
+  last token and its last unit boundary, and its prefill chunks end there (the spec's example: block 1,536,
+  unit 128, a cold 24,300-token prompt keeps 23,040 and 24,192; a later request sharing 23,700 tokens resumes
+  at 23,040); positions reached by its output are not resume points; without it, the rule AISimulate follows
+  (Kimi K3: no reuse; explicit bytes: whole blocks);
+- a snapshot is the state's blocks (one more inside a block) in G1, evicted like any block: cached token KV
+  without a snapshot is not reused, and a bigger G1 keeps the snapshots a small one evicts;
+- DeepSeek V4 (rule pass_ends, as AISimulate): a snapshot where a pass leaves a request on a block boundary;
+  26 rows of state, 30 with one draft token;
+- P/D: the prefill role resumes from its snapshots, the decode role reserves the prompt plus one state and
+  skips its resident token KV;
+- the `state_cache` section and each admission's `state_resumed_from_tokens`.
+
+Scenarios are Mooncake traces in tmp_path (one hash id per `unit` tokens, so a test chooses which requests
+share which prefix units), fixed timing (a pass with prefill 10 ms, decode only 1 ms).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvreplay.compiler.passes.finish import finish_plan
+from kvreplay.compiler.pipeline import compile_bytes
+from kvreplay.runtime.build import build
+from kvreplay.runtime.outputs.sections import summary_sections
+from kvreplay.runtime.tiers.state_snapshots import StateSnapshots
+
+from .scenarios import compile_scenario, replay_both_ways
+
+
+def config(*, block: int, unit: int, g1_blocks: int, state_bytes: int, bytes_per_token: int = 1,
+           set_unit: bool = True) -> str:
+    """One aggregated vLLM role (Qwen3-8B / H200 with explicit state geometry); the trace has one id per `unit`
+    (`set_unit` False: `prefix_match_unit` is left unset, a plain reservation)."""
+    unit_line = f"        prefix_match_unit: {unit}\n" if set_unit else ""
+    return f"""
+engine:
+  model: Qwen/Qwen3-8B
+  hardware: h200_sxm
+  workers:
+    aggregated:
+      timing: {{type: fixed, prefill_ms: 10, decode_ms: 1}}
+      scheduler: {{max_batched_tokens: 32768, max_sequences: 4}}
+      kv_cache:
+        block_size: {block}
+{unit_line}        bytes_per_token: {bytes_per_token}
+        capacity: {{type: fixed, blocks: {g1_blocks}}}
+        state_cache: {{bytes_per_request: {state_bytes}}}
+traffic:
+  source: {{type: trace, paths: [trace.jsonl], block_size: {unit}}}
+  load: {{type: trace_timestamps}}
+"""
+
+
+def trace_row(t: float, prompt: int, output: int, ids: list[int], unit: int) -> dict:
+    assert len(ids) == -(-prompt // unit)
+    return {"timestamp": t, "input_length": prompt, "output_length": output, "hash_ids": ids}
+
+
+def replay(tmp_path, rows, text):
+    fused, single, records = replay_both_ways(compile_scenario(tmp_path, rows, text, "state.yaml"), tmp_path)
+    assert not fused.stalled
+    return single, records
+
+
+def resumed(records) -> list[list[int]]:
+    return [[a["state_resumed_from_tokens"] for a in r["admission_history"]] for r in records]
+
+
+# ============================================================================================ the spec's example
+
+SPEC = dict(block=1536, unit=128, g1_blocks=64, state_bytes=3000)  # 1,536-byte blocks: a state is 2 blocks
+A_IDS = list(range(190))  # 24,300 tokens: 190 units of 128, the last one partial
+
+
+def test_positions_of_a_prompts_snapshots():
+    """Last full block boundary and last unit boundary; one position when they coincide, none before a unit."""
+    assert StateSnapshots.positions(24_300, 1536, 128) == (23_040, 24_192)
+    assert StateSnapshots.positions(3_072, 1536, 128) == (1_536, 3_072)
+    assert StateSnapshots.positions(3_000, 1536, 1536) == (1_536,)
+    assert StateSnapshots.positions(1_000, 1536, 128) == (896,)
+    assert StateSnapshots.positions(100, 1536, 128) == ()
+
+
+def test_the_spec_example_resumes_a_request_sharing_23700_tokens_at_23040(tmp_path):
+    """"With block_size: 1536 and prefix_match_unit: 128, a cold 24,300-token prompt keeps snapshots at 23,040
+    and 24,192 tokens.  A later request sharing 23,700 tokens resumes at 23,040."
+
+    B shares A's first 185 units (23,680 tokens; its 186th unit, 23,680-23,808, differs from the 23,700th token
+    on); C shares 189 (24,192 tokens, 15 blocks and 9 units of the 16th).  A's snapshot at 23,040 is its state
+    (2 blocks, 3,072 bytes); the one at 24,192 also keeps the 1,152 tokens of block 16 (3 blocks, 4,608 bytes).
+    B resumes at 23,040 and C at 24,192; B stores only its own 24,192 (its 23,040 is A's), C none (its 23,040 and
+    24,192 are A's)."""
+    rows = [trace_row(0, 24_300, 2, A_IDS, 128),
+            trace_row(100, 24_300, 2, A_IDS[:185] + list(range(1000, 1005)), 128),
+            trace_row(200, 24_300, 2, A_IDS[:189] + [2000], 128)]
+    single, records = replay(tmp_path, rows, config(**SPEC))
+    assert resumed(records) == [[0], [23_040], [24_192]]
+    # prefill passes of 10 ms: A 0-23,040-24,192-24,300, B 23,040-24,192-24,300, C 24,192-24,300
+    assert [r["ttft_ms"] for r in records] == [30.0, 20.0, 10.0]
+    assert [r["reused_input_tokens"] for r in records] == [0, 23_040, 24_192]
+    snapshots = single.ranks()[0].snapshots
+    stored = sorted((position, len(blocks) * 1536) for position, _, blocks in snapshots.stored.values())
+    assert stored == [(23_040, 3_072), (24_192, 4_608), (24_192, 4_608)]
+    section = json.loads(json.dumps(summary_sections(single)["state_cache"]))["aggregated"]  # (as written)
+    assert section == {
+        "block_size": 1536, "prefix_match_unit": 128, "bytes_per_request": 3000, "state_blocks_per_request": 2,
+        "allocated_bytes_per_request": 3072, "snapshot_rule": "prompt_ends", "snapshots_stored": 3,
+        "snapshots_resident": 3, "snapshots_evicted": 0, "snapshots_skipped": 0, "resumes": 2,
+        "tokens_resumed": 23_040 + 24_192, "resumed_from": {"23040": 1, "24192": 1}}
+
+
+def test_a_request_resumes_before_its_last_known_token(tmp_path):
+    """The same 24,300 tokens again: the snapshot at 24,192 is before the last token (24,299) and is used; a
+    prompt of exactly 24,192 tokens cannot resume at 24,192 (its last token is recomputed) and takes 23,040."""
+    rows = [trace_row(0, 24_300, 2, A_IDS, 128), trace_row(100, 24_300, 2, A_IDS, 128),
+            trace_row(200, 24_192, 2, A_IDS[:189], 128)]
+    _, records = replay(tmp_path, rows, config(**SPEC))
+    assert resumed(records) == [[0], [24_192], [23_040]]
+
+
+def test_output_positions_are_not_resume_points(tmp_path):
+    """Two turns of a session: 1,000 new tokens then 700 output tokens, whose 1,536 boundary is reached while
+    decoding.  Turn 1 (2,700 tokens, sharing 1,700) resumes at 896, turn 0's last unit boundary, not at 1,536."""
+    text = config(**SPEC).replace("""traffic:
+  source: {type: trace, paths: [trace.jsonl], block_size: 128}
+  load: {type: trace_timestamps}""", """traffic:
+  source: {type: synthetic-session, new_input_tokens_per_turn: 1000, output_tokens_per_turn: 700,
+           session: {turns: 2}}
+  load: {type: concurrency, concurrency: 1}
+  stop: {sessions: 1}""")
+    _, records = replay(tmp_path, [], text)
+    assert [r["input_length"] for r in records] == [1000, 2700]
+    assert resumed(records) == [[0], [896]]
+
+
+# ============================================================================================ snapshots cost G1
+
+# The spec's geometry: eight 1,024-byte blocks of 64 tokens (16 B per token), a 1,500-byte state in two.
+SMALL = dict(block=64, unit=64, state_bytes=1500, bytes_per_token=16)
+# A (ids 1-3, 130 tokens) keeps a snapshot at 128; B (ids 7-9) arrives after A is done; C shares A's 128.
+EVICTION_ROWS = [trace_row(0, 130, 1, [1, 2, 3], 64), trace_row(20, 130, 1, [7, 8, 9], 64),
+                 trace_row(40, 130, 1, [1, 2, 4], 64)]
+
+
+def test_a_snapshot_is_evicted_like_a_block_and_token_kv_without_one_is_not_reused(tmp_path):
+    """A holds 3 token blocks + 2 state blocks and its snapshot (2 blocks, never-used ones) until it ends at
+    20 ms (two prefill passes: a chunk ends at 128, where the snapshot is kept); freed first, the snapshot is the
+    LRU head.  B needs 5 blocks: the last never-used one and 4 from the
+    head, A's snapshot first; its own snapshot takes 2 more (A's last token blocks).  C still finds A's first
+    full block cached, but with no snapshot its state cannot be restored: it computes from 0, and its
+    allocation evicts B's snapshot too (freed at 40 ms before B's blocks).  Stored: A's, B's, C's."""
+    single, records = replay(tmp_path, EVICTION_ROWS, config(g1_blocks=8, **SMALL))
+    assert resumed(records) == [[0], [0], [0]]
+    assert [r["reused_input_tokens"] for r in records] == [0, 0, 0]
+    section = summary_sections(single)["state_cache"]["aggregated"]
+    assert (section["snapshots_stored"], section["snapshots_evicted"], section["snapshots_resident"],
+            section["resumes"]) == (3, 2, 1, 0)
+    assert (section["state_blocks_per_request"], section["allocated_bytes_per_request"]) == (2, 2048)
+
+
+def test_a_bigger_g1_keeps_the_snapshot(tmp_path):
+    """With 16 blocks B takes never-used blocks only: C resumes at 128 from A's snapshot (one prefill pass, where
+    A and B took two) and stores none."""
+    single, records = replay(tmp_path, EVICTION_ROWS, config(g1_blocks=16, **SMALL))
+    assert resumed(records) == [[0], [0], [128]]
+    assert [r["ttft_ms"] for r in records] == [20.0, 20.0, 10.0]
+    assert [r["reused_input_tokens"] for r in records] == [0, 0, 128]
+    section = summary_sections(single)["state_cache"]["aggregated"]
+    assert (section["snapshots_stored"], section["snapshots_evicted"], section["resumes"],
+            section["tokens_resumed"]) == (2, 0, 1, 128)
+
+
+def test_a_snapshot_is_skipped_when_every_block_is_held(tmp_path):
+    """Two 64-token requests (1 output token) arrive together: each holds 1 token block + 2 state blocks of the
+    spec's 8.  At the pass's end A's snapshot at 64 takes the last 2 free blocks; B's finds none and is
+    skipped.  Neither request waited for a snapshot (both admitted at 0 ms, the pass's admissions go first)."""
+    rows = [trace_row(0, 64, 1, [1], 64), trace_row(0, 64, 1, [3], 64)]
+    single, records = replay(tmp_path, rows, config(g1_blocks=8, **SMALL))
+    assert [r["first_admit_ms"] for r in records] == [0.0, 0.0]
+    section = summary_sections(single)["state_cache"]["aggregated"]
+    assert (section["snapshots_stored"], section["snapshots_skipped"]) == (1, 1)
+
+
+# ============================================================================================ DeepSeek V4
+
+DSV4 = """
+engine:
+  model: deepseek-ai/DeepSeek-V4-Flash
+  hardware: b200_sxm
+  workers:
+    aggregated:
+      parallelism: {tensor: 4, moe_expert: 4}
+      timing: {type: fixed, prefill_ms: 20.0, decode_ms: 10.0}
+      kv_cache:
+        capacity: {type: fixed, blocks: 5000}
+        state_cache: {}
+traffic:
+  source: {type: synthetic-session, new_input_tokens_per_turn: 3000, output_tokens_per_turn: OUT, session: {turns: 4}}
+  load: {type: concurrency, concurrency: 1}
+  stop: {sessions: 1}
+"""
+
+
+@pytest.mark.parametrize("output, expected", [
+    # 3,050 / 6,100 / 9,150 tokens per turn: only turn 2's first 8,192-token chunk ends on a 256 boundary
+    (50, [[0], [0], [0], [8192]]),
+    # 3,200 tokens: the decode pass reaching 3,072 leaves a snapshot; turn 1 (6,200 prompt) resumes there and
+    # its passes end on no boundary before 6,400, so turn 2 also resumes at 3,072; turn 3 at 9,472 (decode)
+    (200, [[0], [3072], [3072], [9472]]),
+])
+def test_deepseek_v4_resumes_where_a_pass_left_a_request_on_a_block_boundary(tmp_path, output, expected):
+    """DeepSeek V4 (rule pass_ends, facts §24: AISimulate gives these positions): 256-token rows, 26 state rows
+    per request and per snapshot."""
+    single, records = replay(tmp_path, [], DSV4.replace("OUT", str(output)))
+    assert resumed(records) == expected
+    rank = single.ranks()[0]
+    assert rank.state_blocks == 26
+    assert summary_sections(single)["state_cache"]["aggregated"]["snapshot_rule"] == "pass_ends"
+
+
+@pytest.mark.parametrize("overrides, rows", [((), 26), (("engine.nextn=1", "engine.nextn_accepted=0.7"), 30)])
+def test_deepseek_v4_reserves_26_state_rows_30_with_one_draft_token(tmp_path, overrides, rows):
+    """"a 26-row state for its sliding-window groups ... one draft token gives 30 rows": each rank's state."""
+    text = DSV4.replace("OUT", "10").replace("      timing: {type: fixed, prefill_ms: 20.0, decode_ms: 10.0}\n", "")
+    result = compile_bytes(text.encode(), str(tmp_path / "dsv4.yaml"), overrides)
+    assert result.plan is not None, [str(d) for d in result.diagnostics]
+    replay_ = build(finish_plan(result.plan.to_dict(), tmp_path))
+    assert [rank.state_blocks for rank in replay_.ranks()] == [rows]
+    assert replay_.ranks()[0].snapshots.state_blocks == rows  # a snapshot is one state
+
+
+# ============================================================================================ P/D
+
+PD = """
+engine:
+  mode: disaggregated
+  model: Qwen/Qwen3-8B
+  hardware: h200_sxm
+  kv_transfer: {bandwidth_gb_per_second: 0.25, bytes_per_token: 250000, timing_mode: full_prompt}
+  workers:
+    prefill:
+      timing: {type: fixed, prefill_ms: 10, decode_ms: 1}
+      kv_cache: {block_size: 8, prefix_match_unit: 4, bytes_per_token: 250000, capacity: {type: fixed, blocks: 64},
+                 state_cache: {bytes_per_request: 1500000}}
+    decode:
+      timing: {type: fixed, prefill_ms: 10, decode_ms: 1}
+      kv_cache: {block_size: 8, bytes_per_token: 250000, capacity: {type: fixed, blocks: 64},
+                 state_cache: {bytes_per_request: 3000000}}
+traffic:
+  source: {type: trace, paths: [trace.jsonl], block_size: 4}
+  load: {type: trace_timestamps}
+"""
+
+
+def test_pd_prefill_resumes_from_its_snapshots_and_decode_skips_resident_token_kv(tmp_path):
+    """A: 14 tokens (ids 1-4) keeps prefill snapshots at 8 and 12.  B (ids 1-3, 5; 14 tokens) resumes its prefill
+    at 12; its decode rank holds A's first block (8 tokens) and skips it, but the state (the prefill role's
+    1,500,000 B = 6 ms) and the whole prompt (full_prompt: 16 tokens in 2 blocks, 16 ms) still travel: B's
+    prefill ends at 110 ms, the KV lands at 132 ms.  B stores no snapshot (its 8 is A's, its 12 it resumed
+    from); the decode rank computes no prompt: it stores none either."""
+    rows = [trace_row(0, 14, 2, [1, 2, 3, 4], 4), trace_row(100, 14, 2, [1, 2, 3, 5], 4)]
+    single, records = replay(tmp_path, rows, PD)
+    assert [r["reused_input_tokens"] for r in records] == [0, 12]
+    assert [r["decode_reused_input_tokens"] for r in records] == [0, 8]
+    assert [r["kv_transfer_tokens"] for r in records] == [16, 16]
+    assert records[1]["prefill_done_ms"] == 110.0 and records[1]["decode_admit_ms"] == 132.0
+    prefill, decode = single.ranks()
+    assert (prefill.state_blocks, decode.state_blocks) == (1, 2)  # 2,000,000-byte blocks: each role its own state
+    section = summary_sections(single)["state_cache"]
+    assert (section["prefill"]["snapshots_stored"], section["prefill"]["resumed_from"]) == (2, {"12": 1})
+    assert section["decode"]["snapshots_stored"] == 0
+
+
+def test_deepseek_v4_under_mtp_keeps_the_boundaries_accepted_drafts_cross(tmp_path):
+    """`nextn: 1` (30 state rows): a decode pass whose accepted draft crosses 3,072 still leaves a snapshot
+    there, so every turn 2 resumes at 3,072; turn 1 does not, since speculation drops the last matched block
+    (12 blocks of 3,200 tokens -> 11, and no snapshot at or before 2,816).  AISimulate: the same positions."""
+    text = DSV4.replace("OUT", "200").replace("turns: 4", "turns: 3").replace(
+        "      timing: {type: fixed, prefill_ms: 20.0, decode_ms: 10.0}\n", "").replace(
+        "engine:\n", "engine:\n  nextn: 1\n  nextn_accepted: 0.7\n").replace("concurrency: 1", "concurrency: 2").replace(
+        "sessions: 1", "sessions: 4")
+    single, records = replay(tmp_path, [], text)
+    by_turn = {}
+    for record in records:
+        by_turn.setdefault(record["turn_index"], set()).update(resumed([record])[0])
+    assert by_turn == {0: {0}, 1: {0}, 2: {3072}}
+    assert single.ranks()[0].state_blocks == 30
+
+
+# ============================================================================================ chunks and rules
+
+SESSION = """traffic:
+  source: {type: synthetic-session, new_input_tokens_per_turn: 1000, output_tokens_per_turn: 100,
+           session: {turns: 3}}
+  load: {type: concurrency, concurrency: 1}
+  stop: {sessions: 1}
+"""
+
+
+def session_config(**geometry) -> str:
+    text = config(g1_blocks=400, state_bytes=1500, bytes_per_token=16, **geometry)
+    return text[:text.index("traffic:")] + SESSION
+
+
+@pytest.mark.parametrize("unit, passes, resumes", [
+    # 1,000 / 2,100 / 3,200 tokens: chunks end at the next block boundary (from a resume inside a block), the last
+    # full block boundary before the last token and the last unit boundary, each a 10 ms prefill pass
+    (64, [2, 2, 2], [0, 960, 2048]),  # 0-960-1000; 960-2048-2100; 2048-3136-3200
+    (16, [3, 4, 3], [0, 992, 2096]),  # 0-960-992-1000; 992-1024-2048-2096-2100; 2096-2112-3136-3200
+])
+def test_align_mode_prefill_chunks_end_where_snapshots_are_kept(tmp_path, unit, passes, resumes):
+    """vLLM align mode (AISimulate with `prefix_match_unit`, facts §24: the same TTFTs): 64-token blocks."""
+    _, records = replay(tmp_path, [], session_config(block=64, unit=unit))
+    assert [r["input_length"] for r in records] == [1000, 2100, 3200]
+    assert [r["ttft_ms"] for r in records] == [10.0 * n for n in passes]
+    assert resumed(records) == [[r] for r in resumes]
+
+
+def test_an_explicit_state_without_a_unit_is_a_plain_reservation(tmp_path):
+    """`bytes_per_request` without `prefix_match_unit` (AISimulate: the same): reuse resumes after the last
+    whole block shared, the previous turn's output included (1,088 of 1,100 shared; 2,176 of 2,200), and a
+    prompt is one chunk (TTFT one 10 ms pass)."""
+    single, records = replay(tmp_path, [], session_config(block=64, unit=64, set_unit=False))
+    assert [r["reused_input_tokens"] for r in records] == [0, 1088, 2176]
+    assert [r["ttft_ms"] for r in records] == [10.0, 10.0, 10.0]
+    assert summary_sections(single)["state_cache"]["aggregated"]["snapshot_rule"] == "whole_blocks"
+
+
+KIMI = """
+engine:
+  model: moonshotai/Kimi-K3
+  hardware: b200_sxm
+  kvcache_quant_mode: fp8
+  workers:
+    aggregated:
+      parallelism: {tensor: 8, moe_expert: 8}
+      kv_cache: {block_size: 128, capacity: {type: fixed, blocks: 400}, state_cache: {}UNIT}
+traffic:
+  source: {type: synthetic-session, new_input_tokens_per_turn: 4096, output_tokens_per_turn: 16, session: {turns: 2}}
+  load: {type: concurrency, concurrency: 1}
+  stop: {sessions: 1}
+"""
+
+
+@pytest.mark.parametrize("unit, reused, rule", [(", prefix_match_unit: 128", [0, 4096], "prompt_ends"),
+                                                ("", [0, 0], "no_reuse")])
+def test_kimi_k3_reuses_only_in_align_mode(tmp_path, unit, reused, rule):
+    """Kimi K3 (1,536-token blocks, 3 state blocks): with `prefix_match_unit` turn 1 resumes at 4,096, turn 0's
+    last unit boundary; without it vLLM's default mamba cache mode keeps no state and nothing is reused
+    (AISimulate: 0.0 reuse, facts §24)."""
+    single, records = replay(tmp_path, [], KIMI.replace("UNIT", unit))
+    assert [r["reused_input_tokens"] for r in records] == reused
+    section = summary_sections(single)["state_cache"]["aggregated"]
+    assert (section["snapshot_rule"], section["block_size"], section["state_blocks_per_request"]) == (rule, 1536, 3)
