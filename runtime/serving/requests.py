@@ -66,6 +66,10 @@ class RequestSpec:
         found = self._keys.get(block_size)
         return found if found is not None else self._compute_keys(block_size)
 
+    def forget_keys(self) -> None:
+        """Drop the memoised keys (a finished request's: `fresh_keys` makes them again if anything still asks)."""
+        self._keys.clear()
+
     def prompt_chunks(self, chunk_size: int, partial: bool) -> list:
         """Keys of the prompt's full chunks of `chunk_size` tokens, then (with `partial`) one for its trailing
         partial chunk, which only the same prompt shares (opal's KV-cache tiers)."""
@@ -143,6 +147,11 @@ class Request:
         self.stop_after = spec.output_len if stop_after is None else stop_after
         self.tier = TierState(hint)
         self.pd = None  # handoff.HandoffState with disaggregated prefill/decode
+
+    def forget_keys(self) -> None:
+        """It is done with its keys (finished, its prompt stored): they and its spec's memoised ones go."""
+        self.keys = []
+        self.spec.forget_keys()
 
     def add_token(self, at_ns: int) -> None:
         if self.first_token_ns is None:

@@ -29,17 +29,20 @@ wrote the block (`register_run`'s `writer`), the block's index in its chain, and
 """
 from __future__ import annotations
 
-from itertools import compress, repeat
-from operator import not_
+from itertools import compress, islice, repeat
+from operator import add, and_, eq, itemgetter, not_, sub
 
 from .apc_log import EvictStats
 from .apc_queue import IdleQueue
-from .g1 import BlockPool
+from .apc_retry import Lookup
+from .g1 import NOT_NONE, BlockPool, consume
+
+NO_WRITER = (None, None)  # a block no registered run wrote (what `writer` says of it)
 
 
 class ApcPool(BlockPool):
     __slots__ = ("clock", "ttl_ns", "advanced_to", "queue", "_looked", "_looked_at", "writer", "on_evict", "evict_log",
-                 "inline_evictions", "proactive_evictions", "ttl_skipped")
+                 "inline_evictions", "proactive_evictions", "ttl_skipped", "retry")
 
     def __init__(self, capacity: int, clock=None, ttl_ns: int = 0):
         super().__init__(capacity, True)
@@ -53,6 +56,7 @@ class ApcPool(BlockPool):
         self.on_evict = None  # None or callable(pool, [(key, writer, position)]) per eviction batch
         self.evict_log: list | None = None  # set to a list to collect an EvictStats per eviction batch
         self.inline_evictions = self.proactive_evictions = self.ttl_skipped = 0
+        self.retry: Lookup | None = None  # the last lookup with a TTL, while it still holds (apc_retry.py)
 
     # ------------------------------------------------------------------ time and the queue
     def now(self) -> int:
@@ -85,9 +89,9 @@ class ApcPool(BlockPool):
 
     def idle_blocks(self) -> list[int]:
         """The eviction queue, oldest first."""
-        q, entry, base = self.queue.q, self.queue.entry, self.queue.base
-        return [block for number, (_, block) in enumerate(q[self.queue.head - base:], self.queue.head)
-                if entry.get(block) == number]
+        queue = self.queue
+        start, stop = queue.head, queue.base + len(queue.q)
+        return list(compress(queue.q[start - queue.base:], queue._is_live(start, stop)))
 
     @property
     def protected_count(self) -> int:
@@ -98,6 +102,9 @@ class ApcPool(BlockPool):
         """How many of `blocks` `free_count` counts (touching them takes them out of it)."""
         if not self.ttl_ns:  # every idle block counts: BlockPool's count of unreferenced ones
             return super().free_among(blocks)
+        kept = self.retry
+        if kept is not None and blocks is kept.found and not kept.dirty and kept.at == self.now():
+            return 0  # just refreshed: its idle blocks are protected, the others held
         self.queue.expire(self.now())
         ref, entry, boundary = self.ref, self.queue.entry, self.queue.boundary
         # (in C, as the match before it: a prefix may be thousands of blocks) unreferenced blocks that are free
@@ -117,18 +124,27 @@ class ApcPool(BlockPool):
     def match(self, keys, limit: int) -> list[int]:
         """The cached prefix (as BlockPool's); with a TTL a lookup is an access: matched idle blocks become the
         newest.  (Without one, only holds and releases order the queue, as in vLLM: a request that waits for
-        memory looks its prefix up at every pass, which need not cost a pass over its blocks.)"""
-        found = super().match(keys, limit)
-        if found and self.queue.live and self.ttl_ns:
-            now, ref = self.now(), self.ref
+        memory looks its prefix up at every pass, which need not cost a pass over its blocks.)  With a TTL a
+        waiting request's retry reuses its last answer while that holds (apc_retry.py)."""
+        if not self.ttl_ns:
+            return super().match(keys, limit)
+        now, kept = self.now(), self.retry
+        if kept is not None and kept.holds_for(keys, limit, self.cached, now, self.ttl_ns):
+            found, idle = kept.found, kept.idle
+        else:
+            found = super().match(keys, limit)
+            tail_first = found[::-1]  # as a release enters them
+            idle = list(compress(tail_first, map(not_, map(self.ref.__getitem__, tail_first))))
+            kept = self.retry = Lookup(keys, limit, found, idle, now) if found else None
+        if found and self.queue.live:
             if self._looked_at != now:
                 self._looked.clear()
                 self._looked_at = now
-            tail_first = found[::-1]  # as a release enters them
-            idle = list(compress(tail_first, map(not_, map(ref.__getitem__, tail_first))))
             if idle:
                 self.queue.refresh(idle, now)
                 self._looked.update(dict.fromkeys(idle))
+        if kept is not None:
+            kept.at = now
         return found
 
     def next_expiry(self) -> int | None:
@@ -138,41 +154,51 @@ class ApcPool(BlockPool):
         now = self.now()
         self.queue.expire(now)
         looked = self._looked if self._looked_at == now else {}
-        q, entry, base = self.queue.q, self.queue.entry, self.queue.base
-        for number in range(self.queue.boundary, base + len(q)):
-            stamp, block = q[number - base]
-            if entry.get(block) == number and block not in looked:
-                return stamp + self.ttl_ns
+        queue = self.queue
+        start, end = queue.boundary, queue.base + len(queue.q)
+        width = 64
+        while start < end:  # (in C, in growing windows: the looked-up blocks may be a whole prefix, or none)
+            stop = min(end, start + width)
+            wanted = map(and_, queue._is_live(start, stop),
+                         map(not_, map(looked.__contains__, queue.q[start - queue.base:stop - queue.base])))
+            first = next(compress(range(start, stop), wanted), None)
+            if first is not None:
+                return queue.stamps[first - queue.base] + self.ttl_ns
+            start, width = stop, 4 * width
         return None
 
     # ------------------------------------------------------------------ transitions
     def touch(self, blocks: list[int]) -> None:
-        ref, free, entry = self.ref, self.free, self.queue.entry
-        for b in blocks:
-            if ref[b] == 0:
-                if b in entry:
-                    self.queue.dequeue(b)
-                    self._looked.pop(b, None)
-                else:
-                    del free[b]
-            ref[b] += 1
+        if self.retry is not None:
+            self.retry.touched(blocks)
+        ref = self.ref
+        held = list(map(ref.__getitem__, blocks))
+        unheld = list(compress(blocks, map(not_, held)))
+        if unheld:
+            queued = list(map(self.queue.entry.__contains__, unheld))
+            idle = list(compress(unheld, queued))
+            if idle:
+                self.queue.dequeue_all(idle)
+                if self._looked:
+                    consume(map(self._looked.pop, idle, repeat(None)))
+            consume(map(self.free.__delitem__, compress(unheld, map(not_, queued))))
+        consume(map(ref.__setitem__, blocks, map(add, held, repeat(1))))
 
     def allocate(self, count: int) -> list[int]:
         """`count` blocks: never-used ones, then free ones (first freed first), then unprotected idle ones."""
         out = self._fresh(count)
         rest = count - len(out)
         if rest:
-            plain = min(rest, len(self.free))
-            taken = [self.free.popitem(False)[0] for _ in range(plain)]
-            if rest > plain:
-                victims = self.queue.pop_expired(rest - plain, self.now())
-                if len(victims) < rest - plain:
+            free = self.free
+            taken = list(islice(free, min(rest, len(free))))
+            consume(map(free.__delitem__, taken))
+            if rest > len(taken):
+                victims = self.queue.pop_expired(rest - len(taken), self.now())
+                if len(victims) < rest - len(taken):
                     raise RuntimeError("ApcPool.allocate: fewer blocks than free_count promised")
-                self._drop(victims, rest - plain, proactive=False)
+                self._drop(victims, rest - len(taken), proactive=False)
                 taken += victims
-            ref = self.ref
-            for block in taken:
-                ref[block] = 1
+            consume(map(self.ref.__setitem__, taken, repeat(1)))
             if self.copying and not self.copying.isdisjoint(taken):
                 self.awaited |= self.copying.intersection(taken)
             out.extend(taken)
@@ -184,8 +210,7 @@ class ApcPool(BlockPool):
         victims = self.queue.pop_expired(count, now)
         skipped = self.queue.live - self.queue.expired if len(victims) < count else 0
         self.ttl_skipped += skipped
-        for block in victims:
-            self.free[block] = None
+        self.free.update(dict.fromkeys(victims))
         self._drop(victims, count, proactive=True, skipped=skipped, now=now)
         return len(victims)
 
@@ -194,21 +219,19 @@ class ApcPool(BlockPool):
         """Forget the victims' keys; count them, record KV events, tell the hook and the log."""
         if not victims and not proactive:
             return
-        key_of, cached, writer = self.key_of, self.cached, self.writer
-        evicted = []
-        for block in victims:
-            key = key_of[block]
-            del cached[key]
-            key_of[block] = None
-            origin = writer.pop(block, (None, None))
-            evicted.append((key, origin[0], origin[1]))
+        key_of = self.key_of
+        keys = list(map(key_of.__getitem__, victims))
+        consume(map(self.cached.__delitem__, keys))
+        consume(map(key_of.__setitem__, victims, repeat(None)))
+        origins = list(map(self.writer.pop, victims, repeat(NO_WRITER)))
+        evicted = list(zip(keys, map(itemgetter(0), origins), map(itemgetter(1), origins)))
         if proactive:
             self.proactive_evictions += len(victims)
         else:
             self.inline_evictions += len(victims)
         self.evictions += len(victims)
         if self.events is not None and victims:
-            self.events.append(("Removed", [e[0] for e in evicted]))
+            self.events.append(("Removed", keys))
         if self.evict_log is not None and (victims or requested):
             scanned = len(victims) + (1 if skipped else 0)
             pinned = self.pinned_count
@@ -220,26 +243,30 @@ class ApcPool(BlockPool):
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
         """BlockPool's, recording for each newly keyed block which request wrote it and at which chain index."""
-        cached, key_of = self.cached, self.key_of
-        new = [index for index in range(start, stop) if keys[index] not in cached]
+        run_keys = keys[start:stop]
+        new = list(map(not_, map(self.cached.__contains__, run_keys)))
         super().register_run(blocks, keys, start, stop)
-        for index in new:
-            block = blocks[index]
-            if key_of[block] == keys[index]:  # (a key repeated inside the run keys its first block only)
-                self.writer[block] = (writer, index)
+        if not any(new):
+            return
+        new_blocks = list(compress(blocks[start:stop], new))
+        # (a key repeated inside the run keys its first block only)
+        keyed = list(map(eq, map(self.key_of.__getitem__, new_blocks), compress(run_keys, new)))
+        self.writer.update(zip(compress(new_blocks, keyed),
+                               zip(repeat(writer), compress(compress(range(start, stop), new), keyed))))
 
     def release(self, blocks: list[int]) -> None:
         """Drop one reference each; a freed keyed block joins the queue's newest end (tail first), stamped now;
         a freed unkeyed one is free memory."""
-        ref, free, key_of = self.ref, self.free, self.key_of
-        idle = []
-        for b in reversed(blocks):
-            left = ref[b] - 1
-            ref[b] = left
-            if not left:
-                if key_of[b] is None:
-                    free[b] = None
-                else:
-                    idle.append(b)
+        if self.retry is not None:
+            self.retry.touched(blocks)
+        ref, order = self.ref, blocks[::-1]
+        left = list(map(sub, map(ref.__getitem__, order), repeat(1)))
+        consume(map(ref.__setitem__, order, left))
+        freed = list(compress(order, map(not_, left)))
+        if not freed:
+            return
+        keyed = list(map(NOT_NONE, map(self.key_of.__getitem__, freed)))
+        self.free.update(dict.fromkeys(compress(freed, map(not_, keyed))))
+        idle = list(compress(freed, keyed))
         if idle:
             self.queue.enqueue_all(idle, self.now())

@@ -1,93 +1,116 @@
 """APC's eviction queue: the idle blocks of one pool in last-access order, with the TTL boundary.
 
-A list of (stamp, block) entries read from `head` on; entry i has the absolute
-number `base + i`.  Below `boundary` every entry is expired (outside its TTL
-window: stamp + ttl <= now); time only grows, so the boundary only moves
-forward.  A block leaving early (a hit) leaves a dead entry behind, skipped
-when met and compacted away when dead entries outnumber live ones, so every
-operation costs O(1) amortised.  `apc.ApcPool` owns one and is its only user.
+Two parallel lists, `q` (blocks) and `stamps` (their last access), read from
+`head` on; entry i has the absolute number `base + i`.  Below `boundary` every
+entry is expired (outside its TTL window: stamp + ttl <= now); time only grows,
+so stamps are in order and the boundary only moves forward (a bisection).  A
+block leaving early (a hit) leaves a dead entry behind, skipped when met and
+compacted away when dead entries outnumber live ones, so every operation costs
+O(1) amortised.  Every step over entries is a map over a whole run of them (in
+C): a prompt at block 16 is thousands of blocks, entering, leaving and being
+refreshed together.  `apc.ApcPool` owns one and is its only user.
 """
 from __future__ import annotations
 
-from itertools import repeat
+from bisect import bisect_right
+from itertools import compress, repeat
+from operator import eq
+
+from .g1 import consume
 
 
 class IdleQueue:
-    __slots__ = ("ttl_ns", "q", "base", "head", "boundary", "expired", "live", "entry")
+    __slots__ = ("ttl_ns", "q", "stamps", "base", "head", "boundary", "expired", "live", "entry")
 
     def __init__(self, ttl_ns: int = 0):
         self.ttl_ns = ttl_ns
-        self.q: list = []  # (stamp, block) in access order
+        self.q: list = []  # blocks in access order
+        self.stamps: list = []  # q's last accesses (non-decreasing)
         self.base = self.head = self.boundary = 0  # absolute numbers: first kept, first unread, first unexpired
         self.expired = 0  # live entries in [head, boundary)
         self.live = 0  # idle blocks
         self.entry: dict[int, int] = {}  # idle block -> the absolute number of its live entry
 
+    def _is_live(self, start: int, stop: int) -> list:
+        """Per entry of [start, stop) (absolute numbers): is it its block's live entry?"""
+        base = self.base
+        return list(map(eq, map(self.entry.get, self.q[start - base:stop - base]), range(start, stop)))
+
     def enqueue(self, block: int, now: int) -> None:
-        self.entry[block] = self.base + len(self.q)
-        self.q.append((now, block))
-        self.live += 1
+        self.enqueue_all([block], now)
 
     def enqueue_all(self, blocks: list[int], now: int) -> None:
-        """`enqueue` of each of `blocks`, in this order (in C: a request frees its whole prefix at once)."""
+        """`enqueue` of each of `blocks`, in this order (a request frees its whole prefix at once)."""
         first = self.base + len(self.q)
         self.entry.update(zip(blocks, range(first, first + len(blocks))))
-        self.q.extend(zip(repeat(now), blocks))
+        self.q.extend(blocks)
+        self.stamps.extend(repeat(now, len(blocks)))
         self.live += len(blocks)
 
     def dequeue(self, block: int) -> None:
         """`block` leaves the queue from anywhere (a hit): its entry goes dead."""
-        number = self.entry.pop(block)
-        self.live -= 1
-        if number < self.boundary:
-            self.expired -= 1
+        self.dequeue_all([block])
+
+    def dequeue_all(self, blocks: list[int]) -> None:
+        """Each of `blocks` (idle, distinct) leaves the queue: their entries go dead."""
+        numbers = list(map(self.entry.pop, blocks))
+        self.live -= len(numbers)
+        self.expired -= sum(map(self.boundary.__gt__, numbers))
+        self._maybe_compact()
+
+    def _maybe_compact(self) -> None:
         if len(self.q) - (self.head - self.base) > 2 * self.live + 64:
             self.compact()
 
     def expire(self, now: int) -> None:
-        q, entry, base, limit = self.q, self.entry, self.base, now - self.ttl_ns
-        boundary, end = self.boundary, self.base + len(self.q)
-        while boundary < end:
-            stamp, block = q[boundary - base]
-            if stamp > limit:  # immune until stamp + ttl: this one and every newer one are protected
-                break
-            if entry.get(block) == boundary:
-                self.expired += 1
-            boundary += 1
-        self.boundary = boundary
+        end = self.base + len(self.q)
+        if self.boundary == end:
+            return
+        if not self.ttl_ns:  # nothing is ever protected: every live entry is expired
+            self.boundary, self.expired = end, self.live
+            return
+        base = self.base
+        # immune until stamp + ttl: the first entry stamped after now - ttl and every newer one are protected
+        boundary = base + bisect_right(self.stamps, now - self.ttl_ns, self.boundary - base)
+        if boundary > self.boundary:
+            self.expired += sum(self._is_live(self.boundary, boundary))
+            self.boundary = boundary
 
     def compact(self) -> None:
         """Keep only live entries, renumbered after every number used so far (old numbers never match again)."""
-        entry, first = self.entry, self.base + len(self.q)
-        start = self.head - self.base
-        live = [(stamp, block) for offset, (stamp, block) in enumerate(self.q[start:], self.head)
-                if entry.get(block) == offset]
-        for i, (_, block) in enumerate(live):
-            entry[block] = first + i
-        self.q, self.base, self.head = live, first, first
+        first, start = self.base + len(self.q), self.head - self.base
+        live = self._is_live(self.head, first)
+        blocks = list(compress(self.q[start:], live))
+        self.stamps = list(compress(self.stamps[start:], live))
+        self.entry.update(zip(blocks, range(first, first + len(blocks))))
+        self.q, self.base, self.head = blocks, first, first
         self.boundary = first + self.expired  # the expired live entries are the oldest ones
 
     def pop_expired(self, count: int, now: int) -> list[int]:
         """Up to `count` unprotected idle blocks from the oldest end, out of the queue."""
         self.expire(now)
-        q, entry, out = self.q, self.entry, []
-        while len(out) < count and self.expired:
-            number = self.head
-            block = q[number - self.base][1]
-            self.head = number + 1
-            if entry.get(block) == number:
-                del entry[block]
-                self.live -= 1
-                self.expired -= 1
-                out.append(block)
-        if self.head - self.base > 64 and 2 * (self.head - self.base) > len(q):
-            del q[:self.head - self.base]
+        out: list[int] = []
+        want = min(count, self.expired)
+        while len(out) < want:
+            # the next (want - taken) entries hold at most that many live ones: all of them are taken
+            stop = min(self.head + want - len(out), self.boundary)
+            start = self.head
+            out.extend(compress(self.q[start - self.base:stop - self.base], self._is_live(start, stop)))
+            self.head = stop
+        if out:
+            consume(map(self.entry.__delitem__, out))
+            self.live -= len(out)
+            self.expired -= len(out)
+        cut = self.head - self.base
+        if cut > 64 and 2 * cut > len(self.q):
+            del self.q[:cut]
+            del self.stamps[:cut]
             self.base = self.head
         return out
 
     def refresh(self, blocks: list[int], now: int) -> None:
         """Idle `blocks` move to the queue's newest end, in this order, stamped `now` (`dequeue` then `enqueue`
-        of each, in C: a waiting request looks its whole prefix up at every pass)."""
+        of each: a waiting request looks its whole prefix up at every pass)."""
         entry, q = self.entry, self.q
         end = self.base + len(q)
         first = end - len(blocks)
@@ -95,12 +118,12 @@ class IdleQueue:
                 list(map(entry.get, blocks)) == list(range(first, end)):
             # they are the newest entries already, in this order (the same request looked them up last time):
             # restamped in place, no dead entry left behind (stamps stay in order: `now` is the latest)
-            q[first - self.base:] = zip(repeat(now), blocks)
+            self.stamps[first - self.base:] = repeat(now, len(blocks))
             return
         numbers = list(map(entry.pop, blocks))
         self.expired -= sum(map(self.boundary.__gt__, numbers))
-        first = self.base + len(self.q)
-        self.q.extend(zip(repeat(now), blocks))
+        first = self.base + len(q)
+        q.extend(blocks)
+        self.stamps.extend(repeat(now, len(blocks)))
         entry.update(zip(blocks, range(first, first + len(blocks))))
-        if len(self.q) - (self.head - self.base) > 2 * self.live + 64:
-            self.compact()
+        self._maybe_compact()

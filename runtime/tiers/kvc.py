@@ -20,6 +20,11 @@
 """
 from __future__ import annotations
 
+from functools import partial
+from itertools import filterfalse, groupby
+from operator import itemgetter
+
+from .closed_tier import closed
 from .copy_jobs import Copy
 from .offload import LOAD, admitting as offload_admitting
 
@@ -111,10 +116,23 @@ def admitting(rank, request, hits: int) -> int:
 
 # ---------------------------------------------------------------------------------------------- stores
 
-def store(rank, keys: list, first: int = 0, stop: int | None = None) -> None:
-    """Walk tiers[first:stop] with `keys` (see the module docstring); copies start in the background."""
+def store(rank, keys: list | None, first: int = 0, stop: int | None = None, source: tuple | None = None) -> None:
+    """Walk tiers[first:stop] with `keys` (see the module docstring); copies start in the background.  `source` =
+    (spec, kind, count) says `keys` are the first `count` of a request's key list (`kind`: "prompt", its tier
+    keys, or a chunk size, its `keys` at that size), made only if a tier needs them (None: make them now)."""
     chain = rank.chain
     tiers = chain.tiers[first:stop]
+    if source is not None and len(tiers) == 1 and closed(tiers[0]):
+        tier, (spec, kind, count) = tiers[0], source
+        lacking = chain.closed.lacking(tier, spec, kind, partial(_source_keys, chain, spec, kind), count)
+        if lacking is not None:  # what the reserve below would do: it is short of room for every lacking key
+            if lacking:
+                tier.last_reserve_short = True
+                tier.version += 1
+                chain.counters.dropped_chunks += lacking
+            return
+    if keys is None:
+        keys = _source_keys(chain, source[0], source[1])[:source[2]]
     offered = list(dict.fromkeys(keys))
     for offset, tier in enumerate(tiers):
         lacking = tier.lacking(offered)
@@ -133,9 +151,12 @@ def store(rank, keys: list, first: int = 0, stop: int | None = None) -> None:
                 store(rank, victims, first + offset + 1)
         if len(accepted) == len(lacking):
             return
-        taken = set(accepted)
-        offered = [key for key in lacking if key not in taken]
+        offered = list(filterfalse(set(accepted).__contains__, lacking))
     chain.counters.dropped_chunks += len(offered)
+
+
+def _source_keys(chain, spec, kind) -> list:
+    return chain.keys(spec) if kind == "prompt" else spec.fresh_keys(kind)  # (a finished writer's are forgotten)
 
 
 def _stored(rank, copy: Copy, now: int) -> None:
@@ -152,10 +173,14 @@ def _promote(rank, keys: list, index: int) -> None:
 
 
 def retire(rank, request) -> None:
-    """A finished request stores its prompt into the tiers."""
+    """A finished request stores its prompt into the tiers, and forgets its keys: opal's outputs keep every request,
+    and a request's keys at block 16 are most of a long trace's memory (a write-through of its blocks evicted
+    later makes the few it needs again)."""
     chain = rank.chain
     chain.counters.retirement_stores += 1
-    store(rank, chain.keys(request.spec))
+    keys = chain.keys(request.spec)
+    store(rank, keys, source=(request.spec, "prompt", len(keys)))
+    request.forget_keys()
 
 
 def write_through(rank, evicted) -> None:
@@ -164,13 +189,26 @@ def write_through(rank, evicted) -> None:
     chain = rank.chain
     size, chunk = rank.block_size, chain.chunk_size
     ends: dict = {}  # id(writer) -> (writer, largest aligned end): specs hash by value, which is slow
-    for _, writer, position in evicted:
-        end = (position + 1) * size
-        if writer is not None and end % chunk == 0 and end > ends.get(id(writer), (None, 0))[1]:
-            ends[id(writer)] = (writer, end)
+    # a request's blocks leave in runs: one step per run of one writer's blocks, not per block
+    columns = zip(map(id, map(itemgetter(1), evicted)), map(itemgetter(2), evicted), map(itemgetter(1), evicted))
+    for number, run in groupby(columns, itemgetter(0)):
+        run = list(run)
+        writer = run[0][2]
+        if writer is None:
+            continue
+        last = _last_aligned(list(map(itemgetter(1), run)), size, chunk)
+        if last is not None and (last + 1) * size > ends.get(number, (None, 0))[1]:
+            ends[number] = (writer, (last + 1) * size)
     for writer, end in ends.values():
         chain.counters.write_through_stores += 1
-        store(rank, writer.keys(chunk)[:end // chunk])
+        store(rank, None, source=(writer, chunk, end // chunk))
+
+
+def _last_aligned(positions: list[int], size: int, chunk: int) -> int | None:
+    """The largest block index of `positions` whose block ends on a chunk boundary (None: none does)."""
+    if chunk == size:
+        return max(positions)
+    return next((p for p in sorted(positions, reverse=True) if (p + 1) * size % chunk == 0), None)
 
 
 def no_store(rank, batch) -> None:

@@ -16,6 +16,7 @@ from ..links.transfers import Link
 from . import kvc, offload
 from .chain import TierChain
 from .chain_build import TierSpec, pools
+from .closed_tier import ClosedCounts
 from .connectors import ConnectorProfile
 from .tier import TierRules
 
@@ -56,7 +57,7 @@ class KvcCounters:
 
 
 class KvcChain(TierChain):
-    __slots__ = ("chunk_size", "partial", "gpu", "counters", "lru", "clock")
+    __slots__ = ("chunk_size", "partial", "gpu", "counters", "lru", "clock", "closed")
 
     def __init__(self, tiers: tuple, chunk_size: int, partial: bool, gpu: GpuPath, counters: KvcCounters,
                  lru: tuple = (), clock=None):
@@ -70,6 +71,7 @@ class KvcChain(TierChain):
         self.counters = counters
         self.lru = lru or (False,) * len(tiers)  # per tier: it evicts (demoting to the next) and promotes hits
         self.clock = clock  # the replay's (when a restore's reads start)
+        self.closed = ClosedCounts()  # what stores into a full tier that never evicts would lack
 
     def first_offer(self, hits: int) -> int:
         return 0

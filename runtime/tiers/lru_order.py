@@ -12,7 +12,7 @@ eviction stops at the first key still inside its window.
 from __future__ import annotations
 
 from collections import OrderedDict
-from itertools import filterfalse
+from itertools import compress, filterfalse
 
 
 class LruOrder:
@@ -47,6 +47,10 @@ class LruOrder:
     def held(self) -> list:
         return list(self._keys)
 
+    def held_positions(self, keys: list) -> list[int]:
+        """The indices of the held keys of `keys`, ascending."""
+        return list(compress(range(len(keys)), map(self._keys.__contains__, keys)))
+
     def refresh(self, keys: list, upto: int) -> None:
         """The held keys of keys[:upto] become the newest, the first newest of all."""
         held, to_end = self._keys, self._keys.move_to_end
@@ -61,7 +65,7 @@ class LruOrder:
     def unheld(self, keys: list, place: bool, refresh: tuple | None) -> tuple:
         """(no token, the distinct `keys` not held, nothing they displace): what a reserve would add."""
         held = self._keys
-        return None, [key for key in keys if key not in held], None
+        return None, list(filterfalse(held.__contains__, keys)), None
 
     def hold(self, token, new: list, olds, place: bool) -> int:
         """Hold `new` as the newest keys; returns where in-flight keys may sit (anywhere: 0)."""

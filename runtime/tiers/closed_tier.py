@@ -1,0 +1,47 @@
+"""Stores offered to a closed tier: one that is full and never evicts (opal's default), so it takes nothing more.
+
+Such a tier's contents are frozen, and a store into it changes only counters:
+how many of the offered keys it lacks.  APC's write-through offers a writer's
+prefix again at every eviction batch that reaches one of the writer's blocks
+(a prompt's blocks leave a few at a time, tail first), so counting the lacking
+keys of the prefix each time would be O(prefix) per batch.  `ClosedCounts`
+finds, once per key list, where the tier holds its keys, and answers each
+prefix's count by bisection.  A count is reused only while the tier's
+resident count is the one it was found at (a closed tier's contents can only
+grow past it, never change in place).  Entries name their request by a weak
+reference: a finished request's spec may go, and its id be reused.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left
+from weakref import ref
+
+from .lru_order import KeepAll
+
+
+def closed(tier) -> bool:
+    """Does `tier` take no new key, whatever is offered (full, and it never evicts)?"""
+    return type(tier.order) is KeepAll and tier.resident >= tier.capacity
+
+
+class ClosedCounts:
+    """Per closed tier and key list: the positions of the keys it holds (the key list must list no key twice)."""
+
+    __slots__ = ("found",)
+
+    def __init__(self):
+        # (id(tier), id(spec), kind) -> (the spec, weakly; resident then; held positions, or None: keys not distinct)
+        self.found: dict = {}
+
+    def lacking(self, tier, spec, kind, keys_of, count: int) -> int | None:
+        """How many of the first `count` keys of `spec`'s key list `kind` (`keys_of()` makes it) `tier` lacks;
+        None when the list names a key twice (the caller counts those its own way)."""
+        memo = (id(tier), id(spec), kind)
+        found = self.found.get(memo)
+        if found is None or found[0]() is not spec or found[1] != tier.resident:
+            keys = keys_of()
+            distinct = len(set(keys)) == len(keys)
+            found = (ref(spec), tier.resident, tier.order.held_positions(keys) if distinct else None)
+            self.found[memo] = found
+        held = found[2]
+        return None if held is None else count - bisect_left(held, count)
