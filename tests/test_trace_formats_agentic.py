@@ -138,6 +138,6 @@ def test_the_text_report_names_file_line_col(tmp_path, capsys):
     config.write_text((AGENTIC / "agentic-mooncake-g2.yaml").read_text().replace("agentic-mooncake-g2.jsonl",
                                                                                   "bad.jsonl"))
     assert main(["validate", str(config)]) == 1
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert f"{tmp_path / 'bad.jsonl'}:2:2: error[TRACE-DEPENDENCY]" in out and "Traceback" not in out
     assert orjson.loads(NODE)["request_id"] == "a"
