@@ -108,15 +108,19 @@ class BlockPool:
 
     def allocate(self, count: int) -> list[int]:
         """`count` blocks for new KV: never-used blocks first, then the LRU head (evicting its key)."""
-        out = self._fresh(count)
+        out = self._fresh(count) if self.created < self.capacity else []
         rest = count - len(out)
         if rest:
-            free, key_of = self.free, self.key_of
-            taken = list(islice(free, rest))
-            consume(map(free.__delitem__, taken))
-            evicted = list(filter(NOT_NONE, map(key_of.__getitem__, taken)))  # only the block a key maps to has it
-            consume(map(self.cached.__delitem__, evicted))
-            consume(map(key_of.__setitem__, taken, repeat(None)))
+            taken = self._take(rest)
+            key_of = self.key_of
+            # only the block a key maps to has it; usually every taken block has one, or none has
+            evicted = list(map(key_of.__getitem__, taken))
+            keyless = evicted.count(None)
+            if keyless:
+                evicted = [] if keyless == len(evicted) else [key for key in evicted if key is not None]
+            if evicted:
+                consume(map(self.cached.__delitem__, evicted))
+                consume(map(key_of.__setitem__, taken, repeat(None)))
             consume(map(self.ref.__setitem__, taken, repeat(1)))
             self.evictions += len(evicted)
             if self.events is not None and evicted:
@@ -125,6 +129,13 @@ class BlockPool:
                 self.awaited |= self.copying.intersection(taken)
             out.extend(taken)
         return out
+
+    def _take(self, count: int) -> list[int]:
+        """The first `count` blocks of the free queue, taken out of it (g1_runs.RunPool keeps the queue otherwise)."""
+        free = self.free
+        taken = list(islice(free, count))
+        consume(map(free.__delitem__, taken))
+        return taken
 
     def freeing_while_copied(self, blocks: list[int]) -> None:
         """`blocks` are about to be freed while a copy still reads them: a new owner of one waits for `end_copy`."""

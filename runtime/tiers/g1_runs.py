@@ -117,29 +117,6 @@ class RunPool(BlockPool):
         self._queued -= len(taken)
         return taken
 
-    def allocate(self, count: int) -> list[int]:
-        out = self._fresh(count) if self.created < self.capacity else []
-        rest = count - len(out)
-        if rest:
-            key_of = self.key_of
-            taken = self._take(rest)
-            # only the block a key maps to has it; usually every taken block has one, or none has
-            evicted = list(map(key_of.__getitem__, taken))
-            keyless = evicted.count(None)
-            if keyless:
-                evicted = [] if keyless == len(evicted) else [key for key in evicted if key is not None]
-            if evicted:
-                consume(map(self.cached.__delitem__, evicted))
-                consume(map(key_of.__setitem__, taken, repeat(None)))
-            consume(map(self.ref.__setitem__, taken, repeat(1)))
-            self.evictions += len(evicted)
-            if self.events is not None and evicted:
-                self.events.append(("Removed", evicted))
-            if self.copying and not self.copying.isdisjoint(taken):
-                self.awaited |= self.copying.intersection(taken)
-            out.extend(taken)
-        return out
-
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
         """As BlockPool's; when every key is new here (the usual case) the run is keyed without filtering it."""
         if not self.caching:
