@@ -15,13 +15,16 @@ VENDORED = ROOT / "tests" / "data" / "traces"
 CACHE = Path(tempfile.gettempdir()) / "kvreplay-benchmark-traces"
 
 
-def trace(name: str) -> Path:
-    """The unpacked trace `name` (e.g. "conversation_trace.jsonl")."""
-    packed = VENDORED / f"{name}.gz"
-    path = CACHE / name
+def unpacked(packed: Path, path: Path) -> Path:
+    """`path`, holding gzipped `packed` unpacked (again only when `packed` is newer)."""
     if not path.exists() or path.stat().st_mtime < packed.stat().st_mtime:
-        CACHE.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{name}.partial")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.partial")
         partial.write_bytes(gzip.decompress(packed.read_bytes()))
         partial.replace(path)  # (never a half-written trace under the real name)
     return path
+
+
+def trace(name: str) -> Path:
+    """The unpacked trace `name` (e.g. "conversation_trace.jsonl")."""
+    return unpacked(VENDORED / f"{name}.gz", CACHE / name)

@@ -16,7 +16,6 @@ tolerances: |delta reuse| <= 0.005, duration within 1 %, mean TTFT within 10 %.
 from __future__ import annotations
 
 import argparse
-import gzip
 import io
 import json
 import subprocess
@@ -25,6 +24,8 @@ import tempfile
 from pathlib import Path
 
 from ruamel.yaml import YAML
+
+from _traces import unpacked
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIGS = ROOT / "docs" / "reference-runs" / "fidelity"
@@ -37,15 +38,7 @@ TTFT_TOLERANCE = 0.10  # relative
 
 def plain_trace(path: Path) -> Path:
     """`path` itself, or for a gzipped trace its unpacked copy in the cache (kept between runs)."""
-    if path.suffix != ".gz":
-        return path
-    unpacked = TRACE_CACHE / f"{path.parent.name}-{path.stem}"
-    if not unpacked.exists() or unpacked.stat().st_mtime < path.stat().st_mtime:
-        TRACE_CACHE.mkdir(parents=True, exist_ok=True)
-        partial = unpacked.with_name(f".{unpacked.name}.partial")
-        partial.write_bytes(gzip.decompress(path.read_bytes()))
-        partial.replace(unpacked)  # (never a half-written trace under the real name)
-    return unpacked
+    return unpacked(path, TRACE_CACHE / f"{path.parent.name}-{path.stem}") if path.suffix == ".gz" else path
 
 
 def runnable_copy(config: Path, folder: Path) -> Path:
