@@ -2,9 +2,13 @@
 
 Names are AISimulate's where it has them (docs/replay/workloads.md, "Agentic results"):
 `agentic_qualification`, `agentic_play_outcomes`, `agentic_snapshots`, `agentic_phases` and
-`agentic_profile`.  A `mooncake-delta` trace is session traffic, not agentic: it adds nothing.
+`agentic_profile`.  A `mooncake-delta` trace is session traffic, not agentic: it adds nothing.  After warm-up
+the play outcomes' times count from the barrier, as the measured requests' (agentic_measured.py); the profile's
+stay absolute, as AISimulate's.
 """
 from __future__ import annotations
+
+from .agentic_measured import from_origin
 
 AGENTIC_FORMATS = ("weka", "agentic_mooncake")
 
@@ -29,6 +33,9 @@ def summary_section(traffic) -> dict:
     unfinished = [{"play_id": traffic._play_name(r), "status": "incomplete", "requests": len(r.play.nodes),
                    "ended_requests": r.ended, "start_ms": r.start_ns / 1e6, "end_ms": None} for r in running.values()]
     outcomes = sorted(traffic.outcomes + unfinished, key=lambda o: (o["start_ms"], o["play_id"]))
+    if source.warmup and traffic.barrier_ns:
+        outcomes = [{**o, "start_ms": from_origin(o["start_ms"], traffic.barrier_ns),
+                     "end_ms": from_origin(o["end_ms"], traffic.barrier_ns)} for o in outcomes]
     completed = sum(o["status"] == "completed" for o in outcomes)
     planned = len(traffic.snapshots) if traffic.snapshots else len(source.plays)
     out = {"agentic_qualification": "functional_only", "agentic_input_format": source.input_format,

@@ -13,8 +13,8 @@ The loads AISimulate documents (docs/replay/workloads.md, "Agentic load controls
 - `agentic_warmup`: each lane first sends its primers (one per conversation with history: its last
   historical request's input) and then WARMUP_REPEATS requests repeating them (without history: its first
   remaining request), one after another, 1 output token each; when every lane is done (the barrier) the plays
-  start, from the caches warm-up left.  Preparation requests are numbered from WARM_BASE and `measured_log`
-  keeps them out of the outputs.
+  start, from the caches warm-up left.  Preparation requests are numbered from WARM_BASE; `measured_log`
+  keeps them out of the outputs and counts the measured requests' times from the barrier (agentic_measured.py).
 - `agentic_profile`: a lane whose play ended takes the next play of the corpus (wrapping; a new incarnation
   with fresh block identities) until the admission deadline (`duration` after the barrier, or after 0); no
   request is released after it, and the run stops `response_grace` after it (requests still running are
@@ -27,6 +27,7 @@ from collections import deque
 from dataclasses import replace
 
 from ..serving.requests import Content, RequestSpec
+from .agentic_measured import MeasuredLog
 from .agentic_report import summary_section
 from .agentic_snapshot import cut_of, record, snapshot
 
@@ -48,24 +49,6 @@ class _Running:
         self.ended = 0
         self.held = False  # a node's release fell past the profile's deadline
         self.end_ns = start_ns
-
-
-class _MeasuredLog:
-    """The run's request log, told of measured requests only (warm-up is outside latency, throughput, reuse)."""
-
-    def __init__(self, log):
-        self._log = log
-
-    def arrived(self, request) -> None:
-        if request.spec.index < WARM_BASE:
-            self._log.arrived(request)
-
-    def ended(self, request, record: bool = True) -> None:
-        if request.spec.index < WARM_BASE:
-            self._log.ended(request, record)
-
-    def __getattr__(self, name):
-        return getattr(self._log, name)
 
 
 class AgenticTraffic:
@@ -230,8 +213,12 @@ class AgenticTraffic:
         return self._begin(now_ns)
 
     def measured_log(self, log):
-        """The log the outputs read: without warm-up requests (the traffic knows which they are)."""
-        return _MeasuredLog(log) if self.source.warmup else log
+        """The log the outputs read: without warm-up requests, measured times from the barrier."""
+        return MeasuredLog(log, self) if self.source.warmup else log
+
+    @staticmethod
+    def measured(spec: RequestSpec) -> bool:
+        return spec.index < WARM_BASE
 
     @staticmethod
     def session_number(spec: RequestSpec) -> None:
