@@ -17,6 +17,7 @@ from . import __version__
 from . import explain as explain_mod
 from . import predict, report
 from .compiler.passes.plan import canonical_json
+from .compiler.diagnostics import locate
 from .compiler.pipeline import CompileResult, compile_file
 from .compiler.rules import all_rules
 from .whole_file import write_whole
@@ -66,7 +67,7 @@ def cmd_compile(args) -> int:
 
         return targets.run(result, args.to, args.output, args.strict)
     if args.to == "replayspec":
-        from .lower import lower
+        from .lower import lower, refusal
 
         if result.spec.frontend == "opal":
             sys.stderr.write(f"kvreplay: {args.file} is an opal config; --to replayspec lowers predict configs only\n")
@@ -74,6 +75,10 @@ def cmd_compile(args) -> int:
         if result.spec.frontend != "predict":
             sys.stderr.write(f"kvreplay: {args.file} is already a {result.spec.frontend}\n")
             return EXIT_USAGE
+        refused = refusal(result)
+        if refused is not None:  # (agentic plays: their dependencies have no place in a request list)
+            sys.stderr.write(report.format_diagnostic(locate((refused,), result.spec.spans, result.source)[0]) + "\n")
+            return EXIT_INVALID
         data = canonical_json(lower(result))
     else:
         data = result.plan.canonical_json()

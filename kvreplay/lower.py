@@ -7,6 +7,11 @@ explicit request list by replaying it once: every request keeps its index
 a Mooncake row's hash ids) and the arrival time it had - for closed loops and
 session turns that is the time the loop produced.  Replaying the ReplaySpec
 therefore gives the same results, byte for byte.
+
+Agentic plays (`weka`, `agentic_mooncake`) are refused (`refusal`): a ReplaySpec's request list has no field
+for a request that waits for others, for lanes or for warm-up, snapshot and profile phases, so the lowered
+file would replay a different workload as soon as anything changes the requests' end times (and a warm-up's
+preparation requests would count as measured ones).  `kvreplay predict` replays the config itself.
 """
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ import copy
 
 from .runtime.traffic import block_keys as blocks
 from .runtime.outputs.kv_events import TRACE_SOURCE
+from .compiler.agentic_records import AGENTIC_FORMATS
+from .compiler.diagnostics import Diagnostic
 from .runtime.build import build
 
 MS = 1e6
@@ -46,6 +53,29 @@ def _topology(plan_engine: dict) -> dict:
                 "prefill": {"initial_workers": roles["prefill"]["parallelism"]["replicas"]},
                 "decode": {"initial_workers": roles["decode"]["parallelism"]["replicas"]}}
     return {"kind": "aggregated", "workers": {"initial_workers": roles["aggregated"]["parallelism"]["replicas"]}}
+
+
+REFUSED = "REPLAYSPEC-AGENTIC"
+PHASES = ("agentic_warmup", "agentic_snapshot", "agentic_profile")
+
+
+def refusal(result) -> Diagnostic | None:
+    """Why an agentic config cannot become a ReplaySpec (at its `traffic.source.format`), or None."""
+    spec = result.spec
+    if spec.get("/traffic/source/type") != "trace" or spec.get("/traffic/source/format") not in AGENTIC_FORMATS:
+        return None
+    plays = result.plan.records.traffic.source.plays
+    waiting = sum(1 for play in plays for node in play.nodes if node.waits_for)
+    total = sum(len(play.nodes) for play in plays)
+    lost = [f"the dependencies of {waiting} of its {total} requests ({len(plays)} play{'s' * (len(plays) != 1)})"]
+    load = spec.get("/traffic/load", {}) or {}
+    if load.get("agentic_lanes") is not None:
+        lost.append(f"`agentic_lanes: {load['agentic_lanes']}`")
+    lost += [f"`{key}`" for key in PHASES if load.get(key) not in (None, False)]
+    return Diagnostic(REFUSED, "/traffic/source/format",
+                      f"a ReplaySpec is a list of requests with fixed arrivals; lowering this agentic trace would "
+                      f"lose {', '.join(lost)}",
+                      "replay the config with `kvreplay predict`, which keeps the plays' dependencies")
 
 
 def lower(result) -> dict:

@@ -141,3 +141,29 @@ def test_the_text_report_names_file_line_col(tmp_path, capsys):
     out = capsys.readouterr().err
     assert f"{tmp_path / 'bad.jsonl'}:2:2: error[TRACE-DEPENDENCY]" in out and "Traceback" not in out
     assert orjson.loads(NODE)["request_id"] == "a"
+
+
+def test_agentic_plays_are_not_flattened_into_a_replayspec(tmp_path, capsys):
+    """A ReplaySpec has fixed arrivals only: lowering a play would lose who waits for whom (the AgentX fixture: the
+    child waits for the parent, the resume for the child; the side request is a root), so it is refused at
+    `traffic.source.format` with what would be lost, and nothing is written."""
+    out = tmp_path / "spec.json"
+    config = EXAMPLES / "agentic" / "agentx-g2-local.yaml"
+    assert main(["compile", str(config), "--to", "replayspec", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{config}:4:13: error[REPLAYSPEC-AGENTIC] traffic.source.format: ")
+    assert "lose the dependencies of 2 of its 4 requests (1 play), `agentic_lanes: 1`" in err
+    assert "hint: replay the config with `kvreplay predict`" in err and not out.exists()
+    assert main(["compile", str(config), "--to", "replayspec", "-o", str(out), "--set",
+                 "traffic.load.agentic_warmup=true"]) == 1
+    assert "`agentic_lanes: 1`, `agentic_warmup`" in capsys.readouterr().err
+
+
+def test_a_mooncake_delta_trace_still_lowers_like_session_traffic(tmp_path, capsys):
+    """mooncake-delta sessions are session turns (as synthetic sessions): lowered with the arrivals they had."""
+    out = tmp_path / "spec.json"
+    assert main(["compile", str(EXAMPLES / "agentic" / "mooncake-delta.yaml"), "--to", "replayspec", "-o",
+                 str(out)]) == 0
+    capsys.readouterr()
+    spec = orjson.loads(out.read_bytes())
+    assert [r["arrival_time_ms"] for r in spec["requests"]] == [0.0, 5.0, 15.0, 30.0]
