@@ -12,9 +12,11 @@ Both formats are Mooncake rows (`input_length`/`input_tokens`, `output_length`/`
   of this session.  A row without `session_id` is a one-turn session.
 - `agentic_mooncake`: every row is a request node with a unique `request_id`; `wait_for` lists the nodes that
   must complete first, and the node starts `delay` + `tool_wait_ms` after the last of them.  A node that waits
-  for nothing starts at its timestamp (0 without one).  The nodes joined by `wait_for` form one play (a lane's
-  unit, as AISimulate 0.13 groups them: a root in a session of its own is a play of its own), named by its
-  first request id; a node's conversation is its `session_id`.
+  for nothing starts at its timestamp (0 without one).  As AISimulate 0.13 groups them (its loader's
+  `legacy-play` components, measured in reference-facts §35): the nodes joined by `wait_for` form one play (a
+  lane's unit), whatever their `session_id` (two roots of one session that nothing joins are two plays), named
+  `legacy-play:<root>` after its earliest root (by timestamp, then request id); the corpus (the order lanes take
+  plays in) is in play-name order, not file or time order.  A node's conversation is its `session_id`.
 
 Every problem is reported at file:line:col, the column of the field it is about.
 """
@@ -128,10 +130,11 @@ class _Rows:
             raise CompileError(self.problems[:MAX_REPORTED])
 
 
-def _released(plays: list[AgenticPlay]) -> list[AgenticPlay]:
-    """The plays in start order (file order among equals), their starts from the first one."""
-    plays = sorted(plays, key=lambda play: play.start_ns)
-    first = plays[0].start_ns if plays else 0
+def _released(plays: list[AgenticPlay], in_start_order: bool = True) -> list[AgenticPlay]:
+    """The plays (in start order, file order among equals; or as given), their starts from the first one."""
+    if in_start_order:
+        plays = sorted(plays, key=lambda play: play.start_ns)
+    first = min((play.start_ns for play in plays), default=0)
     return [AgenticPlay(play.name, play.start_ns - first, play.nodes) for play in plays]
 
 
@@ -236,8 +239,8 @@ def read_agentic_mooncake(source: dict, base_dir: Path, speedup: float) -> Agent
                                          "name request ids of this trace", DEPENDENCY))
     found.check()
     _no_cycle(parsed, where, found)
-    return AgenticSource(block_size, tuple(_released(_plays(parsed, where, speedup))), None, "absolute",
-                         input_format="agentic_mooncake")
+    return AgenticSource(block_size, tuple(_released(_plays(parsed, where, speedup), in_start_order=False)), None,
+                         "absolute", input_format="agentic_mooncake")
 
 
 def _no_cycle(parsed: list, where: dict, found: _Rows) -> None:
@@ -261,7 +264,7 @@ def _no_cycle(parsed: list, where: dict, found: _Rows) -> None:
 
 
 def _plays(parsed: list, where: dict, speedup: float) -> list[AgenticPlay]:
-    """One play per group of nodes joined by `wait_for` (AISimulate's `legacy-play:<first root>`), in file order."""
+    """One play per group of nodes joined by `wait_for` (AISimulate's `legacy-play:<earliest root>`), in name order."""
     group = list(range(len(parsed)))
 
     def root(p: int) -> int:
@@ -286,7 +289,6 @@ def _plays(parsed: list, where: dict, speedup: float) -> list[AgenticPlay]:
             nodes.append(AgenticNode(name, "root" if session is None else str(session), tokens, output, ids,
                                      tuple(sorted({local[w] for w in waits})), ms_to_ns(delay, speedup),
                                      ms_to_ns(max(0.0, stamp - start), speedup)))
-        first = parsed[positions[0]]
-        plays.append(AgenticPlay(first[0], ms_to_ns(start, speedup),
-                                 tuple(nodes)))
-    return plays
+        label = min((parsed[p][4], parsed[p][0]) for p in positions if not parsed[p][6])[1]
+        plays.append(AgenticPlay(f"legacy-play:{label}", ms_to_ns(start, speedup), tuple(nodes)))
+    return sorted(plays, key=lambda play: play.name)

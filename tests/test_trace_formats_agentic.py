@@ -5,9 +5,10 @@ agentic-mooncake-g2 is the AgentX fixture agentx-g2-local written as request nod
 blocks 1-3) at 0; the child waits for it + 98 ms; the parent's resume for the child + 90 + 8 (tool wait) ms;
 the side request is a root at 300 ms.  With fixed timing 2 ms prefill and 1-token outputs each ends 2 ms after
 it is admitted, so they arrive at 0, 100, 200 and the resume restores its 8-token prefix (two 4-token blocks,
-2 MB at 250 kB a token) from G2 over the 1 GB/s link in 2 ms.  A root is a play of its own (AISimulate 0.13:
-`legacy-play:<root>`), so with one lane the side request starts when the first play ends (204 ms), where the
-AgentX play's side request, inside its play, keeps its 300 ms.
+2 MB at 250 kB a token) from G2 over the 1 GB/s link in 2 ms.  A root that nothing joins to another is a play
+of its own, whatever its session (AISimulate 0.13: `legacy-play:<earliest root>`), so with one lane the side
+request starts when the first play ends (204 ms), where the AgentX play's side request, inside its play, keeps
+its 300 ms.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def test_agentic_mooncake_replays_the_fixture_as_its_weka_play(tmp_path):
     assert summary["first_admission_prefix_cache_reused_ratio"] == pytest.approx(8 / 36)
     assert summary["agentic_input_format"] == "agentic_mooncake"
     assert summary["agentic_qualification"] == "functional_only"
-    assert [o["play_id"] for o in summary["agentic_play_outcomes"]] == ["parent-0", "side-0"]
+    assert [o["play_id"] for o in summary["agentic_play_outcomes"]] == ["legacy-play:parent-0", "legacy-play:side-0"]
     weka, weka_records = run(AGENTIC / "agentx-g2-local.yaml", tmp_path)
     assert [r["arrival_time_ms"] for r in weka_records] == [0.0, 100.0, 200.0, 300.0]
     assert weka["first_admission_prefix_cache_reused_ratio"] == summary["first_admission_prefix_cache_reused_ratio"]
@@ -53,6 +54,40 @@ def test_agentic_mooncake_replays_the_fixture_as_its_weka_play(tmp_path):
     assert [r["id"] for r in laned if r["arrival_time_ms"] == 0.0] == ["parent-0", "side-0"]  # lanes start at once
     _, unlaned = run(AGENTIC / "agentic-mooncake-g2.yaml", tmp_path, "traffic.load={type: trace_timestamps}")
     assert unlaned[3]["id"] == "side-0" and unlaned[3]["arrival_time_ms"] == 300.0  # no lanes: its own timestamp
+
+
+COMPONENTS = """\
+{"request_id":"zeta-0","session_id":"s1","timestamp":0,"input_length":8,"output_length":1,"hash_ids":[1,2]}
+{"request_id":"zeta-1","session_id":"s1","wait_for":["zeta-0"],"delay":10,"input_length":12,"output_length":1,"hash_ids":[1,2,3]}
+{"request_id":"alpha-0","session_id":"s1","timestamp":50,"input_length":8,"output_length":1,"hash_ids":[7,8]}
+{"request_id":"mid-0","session_id":"s2","timestamp":5,"input_length":8,"output_length":1,"hash_ids":[9,10]}
+{"request_id":"beta-0","session_id":"s3","timestamp":20,"input_length":8,"output_length":1,"hash_ids":[11,12]}
+{"request_id":"beta-1","session_id":"s3","timestamp":3,"input_length":8,"output_length":1,"hash_ids":[13,14]}
+{"request_id":"beta-2","session_id":"s3","wait_for":["beta-0","beta-1"],"delay":1,"input_length":8,"output_length":1,"hash_ids":[13,14]}
+"""
+
+
+def test_agentic_mooncake_plays_are_wait_for_components_taken_in_name_order(tmp_path):
+    """Plays are the nodes joined by `wait_for`, not sessions: alpha-0 shares zeta's session `s1` but nothing joins
+    them; beta-0 and beta-1 (two roots) are one play through beta-2.  A play is named after its earliest root
+    (beta-1, at 3 ms) and one lane takes them in name order (alpha, beta, mid, zeta), each root at its offset from
+    the play's earliest root: AISimulate 0.13's times on this trace to the millisecond (reference-facts §35)."""
+    (tmp_path / "components.jsonl").write_text(COMPONENTS)
+    config = tmp_path / "c.yaml"
+    config.write_text((AGENTIC / "agentic-mooncake-g2.yaml").read_text()
+                      .replace("agentic-mooncake-g2.jsonl", "components.jsonl").replace("blocks: 3}", "blocks: 64}"))
+    summary, records = run(config, tmp_path)
+    # alpha-0 at 0 (ends 2); beta-1 at 2 and beta-0 17 ms later (20 - 3), beta-2 1 ms after beta-0 ends (21);
+    # mid-0 when beta-2 ends (24); zeta-0 at 26 and zeta-1 10 ms after it ends (28)
+    assert [(r["id"], r["arrival_time_ms"]) for r in records] == [
+        ("alpha-0", 0.0), ("beta-1", 2.0), ("beta-0", 19.0), ("beta-2", 22.0), ("mid-0", 24.0), ("zeta-0", 26.0),
+        ("zeta-1", 38.0)]
+    assert [(o["play_id"], o["requests"], o["end_ms"]) for o in summary["agentic_play_outcomes"]] == [
+        ("legacy-play:alpha-0", 1, 2.0), ("legacy-play:beta-1", 3, 24.0), ("legacy-play:mid-0", 1, 26.0),
+        ("legacy-play:zeta-0", 2, 40.0)]
+    assert records[0]["session_id"] == "legacy-play:alpha-0:s1" and records[6]["session_id"] == "legacy-play:zeta-0:s1"
+    # reuse: beta-2 finds beta-1's first block (4 of 8), zeta-1 zeta-0's two (8 of 12): 12 of 60 tokens
+    assert summary["first_admission_prefix_cache_reused_ratio"] == pytest.approx(12 / 60)
 
 
 def test_agentic_mooncake_without_the_host_tier_loses_the_parent_prefix(tmp_path):
