@@ -127,3 +127,53 @@ def test_snapshot_warm_up_and_profile_are_byte_stable_across_hash_seeds(tmp_path
         runs.append(output_bytes(tmp_path / seed))
     assert runs[0] == runs[1]
     assert b'"agentic_profile"' in runs[0][0] and b'"primer_requests"' in runs[0][0]
+
+
+def test_idle_guards_advance_every_pending_timer_of_an_idle_play(tmp_path):
+    """AISimulate's tree idle guard (docs/replay/agentic/continuous-profiles.md): when a play has had no outstanding
+    request for `tree_idle_cap` (50 ms here), its pending timers move together so that the earliest is due then.
+    Seed 42 cuts at c (~96.4 ms): the child arrives at 100 - c and ends 2 ms later; the resume is then due 98 ms
+    after (200 - c) and the side request, scheduled when the play started, at 300 - c.  At 102 - c + 50 both move
+    by 48 ms (the side request too, though the play's start scheduled it); after the resume ends the side request
+    moves again.  The recycled play's child falls past the 200 ms deadline until the guard brings it back."""
+    load = ("{type: trace_timestamps, agentic_lanes: 1, agentic_snapshot: {seed: 42}, "
+            "agentic_profile: {duration_seconds: 0.2, tree_idle_cap_seconds: 0.05}}")
+    summary, records = run(tmp_path, load)
+    c = cut_ms(42, 0)
+    child, resume, side, parent2, child2 = records
+    assert [r["id"] for r in records] == ["g2-parent-resume:request:1:0", "g2-parent-resume:request:2",
+                                          "g2-parent-resume:request:3", "g2-parent-resume:request:0#1",
+                                          "g2-parent-resume:request:1:0#1"]
+    assert child["arrival_time_ms"] == pytest.approx(100 - c, abs=1e-6)
+    assert resume["arrival_time_ms"] == pytest.approx(102 - c + 50, abs=1e-6)  # due 200 - c, moved by 48
+    assert side["arrival_time_ms"] == pytest.approx(resume["last_token_ms"] + 50, abs=1e-6)  # 204 - c, was 300 - c
+    assert parent2["arrival_time_ms"] == side["last_token_ms"]  # the lane takes the play again, from turn zero
+    # its child is due 98 ms after the parent ends, past the deadline: held, then moved to the parent's end + 50
+    assert child2["arrival_time_ms"] == pytest.approx(parent2["last_token_ms"] + 50, abs=1e-6)
+    assert child2["arrival_time_ms"] < 200.0 < parent2["last_token_ms"] + 98
+    shifts = summary["agentic_profile"]["idle_shifts"]
+    assert [(s["play_id"], s["shifted_by_ms"], s["timer_count"]) for s in shifts] == [
+        ("g2-parent-resume", 48.0, 2), ("g2-parent-resume", 48.0, 1), ("g2-parent-resume#1", 48.0, 2)]
+    assert [s["at_ms"] for s in shifts] == [resume["arrival_time_ms"], side["arrival_time_ms"],
+                                            child2["arrival_time_ms"]]
+    # the resume (due child2's end + 98) and the side request (parent2 + 300, moved by 48) stay past the deadline
+    assert summary["agentic_profile"]["never_issued_requests"] == 2
+    assert [o["status"] for o in summary["agentic_play_outcomes"]] == ["completed", "incomplete"]
+
+
+def test_the_global_idle_guard_moves_every_play_when_nothing_is_outstanding(tmp_path):
+    """With a tree cap longer than the global one, the global guard acts first: after the child ends (102 - c)
+    nothing of the workload is outstanding, and 10 ms later every pending timer moves by 88 ms (the resume, due
+    200 - c, then arrives at 112 - c; the side request, 300 - c, keeps its 100 ms gap to it until the next
+    idle 10 ms)."""
+    load = ("{type: trace_timestamps, agentic_lanes: 1, agentic_snapshot: {seed: 42}, "
+            "agentic_profile: {duration_seconds: 1, tree_idle_cap_seconds: 300, global_idle_cap_seconds: 0.01}}")
+    summary, records = run(tmp_path, load)
+    c = cut_ms(42, 0)
+    child, resume, side = records[:3]
+    assert resume["arrival_time_ms"] == pytest.approx(112 - c, abs=1e-6)
+    assert side["arrival_time_ms"] == pytest.approx(resume["last_token_ms"] + 10, abs=1e-6)
+    first, second = summary["agentic_profile"]["idle_shifts"][:2]
+    assert (first["play_id"], first["shifted_by_ms"], first["timer_count"]) == (None, 88.0, 2)
+    # the side request, now due 212 - c, moves again 10 ms after the resume ends (114 - c): by 88 ms
+    assert (second["play_id"], second["shifted_by_ms"], second["timer_count"]) == (None, 88.0, 1)

@@ -100,10 +100,19 @@ class Arrivals:
         del self.open[id(request)]
         replay = self.replay
         replay.log.ended(request)
-        for spec in replay.traffic.after(request.spec, now, completed):
+        self.release(replay.traffic.after(request.spec, now, completed), now)
+
+    def release(self, specs, now: int) -> None:
+        """Queue the arrivals the traffic released at `now`."""
+        replay = self.replay
+        for spec in specs:
             session = replay.traffic.session_number(spec)
             seq = None if session is None else TURN_SEQ + (session << 24) + spec.turn_index
             replay.push(spec.arrival_ns if spec.arrival_ns is not None else now, ARRIVAL, spec, seq)
+
+    def timer(self, callback, now: int) -> None:
+        """Event handler: a traffic timer is due (`Replay.push_timer`); it may release requests."""
+        self.release(callback(now), now)
 
     def close(self, end_ns: int, stalled: bool) -> None:
         """The replay ended at `end_ns`: requests still open are incomplete.  Those a time limit cut short have no

@@ -33,8 +33,10 @@ EVENTS = (
     EventKind("leave", "draining.leave", "everyone", "(worker, period): it leaves its role"),
     # last of an instant: a check reads the state after the instant's arrivals, completions and releases
     EventKind("check", "periodic", "everyone", "the periodic check to call (tiers/apc_monitor.py, serving/opal_scaling.py)"),
+    # a traffic's own timer (an agentic profile's idle guards): unlike a check it keeps the replay going
+    EventKind("traffic_timer", "arrivals.timer", "everyone", "the traffic's callable(now) -> the specs it releases"),
 )
-PASS_END, COPY_MOVING, COPY_DONE, HANDOFF_DONE, WAKE, ARRIVAL, LEAVE, CHECK = range(len(EVENTS))
+PASS_END, COPY_MOVING, COPY_DONE, HANDOFF_DONE, WAKE, ARRIVAL, LEAVE, CHECK, TRAFFIC_TIMER = range(len(EVENTS))
 
 
 def handlers(replay) -> list:

@@ -22,7 +22,8 @@ def _profile(traffic) -> dict:
             "global_idle_cap_seconds": profile.global_idle_cap_ns / 1e9,
             "admission_start_ms": (traffic.barrier_ns or 0) / 1e6, "deadline_ms": traffic.deadline_ns / 1e6,
             "plays_started": traffic.plays_started, "recycled_plays": traffic.plays_started - len(traffic.snapshots),
-            "never_issued_requests": traffic.never_issued, "canceled_requests": traffic.open_total}
+            "never_issued_requests": traffic.never_issued, "canceled_requests": traffic.open_total,
+            "idle_shifts": traffic.guards.shifts}
 
 
 def summary_section(traffic) -> dict:
@@ -30,7 +31,8 @@ def summary_section(traffic) -> dict:
     if source.input_format not in AGENTIC_FORMATS:
         return {}
     running = {id(r): r for r, _ in traffic._node_of.values()}  # plays the run's stop cut short
-    unfinished = [{"play_id": traffic._play_name(r), "status": "incomplete", "requests": len(r.play.nodes),
+    running.update((id(r), r) for r in traffic.holding())  # and plays whose releases fell past the deadline
+    unfinished = [{"play_id": traffic.play_name(r), "status": "incomplete", "requests": len(r.play.nodes),
                    "ended_requests": r.ended, "start_ms": r.start_ns / 1e6, "end_ms": None} for r in running.values()]
     outcomes = sorted(traffic.outcomes + unfinished, key=lambda o: (o["start_ms"], o["play_id"]))
     if source.warmup and traffic.barrier_ns:

@@ -18,8 +18,8 @@ The loads AISimulate documents (docs/replay/workloads.md, "Agentic load controls
 - `agentic_profile`: a lane whose play ended takes the next play of the corpus (wrapping; a new incarnation
   with fresh block identities) until the admission deadline (`duration` after the barrier, or after 0); no
   request is released after it, and the run stops `response_grace` after it (requests still running are
-  canceled: incomplete).  A release delay is cut to `tree_idle_cap` when its play has no request running, to
-  `global_idle_cap` when no request runs at all (decided when the release is scheduled).
+  canceled: incomplete).  Its idle guards advance pending timers when a play, or the whole workload, has had
+  no outstanding request for `tree_idle_cap` / `global_idle_cap` (agentic_idle.py).
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from collections import deque
 from dataclasses import replace
 
 from ..serving.requests import Content, RequestSpec
+from .agentic_idle import IdleGuards
 from .agentic_measured import MeasuredLog
 from .agentic_report import summary_section
 from .agentic_snapshot import cut_of, record, snapshot
@@ -47,7 +48,9 @@ class _Running:
                 self.dependents[wanted].append(index)
         self.open = 0
         self.ended = 0
-        self.held = False  # a node's release fell past the profile's deadline
+        self.timers: dict[int, RequestSpec] = {}  # node -> its queued release (a profile's guards may move it)
+        self.held: dict[int, int] = {}  # node -> its release time past the profile's deadline (not queued)
+        self.idle_since = start_ns
         self.end_ns = start_ns
 
 
@@ -68,7 +71,6 @@ class AgenticTraffic:
         self.lane_queues: dict[int, deque] = {}  # warm-up index -> its lane's preparation requests still to send
         self.barrier_ns: int | None = None
         self.open_total = 0  # measured requests released and not ended
-        self.never_issued = 0
         self.plays_started = 0
         self.incarnations = [0] * len(source.plays)  # times each play was taken
         self.id_span = 1 + max((h for play in source.plays for node in play.nodes for h in node.hash_ids), default=0)
@@ -78,13 +80,42 @@ class AgenticTraffic:
         self.deadline_ns = None if self.profile is None else self.profile.duration_ns
         self.stop_ns = traffic.stop_ns if self.profile is None else self.deadline_ns + self.profile.response_grace_ns
         self.cursor = 0  # the profile's corpus cursor: the next play a lane takes
+        self.guards = None if self.profile is None else IdleGuards(self, self.profile)
+
+    def bind(self, replay) -> None:
+        """The replay whose queue holds this traffic's timers (the idle guards move them)."""
+        if self.guards is not None:
+            self.guards.replay = replay
+
+    @property
+    def never_issued(self) -> int:
+        """Releases that fell past the profile's deadline (and no guard brought before it)."""
+        return sum(len(r.held) for r in self.holding())
+
+    def holding(self) -> list:
+        """The plays with releases held past the deadline (their lanes take no other play)."""
+        return [] if self.guards is None else [r for r in self.guards.live.values() if r.held]
 
     # ------------------------------------------------------------------ plays
     def _release(self, running: _Running, node_index: int, arrival_ns: int) -> list[RequestSpec]:
         if self.deadline_ns is not None and arrival_ns > self.deadline_ns:
-            self.never_issued += 1
-            running.held = True  # its timer runs to the deadline: its lane takes no other play
+            running.held[node_index] = arrival_ns  # its timer runs to the deadline: its lane takes no other play
             return []
+        spec = self._issue(running, node_index, arrival_ns)
+        if self.guards is not None:
+            running.timers[node_index] = spec
+        return [spec]
+
+    def release_held(self, running: _Running) -> list[RequestSpec]:
+        """The held releases an idle guard brought before the deadline, queued now."""
+        out = []
+        for node_index, at in sorted(running.held.items(), key=lambda item: (item[1], item[0])):
+            if at <= self.deadline_ns:
+                del running.held[node_index]
+                out += self._release(running, node_index, at)
+        return out
+
+    def _issue(self, running: _Running, node_index: int, arrival_ns: int) -> RequestSpec:
         node = running.play.nodes[node_index]
         index = self.next_index
         self.next_index += 1
@@ -93,8 +124,8 @@ class AgenticTraffic:
         self._node_of[index] = (running, node_index)
         content = Content(hash_ids=self._ids(node, running.incarnation), trace_block=self.source.block_size)
         name = node.name if running.incarnation == 0 else f"{node.name}#{running.incarnation}"
-        return [RequestSpec(index, node.input_length, node.output_length, content, arrival_ns=arrival_ns,
-                            session_id=f"{self._play_name(running)}:{node.conversation}", name=name)]
+        return RequestSpec(index, node.input_length, node.output_length, content, arrival_ns=arrival_ns,
+                           session_id=f"{self.play_name(running)}:{node.conversation}", name=name)
 
     def _ids(self, node, incarnation: int) -> tuple:
         """A play taken again is a new agent session: its blocks are not the earlier incarnation's."""
@@ -102,7 +133,7 @@ class AgenticTraffic:
             return node.hash_ids
         return tuple(h + incarnation * self.id_span for h in node.hash_ids)
 
-    def _play_name(self, running: _Running) -> str:
+    def play_name(self, running: _Running) -> str:
         return running.play.name if running.incarnation == 0 else f"{running.play.name}#{running.incarnation}"
 
     def _take(self, position: int) -> int:
@@ -114,11 +145,13 @@ class AgenticTraffic:
     def _start_play(self, position: int, play, start_ns: int) -> list[RequestSpec]:
         """A play from its (possibly cut) first nodes, started at `start_ns`: its roots."""
         running = _Running(position, play, start_ns, self._take(position))
+        if self.guards is not None:
+            self.guards.started(running, start_ns)
         out = []
         for i, node in enumerate(play.nodes):
             if not node.waits_for:
-                out += self._release(running, i, start_ns + self._capped(node.delay_ns, running))
-        if running.open == 0:  # (nothing released: an empty play, or all past the deadline)
+                out += self._release(running, i, start_ns + node.delay_ns)
+        if running.open == 0 and not running.held:  # (nothing released: an empty play)
             self._finished(running, start_ns)
         return out
 
@@ -127,12 +160,6 @@ class AgenticTraffic:
         position = self.waiting.popleft()
         play = self.source.plays[position]
         return self._start_play(position, play, play.start_ns if at_ns is None else at_ns)
-
-    def _capped(self, delay_ns: int, running: _Running) -> int:
-        if self.profile is None or running.open:
-            return delay_ns
-        cap = self.profile.global_idle_cap_ns if self.open_total == 0 else self.profile.tree_idle_cap_ns
-        return min(delay_ns, cap)
 
     def _lane_count(self) -> int:
         lanes = self.source.lanes
@@ -172,6 +199,9 @@ class AgenticTraffic:
         else:
             for _ in range(self._lane_count()):
                 out += self._launch(at_ns)
+        if self.guards is not None:
+            self.guards.reset(at_ns or 0)
+            out += self.guards.evaluate(at_ns or 0)
         return sorted(out, key=lambda spec: (spec.arrival_ns, spec.index))
 
     # ------------------------------------------------------------------ warm-up
@@ -241,12 +271,13 @@ class AgenticTraffic:
             for follower in running.dependents[node_index]:
                 running.pending[follower] -= 1
                 if running.pending[follower] == 0:
-                    delay = self._capped(running.play.nodes[follower].delay_ns, running)
-                    out += self._release(running, follower, now_ns + delay)
-        if running.open == 0:
+                    out += self._release(running, follower, now_ns + running.play.nodes[follower].delay_ns)
+        if running.open == 0 and not running.held:
             self._finished(running, now_ns)
-            if not running.held:
-                out += self._next_play(now_ns)
+            out += self._next_play(now_ns)
+        if self.guards is not None:
+            self.guards.ended(running, now_ns)
+            out += self.guards.evaluate(now_ns)
         return out
 
     def _next_play(self, now_ns: int) -> list[RequestSpec]:
@@ -264,7 +295,7 @@ class AgenticTraffic:
     def _finished(self, running: _Running, now_ns: int) -> None:
         total = len(running.play.nodes)
         status = "completed" if running.ended == total else "incomplete"
-        self.outcomes.append({"play_id": self._play_name(running), "status": status, "requests": total,
+        self.outcomes.append({"play_id": self.play_name(running), "status": status, "requests": total,
                               "ended_requests": running.ended, "start_ms": running.start_ns / 1e6,
                               "end_ms": now_ns / 1e6})
 
