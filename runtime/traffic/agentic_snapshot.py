@@ -8,7 +8,12 @@ keep their timers: a request whose dependencies are all history starts at its re
 after the lane starts, any other after what it still waits for, with its authored delay.  Each conversation
 that has both history and remaining requests has a primer: its last historical request's whole input (what
 warm-up sends first).  kvreplay draws the cut with its own counter-based generator (runtime/traffic/rng.py),
-not AISimulate's BLAKE3 sample, so the cuts differ from AISimulate's for the same seed.
+not AISimulate's BLAKE3 sample, so the cuts differ from AISimulate's for the same seed.  AISimulate's draw is
+the BLAKE3 digest of (schema, seed, its graph digest, play id, lane, ordinal), and its graph digest hashes its
+own lowering of the trace (for AgentX: node ids and hash ids of its making), which kvreplay does not reproduce;
+for agentic Mooncake rows, the one format whose digest kvreplay could reproduce, a dependent's recorded start
+is 0 in AISimulate, so every play's cut there falls at a zero-width span or AISimulate refuses the snapshot:
+the draw never decides anything (reference-facts §35).
 """
 from __future__ import annotations
 
