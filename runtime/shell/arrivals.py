@@ -11,10 +11,12 @@ rejected, or incomplete when the replay closes); then the request log
 """
 from __future__ import annotations
 
+from heapq import heapify
+
 from ..serving.never_fits import never_fits, waits_to_be_rejected, within_context
 from ..serving.pass_results import close, refuse_when_reached, reject
 from ..serving.requests import Request
-from .events import ARRIVAL
+from .events import ARRIVAL, TRAFFIC_TIMER
 
 FIRST_SEQ = -(1 << 62)  # the first arrival's sequence number (every other event's is >= 0)
 # A session turn that a request's end releases is numbered by (session, turn), below every ordinary event:
@@ -110,9 +112,26 @@ class Arrivals:
             seq = None if session is None else TURN_SEQ + (session << 24) + spec.turn_index
             replay.push(spec.arrival_ns if spec.arrival_ns is not None else now, ARRIVAL, spec, seq)
 
+    def push_timer(self, time_ns: int, callback) -> None:
+        """Queue a traffic timer: `callback(now)` is called then and returns the specs it releases."""
+        self.replay.push(time_ns, TRAFFIC_TIMER, callback)
+
     def timer(self, callback, now: int) -> None:
-        """Event handler: a traffic timer is due (`Replay.push_timer`); it may release requests."""
+        """Event handler: a traffic timer is due; it may release requests."""
         self.release(callback(now), now)
+
+    def withdraw(self, payload) -> bool:
+        """Take a queued event (an arrival's spec, a traffic timer's callback) off the queue before it is due: the
+        traffic moved it.  Rare (an idle guard's shift), so the heap is rebuilt; a worker's horizon may still name
+        its time, which only ends a fused decode run there (exact either way, macro.py)."""
+        queue = self.replay.queue
+        for position, entry in enumerate(queue):
+            if entry[3] is payload:
+                queue[position] = queue[-1]
+                queue.pop()
+                heapify(queue)
+                return True
+        return False
 
     def close(self, end_ns: int, stalled: bool) -> None:
         """The replay ended at `end_ns`: requests still open are incomplete.  Those a time limit cut short have no

@@ -19,7 +19,7 @@ checks) keep nothing alive: the loop ends when only they are left.
 from __future__ import annotations
 
 import gc
-from heapq import heapify, heappop, heappush
+from heapq import heappop, heappush
 
 from ..links.copies import Copies
 from ..outputs.kv_events import KvEventLog
@@ -33,7 +33,7 @@ from ..tiers.copy_jobs import Copy
 from ..tiers.offload import blocked
 from .arrivals import Arrivals
 from .clock import Clock
-from .events import EVENTS, PASS_END, TRAFFIC_TIMER, WAKE, handlers
+from .events import EVENTS, PASS_END, WAKE, handlers
 from .horizons import EVERYONE, Horizons
 
 
@@ -74,9 +74,8 @@ class Replay:
         # callables(worker) -> the latest instant its fused passes may end at, for events that read what they change
         self.pass_limits: list = []
         self.fuse_to_events = self.router.reads_state  # fused passes end by the next event (see the docstring)
-        bind = getattr(traffic, "bind", None)
-        if bind is not None:  # (a traffic with timers of its own: an agentic profile's idle guards)
-            bind(self)
+        if hasattr(traffic, "bind"):  # (a traffic with timers of its own: an agentic profile's idle guards)
+            traffic.bind(self)
 
     @property
     def requests(self) -> list[Request]:
@@ -114,22 +113,6 @@ class Replay:
         heappush(self.queue, (time_ns, kind, seq, payload))
         if self.horizons is not None:
             self.horizons.add(time_ns, seq, self._concerns(kind, payload))
-
-    def push_timer(self, time_ns: int, callback) -> None:
-        """Queue a traffic timer: `callback(now)` is called then and returns the specs it releases."""
-        self.push(time_ns, TRAFFIC_TIMER, callback)
-
-    def withdraw(self, payload) -> bool:
-        """Take a queued event (an arrival's spec, a traffic timer's callback) off the queue before it is due: a
-        traffic moved it.  Rare (an idle guard's shift), so the heap is rebuilt; a worker's horizon may still name
-        its time, which only ends a fused decode run there (exact either way, macro.py)."""
-        for position, entry in enumerate(self.queue):
-            if entry[3] is payload:
-                self.queue[position] = self.queue[-1]
-                self.queue.pop()
-                heapify(self.queue)
-                return True
-        return False
 
     def push_periodic(self, time_ns: int, kind: int, check) -> None:
         """Queue a periodic event: `check(now)` is called then; it keeps nothing alive (see the docstring)."""

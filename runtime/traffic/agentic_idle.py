@@ -13,7 +13,7 @@ how many timers), as AISimulate's `agentic_profile.idle_shifts`.
 
 The guards only act at instants when nothing of what they watch is outstanding, and then nothing can change
 until the next timer is due; so each evaluation (after a request ends, when plays start, at the guard's own
-timer) knows the next instant a guard can act, and keeps one traffic timer queued for it (`Replay.push_timer`,
+timer) knows the next instant a guard can act, and keeps one traffic timer queued for it (`Arrivals.push_timer`,
 withdrawn when that instant moves).  Shifted arrivals are withdrawn from the replay's queue and queued again.
 """
 from __future__ import annotations
@@ -90,7 +90,7 @@ class IdleGuards:
         for running in plays:
             for node, spec in list(running.timers.items()):
                 if spec.arrival_ns > now:
-                    self.replay.withdraw(spec)
+                    self.replay.arrivals.withdraw(spec)
                     running.timers[node] = moved = replace(spec, arrival_ns=spec.arrival_ns - by)
                     out.append(moved)
             for node, at in list(running.held.items()):
@@ -118,7 +118,7 @@ class IdleGuards:
         if at == self.wake_at:
             return
         if self.wake_at is not None:
-            self.replay.withdraw(self._wake)
+            self.replay.arrivals.withdraw(self._wake)
         self.wake_at = at
         if at is not None:
-            self.replay.push_timer(at, self._wake)
+            self.replay.arrivals.push_timer(at, self._wake)
