@@ -253,7 +253,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
             budget = _admit_waiting(rank, budget, items, now_ns)
     if not items:
         return None
-    return Batch(items, work_of(items, lookahead))
+    return Batch(items, work_of(items, rank.speculation))
 
 
 def _drafts_kv(request: Request, new: int, lookahead: int) -> int:
@@ -273,8 +273,8 @@ def _fits(rank: Rank, request: Request, tokens: int) -> bool:
     return True
 
 
-def work_of(items: list[tuple[Request, int]], lookahead: int = 0) -> PassWork:
-    """The pass's work; under speculation each decode also verifies `lookahead` drafts."""
+def work_of(items: list[tuple[Request, int]], speculation=None) -> PassWork:
+    """The pass's work; under speculation each decode also verifies the drafts (`speculation.work`)."""
     chunks, decodes, context = [], 0, 0
     for request, new in items:
         # a decode: one token after the first; or the first, of a prompt whose KV was all reused (TensorRT-LLM)
@@ -287,4 +287,6 @@ def work_of(items: list[tuple[Request, int]], lookahead: int = 0) -> PassWork:
             context += request.num_tokens
         else:
             chunks.append((new, request.num_computed))
-    return PassWork(tuple(chunks), decodes, context, lookahead * decodes)
+    if speculation is None:
+        return PassWork(tuple(chunks), decodes, context)
+    return speculation.work(tuple(chunks), decodes, context)
