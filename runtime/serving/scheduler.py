@@ -119,16 +119,17 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
         outcome = rank.chain.restore(rank, request, hits, limit)
         if outcome:
             return outcome
-    hits, cached = rank.snapshots.resume(rank, request, hits)
+    hits, cached, source = rank.snapshots.resume(rank, request, hits)
     computed = min(cached, request.num_tokens - 1)  # (a wholly cached sequence still runs its last token)
     new = request.num_tokens - computed
     if not rank.chunked and new > budget:
         return 0
     new = rank.snapshots.chunk(rank, request, computed, min(new, budget))
     need = rank.blocks_for(computed + new) - len(hits) + rank.state_blocks
-    if not rank.pool.can_allocate(rank.admission(rank, request, hits, need), hits):
+    if not rank.pool.can_allocate(rank.admission(rank, request, hits, need), hits + source if source else hits):
         return 0
     rank.pool.touch(hits)
+    rank.snapshots.hold(rank, request, source)  # (the state it resumes from: read by its first pass)
     restored = rank.chain.admitting(rank, request, len(hits))
     new_blocks = rank.pool.allocate(need)
     token_blocks = rank.blocks_for(computed + new) - len(hits)
@@ -218,11 +219,13 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
     block_size = rank.block_size
     append = items.append
     lookahead = rank.speculation.lookahead if rank.speculation is not None else 0
+    owed = rank.snapshots.owed  # requests whose state became a snapshot: their next pass allocates fresh state
     while i < len(running) and budget > 0:
         request = running[i]
         computed = request.num_computed
         new = request.num_tokens - computed
-        if new == 1 and not lookahead and computed % block_size and (computed + 1) // block_size <= request.max_blocks:
+        if new == 1 and not lookahead and computed % block_size and (computed + 1) // block_size <= request.max_blocks \
+                and not (owed and id(request) in owed):
             append((request, 1))  # a decode inside its last block: nothing to allocate or register
             budget -= 1
             i += 1
@@ -263,13 +266,16 @@ def _drafts_kv(request: Request, new: int, lookahead: int) -> int:
 
 def _fits(rank: Rank, request: Request, tokens: int) -> bool:
     token_blocks = len(request.blocks) - rank.state_blocks
-    needed = rank.blocks_for(tokens) - token_blocks
-    if needed <= 0:
+    needed = max(0, rank.blocks_for(tokens) - token_blocks)
+    fresh = rank.state_blocks if rank.snapshots.owed and id(request) in rank.snapshots.owed else 0
+    if not needed + fresh:
         return True
-    if rank.pool.free_count < needed:
+    if rank.pool.free_count < needed + fresh:
         return False
-    new_blocks = rank.pool.allocate(needed)
-    request.blocks[token_blocks:token_blocks] = new_blocks  # state blocks stay at the end
+    new_blocks = rank.pool.allocate(needed + fresh)
+    request.blocks[token_blocks:token_blocks] = new_blocks[:needed]  # state blocks stay at the end
+    if fresh:
+        rank.snapshots.swap(rank, request, new_blocks[needed:])
     return True
 
 
