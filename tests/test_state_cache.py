@@ -32,6 +32,7 @@ from kvreplay.runtime.outputs.sections import summary_sections
 from kvreplay.runtime.tiers.state_snapshots import StateSnapshots
 
 from .scenarios import compile_scenario, replay_both_ways
+from .support import ROOT
 
 
 def config(*, block: int, unit: int, g1_blocks: int, state_bytes: int, bytes_per_token: int = 1,
@@ -401,3 +402,21 @@ def test_kimi_k3_resumes_at_its_units_snapshot(tmp_path, unit, reused, rule):
     assert [r["reused_input_tokens"] for r in records] == reused
     section = summary_sections(single)["state_cache"]["aggregated"]
     assert (section["snapshot_rule"], section["block_size"], section["state_blocks_per_request"]) == (rule, 1536, 3)
+
+
+def test_a_decode_that_ends_on_a_block_boundary_allocates_fresh_state(tmp_path):
+    """docs/reference-runs/state/explicit-sessions-unit-g1-200 (200 blocks of 64, unit 64, 4 sessions at a time):
+    at 545 ms three 3,200-token turns resume at 2,048 and session 7's 2,100-token turn at 960.  At 555 ms the three
+    reach 3,200, a block boundary: each needs a token block and 2 fresh state blocks, and scheduled one after the
+    other (each frees the state its last pass read just before it allocates) the second one preempts session 7,
+    which recomputes from 0 at 556 ms; at 629 ms their decodes reach 3,264, another boundary with no snapshot,
+    and preempt it again (readmitted at 630 ms).  AISimulate's requests.jsonl: the same three admissions (it
+    then resumes session 7 at 2,048 at 674 ms where kvreplay recomputes at 663: open, facts §36)."""
+    path = tmp_path / "c.yaml"
+    path.write_text((ROOT / "docs/reference-runs/state/explicit-sessions-unit-g1-200.yaml").read_text())
+    from .test_replay import replay as replay_config
+    summary, records = replay_config(path, tmp_path / "out")
+    turn = next(r for r in records if r["input_length"] == 2100 and r["arrival_time_ms"] == 545.0)
+    assert [(a["at_ms"], a["reused_input_tokens"]) for a in turn["admission_history"]][:3] == [
+        (545.0, 960), (556.0, 0), (630.0, 0)]
+    assert summary["duration_ms"] == 812.0  # AISimulate 811.0

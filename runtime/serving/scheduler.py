@@ -219,13 +219,14 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
     block_size = rank.block_size
     append = items.append
     lookahead = rank.speculation.lookahead if rank.speculation is not None else 0
-    owed = rank.snapshots.owed  # requests whose state became a snapshot: their next pass allocates fresh state
+    # requests whose state became a snapshot (their next pass allocates fresh state) or that hold a snapshot's
+    owed, sources = rank.snapshots.owed, rank.snapshots.sources
     while i < len(running) and budget > 0:
         request = running[i]
         computed = request.num_computed
         new = request.num_tokens - computed
         if new == 1 and not lookahead and computed % block_size and (computed + 1) // block_size <= request.max_blocks \
-                and not (owed and id(request) in owed):
+                and not (owed and id(request) in owed) and not (sources and id(request) in sources):
             append((request, 1))  # a decode inside its last block: nothing to allocate or register
             budget -= 1
             i += 1
@@ -267,7 +268,8 @@ def _drafts_kv(request: Request, new: int, lookahead: int) -> int:
 def _fits(rank: Rank, request: Request, tokens: int) -> bool:
     token_blocks = len(request.blocks) - rank.state_blocks
     needed = max(0, rank.blocks_for(tokens) - token_blocks)
-    fresh = rank.state_blocks if rank.snapshots.owed and id(request) in rank.snapshots.owed else 0
+    snapshots = rank.snapshots
+    fresh = snapshots.prepare(rank, request) if snapshots.owed or snapshots.sources else 0
     if not needed + fresh:
         return True
     if rank.pool.free_count < needed + fresh:

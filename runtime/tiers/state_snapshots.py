@@ -15,9 +15,10 @@ a reservation, reuse resumes after the last matching whole block).
 A snapshot is the request's own state blocks, as vLLM's align mode keeps its state (facts §36): when a pass
 leaves a request on a snapshot position, its state blocks are registered under keys of their own and become the
 snapshot, and the request's next pass allocates fresh state blocks to compute into (with its token blocks; no
-room: a preemption, as any allocation).  The snapshot's blocks stay held through that pass, which reads them, and
-are then free cached blocks, evicted in LRU order.  A resume holds the snapshot's blocks through the request's
-first pass in the same way (most recently used afterwards) and allocates the request's own state.  A position
+room: a preemption, as any allocation).  The snapshot's blocks stay held through that pass, which reads them,
+until the request is scheduled again (vLLM's `remove_skipped_blocks`), and are then free cached blocks, evicted
+in LRU order.  A resume holds the snapshot's blocks through the request's first pass in the same way (most
+recently used afterwards) and allocates the request's own state.  A position
 inside a block needs one more block, the KV of that block's first tokens, which no full-block key keeps: it is
 taken when the snapshot is stored (none free: the snapshot is skipped).  Ranks without a state cache use
 `WHOLE_BLOCKS`: reuse resumes after the last matching whole block.
@@ -30,7 +31,8 @@ from ..traffic.block_keys import sequence_hash
 class WholeBlocks:
     """Reuse resumes after the last cached whole block (every model without a state cache)."""
 
-    owed: dict = {}  # (never written: no request of such a rank owes state blocks)
+    owed: dict = {}  # (never written: no request of such a rank owes state blocks or holds a snapshot's)
+    sources: dict = {}
     fusable = True  # fused decode passes (shell/macro.py) need nothing of this policy
 
     def resume(self, rank, request, hits: list[int]) -> tuple[list[int], int, list[int]]:
@@ -40,8 +42,12 @@ class WholeBlocks:
     def hold(self, rank, request, blocks: list[int]) -> None:
         """The admission resumes from a snapshot made of `blocks`: it holds them through its first pass."""
 
+    def prepare(self, rank, request) -> int:
+        """The request is scheduled for a pass: the state blocks it must allocate for it (`swap` takes them)."""
+        return 0
+
     def swap(self, rank, request, fresh: list[int]) -> None:
-        """The request's pass allocated `fresh` state blocks for the state it owed (`owed`)."""
+        """The request's pass allocated `fresh` state blocks for the state it owed."""
 
     def chunk(self, rank, request, computed: int, new: int) -> int:
         """The tokens a pass computes for the request from `computed`, at most `new`."""
@@ -89,8 +95,9 @@ class StateSnapshots(WholeBlocks):
 
     @property
     def fusable(self) -> bool:
-        """Fused decode passes allocate no state: none may be owed or held, and no decode may store a snapshot."""
-        return not self.owed and not self.sources and self.rule != "pass_ends"
+        """Fused decode passes allocate no state, but a decode that ends on a block boundary makes the next one
+        allocate fresh state: only a plain reservation's passes fuse."""
+        return self.rule == "whole_blocks"
 
     @staticmethod
     def positions(prompt_len: int, block_size: int, unit: int) -> tuple[int, ...]:
@@ -136,6 +143,14 @@ class StateSnapshots(WholeBlocks):
             rank.pool.touch(blocks)
             self.sources[id(request)] = blocks
 
+    def prepare(self, rank, request) -> int:
+        """vLLM's `remove_skipped_blocks` at the request's next schedule: the snapshot blocks its last pass read
+        are free cached blocks now (before its allocation, after those of requests scheduled before it)."""
+        source = self.sources.pop(id(request), None)
+        if source:
+            rank.pool.release(source)
+        return self.state_blocks if id(request) in self.owed else 0
+
     def swap(self, rank, request, fresh: list[int]) -> None:
         """The request's state blocks (its snapshot now) are held through this pass; `fresh` take their place."""
         blocks = request.blocks
@@ -165,22 +180,23 @@ class StateSnapshots(WholeBlocks):
         return range(first, tokens + 1, block_size)
 
     def reached(self, rank, request, computed: int, tokens: int) -> None:
-        """The pass that took the request from `computed` to `tokens` ended: the snapshot blocks it read are free
-        cached blocks now, and its state becomes the snapshot of the last position it computed, if any."""
-        source = self.sources.pop(id(request), None)
-        if source:
-            rank.pool.release(source)
+        """The pass that took the request from `computed` to `tokens` ended: its state becomes the snapshot of the
+        last position it computed, if any; ending on a block boundary, its next pass computes into a new block and
+        needs fresh state blocks whether or not this one is a snapshot (vLLM's align mode keeps one state per
+        block: AISimulate preempts a decode that crosses one when G1 is full)."""
         prompt, size = request.spec.prompt_len, rank.block_size
-        if self.rule == "whole_blocks":
+        if self.rule == "whole_blocks" or tokens <= computed:
             return
         if self.rule == "pass_ends":
             positions = self.pass_end_positions(prompt, size, computed, tokens)
         elif computed >= prompt:
-            return
+            positions = ()
         else:
             positions = [p for p in self.positions(prompt, size, self.unit) if computed < p <= tokens]
         if positions:  # (one state per pass: a pass that crosses two positions had no state at the first)
             self._store(rank.pool, request, positions[-1], size)
+        if tokens % size == 0 and id(request) not in self.owed:
+            self.owed[id(request)] = []
 
     def _store(self, pool, request, position: int, size: int) -> None:
         unit_keys = request.spec.keys(self.unit)
