@@ -14,6 +14,10 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
     pass   = max(t_comp, t_mem) + pass_overhead + L * layer_overhead + L_moe * moe_layer_overhead
              + t_ar + t_a2a                                 (0 for an empty pass)
 
+A speculative verify pass (`speculative`) counts each draft as one more decode token of its request (in T, A and
+the experts; in the KV read only when `draft_context` says each draft reads its request's KV again), and a
+decode-only pass of native MTP is scaled by (L + nextn) / L, as AISimulate's default timing prices them (facts §36).
+
 P_active, W (weights per GPU without the input embedding), f_routed (the routed experts' share of the
 weights), the peaks and the KV bytes per token of one rank come from the plan's roofline record
 (compiler/timing_inputs.py), and so do the terms ``e_*`` and the overheads: one small table per backend,
