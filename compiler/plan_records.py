@@ -165,6 +165,8 @@ class SpeculationPlan:
     rates: tuple[float, ...]  # ngram: one per draft position; mtp: ()
     mean_accepted: float  # mtp: `nextn_accepted`; ngram: 0.0
     seed: int
+    draft_layers: int = 0  # layers a decode pass runs besides the model's: mtp `nextn` (target-shaped), ngram 0
+    drafts_read_kv: bool = False  # each draft reads its request's KV (else one read per request verifies them all)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,8 +7,9 @@ What is checked (kv-cache-tiers.md "State cache"; the model in runtime/tiers/sta
   unit 128, a cold 24,300-token prompt keeps 23,040 and 24,192; a later request sharing 23,700 tokens resumes
   at 23,040); positions reached by its output are not resume points; without it, the rule AISimulate follows
   (Kimi K3: no reuse; explicit bytes: whole blocks);
-- a snapshot is the state's blocks (one more inside a block) in G1, evicted like any block: cached token KV
-  without a snapshot is not reused, and a bigger G1 keeps the snapshots a small one evicts;
+- a snapshot is the request's own state blocks (one more inside a block), its next pass allocating fresh
+  state (or preempting), then a free cached block evicted like any: cached token KV without a snapshot is not
+  reused, a bigger G1 keeps the snapshots a small one evicts, and AISimulate's preemptions are matched;
 - DeepSeek V4 (rule pass_ends, as AISimulate): a snapshot where a pass leaves a request on a block boundary;
   26 rows of state, 30 with one draft token;
 - P/D: the prefill role resumes from its snapshots, the decode role reserves the prompt plus one state and
@@ -31,6 +32,7 @@ from kvreplay.runtime.outputs.sections import summary_sections
 from kvreplay.runtime.tiers.state_snapshots import StateSnapshots
 
 from .scenarios import compile_scenario, replay_both_ways
+from .support import ROOT
 
 
 def config(*, block: int, unit: int, g1_blocks: int, state_bytes: int, bytes_per_token: int = 1,
@@ -149,12 +151,11 @@ EVICTION_ROWS = [trace_row(0, 130, 1, [1, 2, 3], 64), trace_row(20, 130, 1, [7, 
 
 
 def test_a_snapshot_is_evicted_like_a_block_and_token_kv_without_one_is_not_reused(tmp_path):
-    """A holds 3 token blocks + 2 state blocks and its snapshot (2 blocks, never-used ones) until it ends at
-    20 ms (two prefill passes: a chunk ends at 128, where the snapshot is kept); freed first, the snapshot is the
-    LRU head.  B needs 5 blocks: the last never-used one and 4 from the
-    head, A's snapshot first; its own snapshot takes 2 more (A's last token blocks).  C still finds A's first
-    full block cached, but with no snapshot its state cannot be restored: it computes from 0, and its
-    allocation evicts B's snapshot too (freed at 40 ms before B's blocks).  Stored: A's, B's, C's."""
+    """A's first pass ends at 128, where its state (2 blocks) becomes its snapshot; its second pass computes into 2
+    fresh state blocks and holds the snapshot's until it ends at 20 ms, when both A and the pass let go: the
+    snapshot is then a free cached block, evicted in LRU order like A's token blocks.  B (20 ms) evicts it with
+    its allocations.  C still finds A's first full block cached, but with no snapshot its state cannot be
+    restored: it computes from 0.  Stored: A's, B's, C's; B's is evicted by C's allocations too."""
     single, records = replay(tmp_path, EVICTION_ROWS, config(g1_blocks=8, **SMALL))
     assert resumed(records) == [[0], [0], [0]]
     assert [r["reused_input_tokens"] for r in records] == [0, 0, 0]
@@ -166,7 +167,7 @@ def test_a_snapshot_is_evicted_like_a_block_and_token_kv_without_one_is_not_reus
 
 def test_a_bigger_g1_keeps_the_snapshot(tmp_path):
     """With 16 blocks B takes never-used blocks only: C resumes at 128 from A's snapshot (one prefill pass, where
-    A and B took two) and stores none."""
+    A and B took two; it holds the snapshot's blocks through it) and stores none."""
     single, records = replay(tmp_path, EVICTION_ROWS, config(g1_blocks=16, **SMALL))
     assert resumed(records) == [[0], [0], [128]]
     assert [r["ttft_ms"] for r in records] == [20.0, 20.0, 10.0]
@@ -176,15 +177,57 @@ def test_a_bigger_g1_keeps_the_snapshot(tmp_path):
             section["tokens_resumed"]) == (2, 0, 1, 128)
 
 
-def test_a_snapshot_is_skipped_when_every_block_is_held(tmp_path):
-    """Two 64-token requests (1 output token) arrive together: each holds 1 token block + 2 state blocks of the
-    spec's 8.  At the pass's end A's snapshot at 64 takes the last 2 free blocks; B's finds none and is
-    skipped.  Neither request waited for a snapshot (both admitted at 0 ms, the pass's admissions go first)."""
-    rows = [trace_row(0, 64, 1, [1], 64), trace_row(0, 64, 1, [3], 64)]
-    single, records = replay(tmp_path, rows, config(g1_blocks=8, **SMALL))
-    assert [r["first_admit_ms"] for r in records] == [0.0, 0.0]
+def test_a_snapshot_inside_a_block_is_skipped_when_no_block_is_free(tmp_path):
+    """Unit 32 in 64-token blocks: a 32-token prompt keeps its snapshot at 32, inside block 0, which needs one
+    block more than the state (the KV of the block's first 32 tokens).  With 3 blocks, A holds all of them (its
+    token block and 2 state blocks) when its pass ends: the snapshot is skipped, and B (63 tokens), sharing A's
+    first unit, computes from 0; its own snapshot at 32 is skipped for the same reason."""
+    rows = [trace_row(0, 32, 1, [1], 32), trace_row(50, 63, 1, [1, 2], 32)]
+    single, records = replay(tmp_path, rows, config(block=64, unit=32, g1_blocks=3, state_bytes=1500,
+                                                    bytes_per_token=16))
+    assert resumed(records) == [[0], [0]]
     section = summary_sections(single)["state_cache"]["aggregated"]
-    assert (section["snapshots_stored"], section["snapshots_skipped"]) == (1, 1)
+    assert (section["snapshots_stored"], section["snapshots_skipped"]) == (0, 2)
+
+
+FIXED_BYTES_UNIT = """
+engine:
+  model: Qwen/Qwen3-8B
+  hardware: h100_sxm
+  workers:
+    aggregated:
+      timing: {type: fixed, prefill_ms: 5.0, decode_ms: 1.0}
+      kv_cache:
+        block_size: 64
+        bytes_per_token: 16
+        capacity: {type: fixed, bytes: 8192}
+        state_cache: {bytes_per_request: 1500}
+        prefix_match_unit: 64
+traffic:
+  source: {type: synthetic, input_tokens: 100, output_tokens: 20}
+  load: {type: concurrency, concurrency: 2}
+  stop: {requests: 8}
+"""
+
+
+def test_a_snapshot_is_the_requests_own_state_and_its_next_pass_allocates_fresh_state(tmp_path):
+    """The spec's eight blocks, 100 + 20-token requests two at a time (docs/reference-runs/state/fixed-bytes-unit):
+    each prompt keeps one snapshot, at 64, and its chunks end there.  At 5 ms both states are snapshots; X's next
+    chunk needs a token block and 2 fresh state blocks, 3 of the 2 free: Y is preempted, and X's allocation takes
+    one of Y's freed state blocks (its blocks are freed last block first), so Y recomputes from 0 at 10 ms.  At
+    15 ms Y, at 64 again, needs 3 with 1 free: preempted with its snapshot intact, it waits, since resuming holds
+    the snapshot's 2 blocks besides the 3 it allocates, until X ends at 34 ms and resumes at 64.  AISimulate's
+    requests.jsonl, same config: these admission histories, reuse 0.56, duration 232 ms, TTFT 31.62 ms."""
+    path = tmp_path / "c.yaml"
+    path.write_text(FIXED_BYTES_UNIT)
+    out = tmp_path / "out"
+    from .test_replay import replay as replay_config
+    summary, records = replay_config(path, out)
+    histories = sorted([(a["at_ms"], a["reused_input_tokens"]) for a in r["admission_history"]] for r in records)
+    assert histories == sorted([[(0.0, 0), (10.0, 0), (34.0, 64)], [(0.0, 0)]] + [
+        [(t, 0), (t + 24.0, 64)] for t in (39.0, 68.0, 97.0, 126.0, 155.0, 184.0)])
+    assert (summary["prefix_cache_reused_ratio"], summary["duration_ms"]) == (0.56, 232.0)
+    assert summary["mean_ttft_ms"] == pytest.approx(31.625)
 
 
 # ============================================================================================ DeepSeek V4
@@ -359,3 +402,21 @@ def test_kimi_k3_resumes_at_its_units_snapshot(tmp_path, unit, reused, rule):
     assert [r["reused_input_tokens"] for r in records] == reused
     section = summary_sections(single)["state_cache"]["aggregated"]
     assert (section["snapshot_rule"], section["block_size"], section["state_blocks_per_request"]) == (rule, 1536, 3)
+
+
+def test_a_decode_that_ends_on_a_block_boundary_allocates_fresh_state(tmp_path):
+    """docs/reference-runs/state/explicit-sessions-unit-g1-200 (200 blocks of 64, unit 64, 4 sessions at a time):
+    at 545 ms three 3,200-token turns resume at 2,048 and session 7's 2,100-token turn at 960.  At 555 ms the three
+    reach 3,200, a block boundary: each needs a token block and 2 fresh state blocks, and scheduled one after the
+    other (each frees the state its last pass read just before it allocates) the second one preempts session 7,
+    which recomputes from 0 at 556 ms; at 629 ms their decodes reach 3,264, another boundary with no snapshot,
+    and preempt it again (readmitted at 630 ms).  AISimulate's requests.jsonl: the same three admissions (it
+    then resumes session 7 at 2,048 at 674 ms where kvreplay recomputes at 663: open, facts §36)."""
+    path = tmp_path / "c.yaml"
+    path.write_text((ROOT / "docs/reference-runs/state/explicit-sessions-unit-g1-200.yaml").read_text())
+    from .test_replay import replay as replay_config
+    summary, records = replay_config(path, tmp_path / "out")
+    turn = next(r for r in records if r["input_length"] == 2100 and r["arrival_time_ms"] == 545.0)
+    assert [(a["at_ms"], a["reused_input_tokens"]) for a in turn["admission_history"]][:3] == [
+        (545.0, 960), (556.0, 0), (630.0, 0)]
+    assert summary["duration_ms"] == 812.0  # AISimulate 811.0

@@ -63,7 +63,7 @@ def _role(plan: dict, name: str) -> RolePlan:
         timing=timing_record(role, catalog["model"], catalog["hardware"][name], engine["backend"], geometry["kv_dtype"]),
         host=host, storage=storage, peer_fetch=peer_fetch,
         prefill_decode_interval=scheduler.get("prefill_decode_interval", 0),
-        schedule_policy=scheduler.get("schedule_policy", "fcfs"), speculation=_speculation(engine),
+        schedule_policy=scheduler.get("schedule_policy", "fcfs"), speculation=_speculation(engine, catalog["model"]),
         state_cache=_state_cache(kv, geometry, catalog["model"].get("family"),
                                  plan["provenance"].get(f"/engine/workers/{name}/kv_cache/prefix_match_unit", "")))
 
@@ -87,14 +87,20 @@ def _state_cache(kv: dict, geometry: dict, family: str | None, unit_source: str)
 DEFAULT_NGRAM_RATES = (0.85, 0.3, 0.0, 0.0, 0.0)
 
 
-def _speculation(engine: dict) -> SpeculationPlan | None:
+def _speculation(engine: dict, model: dict) -> SpeculationPlan | None:
+    """Speculative decoding as AISimulate's default timing prices it (facts §36): a verify pass is a decode pass
+    whose batch holds every draft besides its request's token; native MTP also runs its `nextn` layers, and only
+    a dense (GQA) model's verify kernel reads a request's KV once for all its drafts (ngram; MLA reads it per
+    draft)."""
     ngram, nextn = engine.get("speculation"), engine.get("nextn") or 0
+    per_draft_kv = model.get("attention") != "gqa"
     if ngram is not None:
         drafts = ngram["num_speculative_tokens"]
         rates = tuple(ngram.get("acceptance_rates", DEFAULT_NGRAM_RATES[:drafts]))
-        return SpeculationPlan("ngram", drafts, tuple(float(r) for r in rates), 0.0, ngram.get("seed", 42))
+        return SpeculationPlan("ngram", drafts, tuple(float(r) for r in rates), 0.0, ngram.get("seed", 42),
+                               0, per_draft_kv)
     if nextn:
-        return SpeculationPlan("mtp", nextn, (), float(engine["nextn_accepted"]), 42)
+        return SpeculationPlan("mtp", nextn, (), float(engine["nextn_accepted"]), 42, nextn, True)
     return None
 
 

@@ -119,16 +119,17 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
         outcome = rank.chain.restore(rank, request, hits, limit)
         if outcome:
             return outcome
-    hits, cached = rank.snapshots.resume(rank, request, hits)
+    hits, cached, source = rank.snapshots.resume(rank, request, hits)
     computed = min(cached, request.num_tokens - 1)  # (a wholly cached sequence still runs its last token)
     new = request.num_tokens - computed
     if not rank.chunked and new > budget:
         return 0
     new = rank.snapshots.chunk(rank, request, computed, min(new, budget))
     need = rank.blocks_for(computed + new) - len(hits) + rank.state_blocks
-    if not rank.pool.can_allocate(rank.admission(rank, request, hits, need), hits):
+    if not rank.pool.can_allocate(rank.admission(rank, request, hits, need), hits + source if source else hits):
         return 0
     rank.pool.touch(hits)
+    rank.snapshots.hold(rank, request, source)  # (the state it resumes from: read by its first pass)
     restored = rank.chain.admitting(rank, request, len(hits))
     new_blocks = rank.pool.allocate(need)
     token_blocks = rank.blocks_for(computed + new) - len(hits)
@@ -218,11 +219,14 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
     block_size = rank.block_size
     append = items.append
     lookahead = rank.speculation.lookahead if rank.speculation is not None else 0
+    # requests whose state became a snapshot (their next pass allocates fresh state) or that hold a snapshot's
+    owed, sources = rank.snapshots.owed, rank.snapshots.sources
     while i < len(running) and budget > 0:
         request = running[i]
         computed = request.num_computed
         new = request.num_tokens - computed
-        if new == 1 and not lookahead and computed % block_size and (computed + 1) // block_size <= request.max_blocks:
+        if new == 1 and not lookahead and computed % block_size and (computed + 1) // block_size <= request.max_blocks \
+                and not (owed and id(request) in owed) and not (sources and id(request) in sources):
             append((request, 1))  # a decode inside its last block: nothing to allocate or register
             budget -= 1
             i += 1
@@ -253,7 +257,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
             budget = _admit_waiting(rank, budget, items, now_ns)
     if not items:
         return None
-    return Batch(items, work_of(items, lookahead))
+    return Batch(items, work_of(items, rank.speculation))
 
 
 def _drafts_kv(request: Request, new: int, lookahead: int) -> int:
@@ -263,18 +267,22 @@ def _drafts_kv(request: Request, new: int, lookahead: int) -> int:
 
 def _fits(rank: Rank, request: Request, tokens: int) -> bool:
     token_blocks = len(request.blocks) - rank.state_blocks
-    needed = rank.blocks_for(tokens) - token_blocks
-    if needed <= 0:
+    needed = max(0, rank.blocks_for(tokens) - token_blocks)
+    snapshots = rank.snapshots
+    fresh = snapshots.prepare(rank, request) if snapshots.owed or snapshots.sources else 0
+    if not needed + fresh:
         return True
-    if rank.pool.free_count < needed:
+    if rank.pool.free_count < needed + fresh:
         return False
-    new_blocks = rank.pool.allocate(needed)
-    request.blocks[token_blocks:token_blocks] = new_blocks  # state blocks stay at the end
+    new_blocks = rank.pool.allocate(needed + fresh)
+    request.blocks[token_blocks:token_blocks] = new_blocks[:needed]  # state blocks stay at the end
+    if fresh:
+        rank.snapshots.swap(rank, request, new_blocks[needed:])
     return True
 
 
-def work_of(items: list[tuple[Request, int]], lookahead: int = 0) -> PassWork:
-    """The pass's work; under speculation each decode also verifies `lookahead` drafts."""
+def work_of(items: list[tuple[Request, int]], speculation=None) -> PassWork:
+    """The pass's work; under speculation each decode also verifies the drafts (`speculation.work`)."""
     chunks, decodes, context = [], 0, 0
     for request, new in items:
         # a decode: one token after the first; or the first, of a prompt whose KV was all reused (TensorRT-LLM)
@@ -287,4 +295,6 @@ def work_of(items: list[tuple[Request, int]], lookahead: int = 0) -> PassWork:
             context += request.num_tokens
         else:
             chunks.append((new, request.num_computed))
-    return PassWork(tuple(chunks), decodes, context, lookahead * decodes)
+    if speculation is None:
+        return PassWork(tuple(chunks), decodes, context)
+    return speculation.work(tuple(chunks), decodes, context)

@@ -14,6 +14,7 @@ Python's hash seed.  vLLM reserves KV for the drafts (`num_lookahead_tokens`) at
 """
 from __future__ import annotations
 
+from ..timing import PassWork
 from ..traffic.rng import uniform
 
 STREAM = 0x5BEC << 40  # keeps these draws apart from the traffic's streams (request indexes are < 2**40)
@@ -23,7 +24,7 @@ POSITIONS = 8  # counters per pass: one per draft position (at most 5), padded s
 class Speculation:
     """One role's speculative decoding, built from its plan record (`plan_records.SpeculationPlan`)."""
 
-    __slots__ = ("kind", "lookahead", "rates", "mean", "seed")
+    __slots__ = ("kind", "lookahead", "rates", "mean", "seed", "draft_layers", "drafts_read_kv")
 
     def __init__(self, plan):
         self.kind = plan.kind  # ngram | mtp
@@ -31,6 +32,15 @@ class Speculation:
         self.rates = plan.rates
         self.mean = plan.mean_accepted
         self.seed = plan.seed
+        self.draft_layers = plan.draft_layers
+        self.drafts_read_kv = plan.drafts_read_kv
+
+    def work(self, chunks: tuple, decodes: int, context: int) -> PassWork:
+        """A pass's work when each of its `decodes` decoding requests (contexts summing to `context`) verifies
+        `lookahead` drafts: the drafts, the KV they read besides their requests' own read, the MTP layers."""
+        drafts = self.lookahead * decodes
+        return PassWork(chunks, decodes, context, drafts, self.lookahead * context if self.drafts_read_kv else 0,
+                        self.draft_layers if drafts else 0)
 
     def accepted(self, index: int, generated: int) -> int:
         """Drafts accepted in the pass of request `index` that starts with `generated` tokens."""

@@ -50,6 +50,8 @@ def eligible(ranks: list[Rank], batches: list[Batch | None]) -> bool:
             return False
         if rank.speculation is not None:
             return False  # (speculation: each pass's tokens are drawn, so passes are stepped one at a time)
+        if not rank.snapshots.fusable:
+            return False  # (a pass that allocates a request's fresh state, or may store a snapshot, is stepped)
         if batch is not None and (batch.work.prefill_chunks or len(batch.items) != len(rank.running)):
             return False
         if rank.role == "decode" and batch is not None and not all(new for _, new in batch.items):

@@ -12,13 +12,16 @@ leaves the request's computed tokens on a block boundary, a prefill chunk's end 
 passes cross; `whole_blocks` (an explicit `bytes_per_request` without it: the state is only
 a reservation, reuse resumes after the last matching whole block).
 
-A snapshot is `state_blocks` G1 blocks (one more when it lies inside a block: the KV of that block's
-first tokens, which no full-block key keeps) under keys of their own, taken at the end of the pass that
-computes its position, so that pass's admissions take their blocks first, and only from blocks nobody
-holds (none free: it is skipped).  The request that wrote it holds it until it lets go of its own blocks;
-then it is a free cached block like the others, evicted in LRU order.  A resume touches it (most recently
-used) and copies it into the request's own blocks.  Ranks without a state cache use `WHOLE_BLOCKS`: reuse
-resumes after the last matching whole block.
+A snapshot is the request's own state blocks, as vLLM's align mode keeps its state (facts §36): when a pass
+leaves a request on a snapshot position, its state blocks are registered under keys of their own and become the
+snapshot, and the request's next pass allocates fresh state blocks to compute into (with its token blocks; no
+room: a preemption, as any allocation).  The snapshot's blocks stay held through that pass, which reads them,
+until the request is scheduled again (vLLM's `remove_skipped_blocks`), and are then free cached blocks, evicted
+in LRU order.  A resume holds the snapshot's blocks through the request's first pass in the same way (most
+recently used afterwards) and allocates the request's own state.  A position
+inside a block needs one more block, the KV of that block's first tokens, which no full-block key keeps: it is
+taken when the snapshot is stored (none free: the snapshot is skipped).  Ranks without a state cache use
+`WHOLE_BLOCKS`: reuse resumes after the last matching whole block.
 """
 from __future__ import annotations
 
@@ -28,9 +31,23 @@ from ..traffic.block_keys import sequence_hash
 class WholeBlocks:
     """Reuse resumes after the last cached whole block (every model without a state cache)."""
 
-    def resume(self, rank, request, hits: list[int]) -> tuple[list[int], int]:
-        """The blocks reused and the tokens they cover."""
-        return hits, len(hits) * rank.block_size
+    owed: dict = {}  # (never written: no request of such a rank owes state blocks or holds a snapshot's)
+    sources: dict = {}
+    fusable = True  # fused decode passes (shell/macro.py) need nothing of this policy
+
+    def resume(self, rank, request, hits: list[int]) -> tuple[list[int], int, list[int]]:
+        """The blocks reused, the tokens they cover, and the snapshot's blocks the admission holds."""
+        return hits, len(hits) * rank.block_size, []
+
+    def hold(self, rank, request, blocks: list[int]) -> None:
+        """The admission resumes from a snapshot made of `blocks`: it holds them through its first pass."""
+
+    def prepare(self, rank, request) -> int:
+        """The request is scheduled for a pass: the state blocks it must allocate for it (`swap` takes them)."""
+        return 0
+
+    def swap(self, rank, request, fresh: list[int]) -> None:
+        """The request's pass allocated `fresh` state blocks for the state it owed."""
 
     def chunk(self, rank, request, computed: int, new: int) -> int:
         """The tokens a pass computes for the request from `computed`, at most `new`."""
@@ -40,7 +57,7 @@ class WholeBlocks:
         """A pass ended that took the request from `computed` to `tokens` computed tokens."""
 
     def released(self, rank, request) -> None:
-        """The request let go of its blocks on `rank`: the snapshots it wrote are free cached blocks now."""
+        """The request lets go of its blocks on `rank` (the snapshot blocks it holds go back to the pool)."""
 
     def admitted(self, request, resumed: int) -> dict:
         """The request was admitted resuming at `resumed` tokens: what its admission record adds."""
@@ -54,10 +71,11 @@ WHOLE_BLOCKS = WholeBlocks()
 
 
 class StateSnapshots(WholeBlocks):
-    """One rank's stored snapshots: their positions, pool keys and counters."""
+    """One rank's stored snapshots: their positions, pool keys and counters, and the snapshot blocks its requests
+    hold."""
 
-    __slots__ = ("plan", "unit", "state_blocks", "rule", "stored", "held", "stores", "evicted", "skipped", "resumes",
-                 "resumed_tokens", "resumed_at")
+    __slots__ = ("plan", "unit", "state_blocks", "rule", "stored", "owed", "sources", "stores", "evicted", "skipped",
+                 "resumes", "resumed_tokens", "resumed_at")
 
     def __init__(self, plan):
         self.plan = plan  # plan_records.StateCachePlan
@@ -65,13 +83,21 @@ class StateSnapshots(WholeBlocks):
         self.rule = plan.snapshot_rule
         self.state_blocks = plan.blocks_per_request
         self.stored: dict[int, tuple[int, list[int], list[int]]] = {}  # prefix key -> (position, keys, blocks)
-        self.held: dict[int, list[int]] = {}  # id(request) -> blocks of the snapshots it wrote and still holds
+        # id(request) -> the extra block of the snapshot its state became (or []): its next pass owes fresh state
+        self.owed: dict[int, list[int]] = {}
+        self.sources: dict[int, list[int]] = {}  # id(request) -> snapshot blocks held until its pass ends
         self.stores = 0  # snapshots written (a rewrite of an evicted one counts again)
         self.evicted = 0  # stored snapshots that lost a block to eviction (counted when seen)
-        self.skipped = 0  # positions not snapshot: every G1 block was held
+        self.skipped = 0  # positions not snapshot: no free block for the KV of a block's first tokens
         self.resumes = 0  # admissions that resumed from a snapshot
         self.resumed_tokens = 0  # prompt tokens those admissions did not compute
         self.resumed_at: dict[int, int] = {}  # position -> admissions resumed there
+
+    @property
+    def fusable(self) -> bool:
+        """Fused decode passes allocate no state, but a decode that ends on a block boundary makes the next one
+        allocate fresh state: only a plain reservation's passes fuse."""
+        return self.rule == "whole_blocks"
 
     @staticmethod
     def positions(prompt_len: int, block_size: int, unit: int) -> tuple[int, ...]:
@@ -80,9 +106,6 @@ class StateSnapshots(WholeBlocks):
         prompt of whole blocks keeps both its end and the boundary one block before: AISimulate's chunks.)"""
         block_end, unit_end = (prompt_len - 1) // block_size * block_size, prompt_len // unit * unit
         return tuple(p for p in dict.fromkeys((block_end, unit_end)) if p)
-
-    def _blocks_of(self, position: int, block_size: int) -> int:
-        return self.state_blocks + (1 if position % block_size else 0)
 
     @staticmethod
     def _resident(pool, entry) -> bool:
@@ -99,24 +122,41 @@ class StateSnapshots(WholeBlocks):
         self.evicted += 1
         return None
 
-    def resume(self, rank, request, hits: list[int]) -> tuple[list[int], int]:
+    def resume(self, rank, request, hits: list[int]) -> tuple[list[int], int, list[int]]:
         """The latest stored snapshot at or before the request's cached prefix (and before its last known
-        token): the whole blocks before it and its position; ([], 0) when none is stored."""
+        token): the whole blocks before it, its position and its blocks; ([], 0, []) when none is stored."""
         if self.rule == "whole_blocks":
-            return hits, len(hits) * rank.block_size
+            return hits, len(hits) * rank.block_size, []
         size, unit, pool = rank.block_size, self.unit, rank.pool
         unit_keys = request.spec.keys(unit)
         # a snapshot inside block len(hits) keeps that block's first tokens itself; past it the KV is missing
         top = min((request.num_tokens - 1) // unit, ((len(hits) + 1) * size - 1) // unit, len(unit_keys))
         for units in range(top, 0, -1):
             entry = self._find(pool, unit_keys[units - 1])
-            if entry is None:
-                continue
-            position = units * unit
-            pool.touch(entry[2])  # (as a block a hit touches: the snapshot is now the most recently used, so
-            pool.release(entry[2])  # the admission's own allocation takes other free blocks first)
-            return hits[:position // size], position
-        return [], 0
+            if entry is not None:
+                position = units * unit
+                return hits[:position // size], position, entry[2]
+        return [], 0, []
+
+    def hold(self, rank, request, blocks: list[int]) -> None:
+        if blocks:
+            rank.pool.touch(blocks)
+            self.sources[id(request)] = blocks
+
+    def prepare(self, rank, request) -> int:
+        """vLLM's `remove_skipped_blocks` at the request's next schedule: the snapshot blocks its last pass read
+        are free cached blocks now (before its allocation, after those of requests scheduled before it)."""
+        source = self.sources.pop(id(request), None)
+        if source:
+            rank.pool.release(source)
+        return self.state_blocks if id(request) in self.owed else 0
+
+    def swap(self, rank, request, fresh: list[int]) -> None:
+        """The request's state blocks (its snapshot now) are held through this pass; `fresh` take their place."""
+        blocks = request.blocks
+        old = blocks[-self.state_blocks:]
+        blocks[-self.state_blocks:] = fresh
+        self.sources[id(request)] = old + self.owed.pop(id(request))
 
     def chunk(self, rank, request, computed: int, new: int) -> int:
         """`prompt_ends` (vLLM align mode, AISimulate with `prefix_match_unit`): a prefill chunk ends at the next
@@ -140,43 +180,48 @@ class StateSnapshots(WholeBlocks):
         return range(first, tokens + 1, block_size)
 
     def reached(self, rank, request, computed: int, tokens: int) -> None:
-        """Store the snapshots at the positions this pass computed (at its end: the pass's own admissions
-        took their blocks first)."""
+        """The pass that took the request from `computed` to `tokens` ended: its state becomes the snapshot of the
+        last position it computed, if any; ending on a block boundary, its next pass computes into a new block and
+        needs fresh state blocks whether or not this one is a snapshot (vLLM's align mode keeps one state per
+        block: AISimulate preempts a decode that crosses one when G1 is full)."""
         prompt, size = request.spec.prompt_len, rank.block_size
-        if self.rule == "whole_blocks":
+        if self.rule == "whole_blocks" or tokens <= computed:
             return
         if self.rule == "pass_ends":
-            for position in self.pass_end_positions(prompt, size, computed, tokens):
-                self._store(rank.pool, request, position, size)
-            return
-        if computed >= prompt:
-            return
-        for position in self.positions(prompt, size, self.unit):
-            if computed < position <= tokens:
-                self._store(rank.pool, request, position, size)
+            positions = self.pass_end_positions(prompt, size, computed, tokens)
+        elif computed >= prompt:
+            positions = ()
+        else:
+            positions = [p for p in self.positions(prompt, size, self.unit) if computed < p <= tokens]
+        if positions:  # (one state per pass: a pass that crosses two positions had no state at the first)
+            self._store(rank.pool, request, positions[-1], size)
+        if tokens % size == 0 and id(request) not in self.owed:
+            self.owed[id(request)] = []
 
     def _store(self, pool, request, position: int, size: int) -> None:
         unit_keys = request.spec.keys(self.unit)
         if position // self.unit > len(unit_keys):
             return  # (the request's last tokens: no later request can share past them)
         key = unit_keys[position // self.unit - 1]
-        if self._find(pool, key) is not None:
-            return  # another request stored it already (and it is still there)
-        count = self._blocks_of(position, size)
-        if pool.free_count < count:
-            self.skipped += 1
-            return
-        blocks = pool.allocate(count)
-        keys = [sequence_hash(key, 0x5747 + i) for i in range(count)]  # (keys no block chain produces)
-        pool.register_run(blocks, keys, 0, count)
-        self.held.setdefault(id(request), []).extend(blocks)
+        if id(request) in self.owed or self._find(pool, key) is not None:
+            return  # its state is a snapshot still to be replaced, or another request stored this one already
+        extra = []
+        if position % size:
+            if pool.free_count < 1:
+                self.skipped += 1
+                return
+            extra = pool.allocate(1)
+        blocks = request.blocks[-self.state_blocks:] + extra
+        keys = [sequence_hash(key, 0x5747 + i) for i in range(len(blocks))]  # (keys no block chain produces)
+        pool.register_run(blocks, keys, 0, len(blocks))
+        self.owed[id(request)] = extra
         self.stored[key] = (position, keys, blocks)
         self.stores += 1
 
     def released(self, rank, request) -> None:
-        blocks = self.held.pop(id(request), None)
-        if blocks:
-            rank.pool.release(blocks)
+        held = self.sources.pop(id(request), []) + self.owed.pop(id(request), [])
+        if held:
+            rank.pool.release(held)
 
     def admitted(self, request, resumed: int) -> dict:
         if resumed:

@@ -19,6 +19,8 @@ class PassWork:
     decode_requests: int = 0
     decode_context: int = 0  # sum over decoding requests of their context length (prompt + generated)
     draft_tokens: int = 0  # speculative drafts the decoding requests verify besides their own token
+    draft_context: int = 0  # KV tokens the drafts read besides their requests' own read (0: one read verifies all)
+    draft_layers: int = 0  # layers a decode pass runs besides the model's (native MTP's module)
 
     @property
     def prefill_tokens(self) -> int:

@@ -14,6 +14,10 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
     pass   = max(t_comp, t_mem) + pass_overhead + L * layer_overhead + L_moe * moe_layer_overhead
              + t_ar + t_a2a                                 (0 for an empty pass)
 
+A speculative verify pass (`speculative`) counts each draft as one more decode token of its request (in T, A and
+the experts; in the KV read only when `draft_context` says each draft reads its request's KV again), and a
+decode-only pass of native MTP is scaled by (L + nextn) / L, as AISimulate's default timing prices them (facts §36).
+
 P_active, W (weights per GPU without the input embedding), f_routed (the routed experts' share of the
 weights), the peaks and the KV bytes per token of one rank come from the plan's roofline record
 (compiler/timing_inputs.py), and so do the terms ``e_*`` and the overheads: one small table per backend,
@@ -67,21 +71,36 @@ def default_timing(inputs) -> Timing:
         + inputs.moe_layers * terms.moe_layer_overhead_s + ar_s_fixed
     miss = 1 - inputs.experts_per_token / inputs.experts if inputs.experts else 0.0
 
-    def timing(work: PassWork) -> int:
-        drafts = work.draft_tokens  # each verified like a decode token over its request's context
+    def seconds(tokens: int, pairs: float, kv_tokens: int) -> float:
+        compute = flops_per_token * tokens / flops_per_s + flops_per_pair * pairs / attention_flops_per_s
+        # routed experts: a token picks k of E, so T tokens leave a (1 - k/E)^T share of them unread
+        memory = weight_s * (1 - routed * miss ** tokens) + kv_s_per_token * kv_tokens
+        return max(compute, memory) + fixed_s + (ar_s_per_token + a2a_s_per_token) * tokens
+
+    def speculative(work: PassWork) -> int:
+        """A verify pass, as AISimulate's default timing prices one (facts §36): every draft is one more decode
+        token of its request (GEMMs, experts, all-reduce, attention over its request's context; the KV read again
+        only when `draft_context` says so), and a decode-only pass also runs native MTP's `draft_layers`, priced
+        as that many more of the model's layers (AIC's generation graph; a mixed pass runs the context graph,
+        which has none)."""
+        drafts = work.draft_tokens
         tokens = work.prefill_tokens + work.decode_requests + drafts
+        pairs = work.decode_context + drafts * work.decode_context / work.decode_requests \
+            + sum(n * (c + n / 2) for n, c in work.prefill_chunks)
+        kv_tokens = work.decode_context + work.draft_context + sum(c + n for n, c in work.prefill_chunks)
+        pass_s = seconds(tokens, pairs, kv_tokens)
+        if work.draft_layers and not work.prefill_chunks:
+            pass_s *= (layers + work.draft_layers) / layers
+        return seconds_to_ns(pass_s)
+
+    def timing(work: PassWork) -> int:
+        if work.draft_tokens:
+            return speculative(work)
+        tokens = work.prefill_tokens + work.decode_requests
         if tokens == 0:
             return 0
         pairs = work.decode_context + sum(n * (c + n / 2) for n, c in work.prefill_chunks)
-        if drafts:
-            pairs += drafts * work.decode_context / work.decode_requests
         kv_tokens = work.decode_context + sum(c + n for n, c in work.prefill_chunks)
-        compute = flops_per_token * tokens / flops_per_s + flops_per_pair * pairs / attention_flops_per_s
-        # routed experts: a token picks k of E, so T tokens leave a (1 - k/E)^T share of them unread; drafts read
-        # no more weights (AISimulate prices an MTP pass at 1.14x a plain one, not at the experts they would touch)
-        touched = 1 - routed * miss ** (tokens - drafts)
-        memory = weight_s * touched + kv_s_per_token * kv_tokens
-        seconds = max(compute, memory) + fixed_s + (ar_s_per_token + a2a_s_per_token) * tokens
-        return seconds_to_ns(seconds)
+        return seconds_to_ns(seconds(tokens, pairs, kv_tokens))
 
     return timing
