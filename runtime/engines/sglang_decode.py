@@ -21,7 +21,7 @@ retraction runs admit their next request at the same step only so).
 from __future__ import annotations
 
 from ..tiers.token_runs import spec_runs
-from .sglang_state import RETRACT_DECODE_STEPS, insert, release
+from .sglang_state import RETRACT_DECODE_STEPS, insert, observed, release
 
 
 def growth(pool, state, requests) -> int:
@@ -98,22 +98,30 @@ def retract(rank, state) -> None:
 def complete(rank, finished: list, end_ns: int) -> None:
     """Requests that sampled their last token: prompt and all output enter the tree (whole pages), the rest of
     their pages are freed and their path unlocked."""
-    pool, leases = rank.pool, rank.pool.sglang.leases
+    pool, state = rank.pool, rank.pool.sglang
     done = set(map(id, finished))
     rank.running = [r for r in rank.running if id(r) not in done]
     for request in finished:
         if rank.role == "prefill":  # its KV is handed off: the hold keeps its lease (sglang_handoff.py)
             request.status = "transferring"
             continue
-        lease = leases.pop(id(request))
+        lease = state.leases.pop(id(request))
         lease.end = pool.ceil(request.num_tokens)
         # one that ends with the token its first forward sampled never computes that token's KV: prompt only
         # (AISimulate: 4 turns of 1,000 new tokens and 1 output reuse 1,000 / 2,001 / 3,002)
         cached = request.num_tokens if request.generated > 1 else request.num_tokens - 1
-        insert(pool, lease, request.spec, spec_runs(request.spec), cached)
-        release(pool, lease)
+        observed(state, cache_finished, pool, lease, request.spec, cached)
+        if state.overlap:
+            state.ghosts.append(request)  # (the next pass was decided with it still running: sglang_overlap.py)
         request.status = "completed"
         request.terminal_ns = end_ns
+
+
+def cache_finished(pool, lease, spec, cached: int) -> None:
+    """A finished request's first `cached` tokens enter the tree (whole pages); the rest is freed, its path
+    unlocked."""
+    insert(pool, lease, spec, spec_runs(spec), cached)
+    release(pool, lease)
 
 
 def cancel_running(rank, request) -> None:
