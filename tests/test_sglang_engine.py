@@ -18,6 +18,7 @@ from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
 from kvreplay.runtime.serving.scheduler import Rank
 from kvreplay.runtime.timing.fixed import fixed_timing
 from kvreplay.runtime.tiers.radix_cache import RadixCache
+from kvreplay.runtime.tiers.token_runs import OPEN_END, cut
 
 from .golden import golden_extension
 
@@ -136,6 +137,17 @@ def test_a_long_prompt_costs_runs_not_tokens():
     assert (node.length, len(node.runs), tail.length, len(tail.runs)) == (10_000, 1, 2, 1)
     assert not [k for k in a.spec._keys if isinstance(k, int)]
 
+
+
+def test_cutting_runs_walks_only_the_runs_it_needs():
+    """`cut` of a 4-run sequence: from inside the second run to the end (the rest is sliced), inside one run, and
+    across three; a match that steps down a path of many nodes cuts each run once (token_runs.py)."""
+    runs = (("h", 0, 512), ("h2", 0, 512), ("h3", 0, 512), ("o", 0, 100))
+    assert cut(runs, 600, OPEN_END) == (("h2", 88, 512), ("h3", 0, 512), ("o", 0, 100))
+    assert cut(runs, 600, 700) == (("h2", 88, 188),)
+    assert cut(runs, 100, 1100) == (("h", 100, 512), ("h2", 0, 512), ("h3", 0, 76))
+    assert cut(runs, 1636, OPEN_END) == ()
+    assert cut(runs, 1024, 1536) == (("h3", 0, 512),)
 
 def test_retraction_order_and_the_20_token_reserve():
     """Three running requests, then G1 shrinks to what they hold: the decode cannot grow, so SGLang retracts.  The
