@@ -21,7 +21,7 @@ retraction runs admit their next request at the same step only so).
 from __future__ import annotations
 
 from ..tiers.token_runs import spec_runs
-from .sglang_state import RETRACT_DECODE_STEPS, insert, observed, release
+from .sglang_state import RETRACT_DECODE_STEPS, insert, release
 
 
 def growth(pool, state, requests) -> int:
@@ -110,11 +110,28 @@ def complete(rank, finished: list, end_ns: int) -> None:
         # one that ends with the token its first forward sampled never computes that token's KV: prompt only
         # (AISimulate: 4 turns of 1,000 new tokens and 1 output reuse 1,000 / 2,001 / 3,002)
         cached = request.num_tokens if request.generated > 1 else request.num_tokens - 1
-        observed(state, cache_finished, pool, lease, request.spec, cached)
-        if state.overlap:
-            state.ghosts.append(request)  # (the next pass was decided with it still running: sglang_overlap.py)
+        if state.overlap:  # the next pass was decided with it still running (sglang_overlap.py)
+            ghost = Ghost(request, lease, cached)
+            state.ghosts.append(ghost)
+            state.pending.append((cache_ghost, (pool, ghost)))
+        else:
+            cache_finished(pool, lease, request.spec, cached)
         request.status = "completed"
         request.terminal_ns = end_ns
+
+
+class Ghost:
+    """A request that finished in the pass before an overlapped decision, and the tokens it leaves cached (all of
+    them when that decision's pass decodes it once more, computing its last token's KV)."""
+
+    __slots__ = ("request", "lease", "cached")
+
+    def __init__(self, request, lease, cached: int):
+        self.request, self.lease, self.cached = request, lease, cached
+
+
+def cache_ghost(pool, ghost: Ghost) -> None:
+    cache_finished(pool, ghost.lease, ghost.request.spec, ghost.cached)
 
 
 def cache_finished(pool, lease, spec, cached: int) -> None:

@@ -8,7 +8,10 @@ the passes that had ended by then; pass i-1's results (its prompts entering
 the radix tree, its finished requests' prompt + output entering it and their
 pages freed) are observed only after it.  A request that finished in pass i-1
 is still in that decision's running batch: with nothing else to run, the next
-pass is its wasted decode.  When the decision finds nothing at all, the loop
+pass is its wasted decode, and a decode pass computes its last token's KV, so
+it leaves prompt and all its output cached (one output token: prompt + 1;
+AISimulate: 4 turns of 1,000 new tokens and 1 output reuse 1,001 / 2,002 /
+3,003 with `host_loop`, 1,000 / 2,001 / 3,002 without).  When the decision finds nothing at all, the loop
 observes pass i-1 and decides again at once (the GPU would be idle).  A pass
 started from idle is decided when it starts.
 
@@ -38,6 +41,7 @@ def schedule(rank, state, now: int, decide):
     """The batch the overlap scheduler runs from `now`; `decide(rank, at)` is the ordinary scheduler round."""
     ghosts, state.ghosts = state.ghosts, []
     if state.last_end != now:  # started from idle: decided now, with everything observed
+        decoded(ghosts)  # (the decision before the idle time decoded them: nothing else was running)
         observe(state)
         return decide(rank, now)
     cutoff = state.last_start
@@ -49,16 +53,24 @@ def schedule(rank, state, now: int, decide):
     batch = decide(rank, cutoff)
     if late:
         rank.waiting.extend(late)  # (after any request this decision retracted: they arrive later)
+    if batch is None or not state.extend:
+        decoded(ghosts)
     observe(state)
     if batch is not None and not state.extend and ghosts:
         work = batch.work
         batch.work = PassWork((), work.decode_requests + len(ghosts),
-                              work.decode_context + sum(r.num_tokens for r in ghosts))
-    elif batch is None and ghosts:
-        batch = Batch([], PassWork((), len(ghosts), sum(r.num_tokens for r in ghosts)))  # the wasted decode
+                              work.decode_context + sum(g.request.num_tokens for g in ghosts))
+    elif batch is None and ghosts:  # the wasted decode
+        batch = Batch([], PassWork((), len(ghosts), sum(g.request.num_tokens for g in ghosts)))
     if batch is None:
         return decide(rank, now)
     return batch
+
+
+def decoded(ghosts) -> None:
+    """The finished requests get one more decode: the KV of their last token is computed and cached with them."""
+    for ghost in ghosts:
+        ghost.cached = ghost.request.num_tokens
 
 
 def ended(state, start: int, end: int) -> None:
