@@ -138,6 +138,7 @@ class RolePlan:
     peer_fetch: PeerFetchPlan | None
     prefill_decode_interval: int = 0  # SGLang: scheduler rounds without prefill after each extend pass
     schedule_policy: str = "fcfs"  # SGLang: fcfs | lpm
+    host_loop: bool = False  # SGLang's overlap scheduler: a pass is decided while the one before it runs
     speculation: SpeculationPlan | None = None  # speculative decoding of its decode passes
     state_cache: StateCachePlan | None = None  # a hybrid model's per-request state and its snapshots
 

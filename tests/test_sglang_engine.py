@@ -18,6 +18,7 @@ from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
 from kvreplay.runtime.serving.scheduler import Rank
 from kvreplay.runtime.timing.fixed import fixed_timing
 from kvreplay.runtime.tiers.radix_cache import RadixCache
+from kvreplay.runtime.tiers.token_runs import OPEN_END, cut
 
 from .golden import golden_extension
 
@@ -137,6 +138,17 @@ def test_a_long_prompt_costs_runs_not_tokens():
     assert not [k for k in a.spec._keys if isinstance(k, int)]
 
 
+
+def test_cutting_runs_walks_only_the_runs_it_needs():
+    """`cut` of a 4-run sequence: from inside the second run to the end (the rest is sliced), inside one run, and
+    across three; a match that steps down a path of many nodes cuts each run once (token_runs.py)."""
+    runs = (("h", 0, 512), ("h2", 0, 512), ("h3", 0, 512), ("o", 0, 100))
+    assert cut(runs, 600, OPEN_END) == (("h2", 88, 512), ("h3", 0, 512), ("o", 0, 100))
+    assert cut(runs, 600, 700) == (("h2", 88, 188),)
+    assert cut(runs, 100, 1100) == (("h", 100, 512), ("h2", 0, 512), ("h3", 0, 76))
+    assert cut(runs, 1636, OPEN_END) == ()
+    assert cut(runs, 1024, 1536) == (("h3", 0, 512),)
+
 def test_retraction_order_and_the_20_token_reserve():
     """Three running requests, then G1 shrinks to what they hold: the decode cannot grow, so SGLang retracts.  The
     order is descending output, then ascending prompt, taken from the end: of b and c (same output) c, whose
@@ -224,6 +236,33 @@ def test_admission_charges_extend_plus_output_against_the_ratio_estimate():
         _, now, _ = step(rank, now)
     assert b.first_admit_ns == 5030 * MS
 
+
+
+def test_an_admission_that_cannot_allocate_leaves_the_ratio_as_it_is():
+    """100 one-token pages.  a (prompt 40, output 2) leaves 42 tokens cached; b (prompt 50, output 5) runs.  d's
+    prompt is a's 42 tokens + 20 new: its charge (20 + 1) fits the budget (6 free + 42 evictable - b's 3 left x ratio), but
+    its prefix, once locked, is not evictable, so its 20 pages cannot be allocated: it waits, nothing is evicted,
+    and the new-token ratio keeps its decay (AISimulate's s05 run: a reset here refused a chunk continuation
+    17,000 ms in, which AISimulate admits)."""
+    rank = sg_rank(100)
+    pool, state = rank.pool, rank.pool.sglang
+    a = request(0, [(7, 0, 40)], 2)
+    rank.waiting.append(a)
+    assert run(rank) == 60 * MS and pool.tree_tokens == 42
+    b = request(1, [(8, 0, 50)], 5)
+    rank.waiting.append(b)
+    step(rank, 60 * MS)  # b's extend pass (its first token)
+    step(rank, 110 * MS)  # its first decode pass (a's one decode pass came before)
+    d = request(2, [(7, 0, 40), (1000, 0, 2), (9, 0, 20)], 1)
+    rank.waiting.append(d)
+    ratio = state.ratio
+    assert ratio == 0.7 - 2 * (0.7 - 0.098) / 600  # two decode passes so far
+    # b's prompt is in the tree (locked) and its 2 output slots are private
+    assert (pool.tree_tokens, pool.available, pool.evictable) == (42 + 50, 100 - 92 - 2, 42)
+    assert step(rank, 120 * MS)[0] == [(1, 1)]  # a decode pass: d was not admitted
+    assert list(rank.waiting) == [d] and not d.admissions
+    assert pool.tree_tokens == 92 and pool.evictable == 42 and pool.evictions == 0
+    assert state.ratio == ratio - (0.7 - 0.098) / 600  # decayed, not reset to 0.7
 
 EVENTS = """engine:
   model: Qwen/Qwen3-8B

@@ -84,6 +84,16 @@ def test_moe_widths_travel_only_when_the_user_gave_them():
     assert "moe_ep_size" not in qwen["spec"]["engine"]["rank"]["timing_model"]["config"]
 
 
+
+def test_the_overlap_scheduler_travels_as_the_native_sglang_host_loop():
+    """`host_loop: true` is the native `rank.sglang.host_loop` (AISimulate's runtime then replays the same report as
+    its predict: benchmarks/aisimulate_native.py, facts section 34); without it the rank has no `sglang` entry."""
+    spec, dropped = compiled("sglang-default-capacity", overrides=("engine.workers.aggregated.host_loop=true",))
+    assert spec["spec"]["engine"]["rank"]["sglang"] == {"host_loop": True}
+    assert not [field for field, _ in dropped if "host_loop" in field]
+    plain, _ = compiled("sglang-default-capacity")
+    assert "sglang" not in plain["spec"]["engine"]["rank"]
+
 def test_what_does_not_carry_over_is_listed_with_its_reason():
     _, dropped = compiled("scaled-workers")
     assert [field for field, _ in dropped] == ["engine.hardware", "engine.model", "engine.workers.aggregated.scaling"]

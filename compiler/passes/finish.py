@@ -63,7 +63,8 @@ def _role(plan: dict, name: str) -> RolePlan:
         timing=timing_record(role, catalog["model"], catalog["hardware"][name], engine["backend"], geometry["kv_dtype"]),
         host=host, storage=storage, peer_fetch=peer_fetch,
         prefill_decode_interval=scheduler.get("prefill_decode_interval", 0),
-        schedule_policy=scheduler.get("schedule_policy", "fcfs"), speculation=_speculation(engine, catalog["model"]),
+        schedule_policy=scheduler.get("schedule_policy", "fcfs"), host_loop=role.get("host_loop", False),
+        speculation=_speculation(engine, catalog["model"]),
         state_cache=_state_cache(kv, geometry, catalog["model"].get("family"),
                                  plan["provenance"].get(f"/engine/workers/{name}/kv_cache/prefix_match_unit", "")))
 

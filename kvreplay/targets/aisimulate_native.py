@@ -93,6 +93,8 @@ def _rank(c: Carry, role: str, worker_type: str) -> dict:
             "num_gpu_blocks": c.spec.geometry[role]["g1_blocks"], "prefill_decode_interval": sched("prefill_decode_interval"),
             "prefill_schedule_interval": sched("prefill_schedule_interval"), "timing_model": _timing(c, role, worker_type)}
     c.take(role_pointer(role, "kv_cache", "capacity"))
+    if c.has(role_pointer(role, "host_loop")):  # (SGLang's overlap scheduler: the native `rank.sglang.host_loop`)
+        rank["sglang"] = {"host_loop": c.take(role_pointer(role, "host_loop"))}
     context = c.take("/engine/context_length")
     rank["max_model_len"] = c.spec.model["max_context"] if context in (None, "max") else context
     offload = c.has(role_pointer(role, "kv_cache", "host_offload")) or c.has(role_pointer(role, "kv_cache", "g3_offload"))

@@ -28,12 +28,12 @@ from ..serving.scheduler import Batch, work_of
 from ..timing import PassWork
 from ..tiers.radix_cache import RadixCache
 from ..tiers.token_runs import spec_runs
-from . import sglang_macro
+from . import sglang_macro, sglang_overlap
 from .engine import Engine
 from .sglang_decode import complete, decode_batch
 from .sglang_handoff import PAGES, admit_destinations
 from .sglang_prefill import prefill_batch
-from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY, SglangState, insert
+from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY, SglangState, insert, observed
 
 
 class SglangEngine(Engine):
@@ -55,45 +55,29 @@ class SglangEngine(Engine):
         pool = rank.pool
         pool.set_page(rank.block_size)  # (the rank knows its block size; g1() is called before it exists)
         pool.sglang = SglangState(getattr(role, "prefill_decode_interval", 0) if role is not None else 0,
-                                  getattr(role, "schedule_policy", "fcfs") if role is not None else "fcfs")
+                                  getattr(role, "schedule_policy", "fcfs") if role is not None else "fcfs",
+                                  getattr(role, "host_loop", False) and rank.role != "decode")
         rank.handoff_kv = PAGES  # (P/D: sglang_handoff.py)
 
     def schedule(self, rank, now_ns: int):
         state = rank.pool.sglang
         if rank.pool.events is not None and rank.pool.recorder is None:  # the replay captures KV events
             rank.pool.recorder = RadixEvents(rank.pool, rank.pool.events)
-        items = []
-        if rank.role == "decode":
-            admit_destinations(rank, now_ns)
-        if rank.waiting and (not state.blocked or not rank.running):
-            items = prefill_batch(rank, state, now_ns)
-        state.extend = bool(items)
-        state.retracted = False
-        if items:
-            state.blocked = state.interval
-        else:
-            if state.blocked:
-                state.blocked -= 1
-            items = decode_batch(rank, state)
-        if not items:
-            flush(rank.pool)  # idle
-            return None
-        if state.extend:
-            # a decode rank's extend pass (a retracted request prefilled again) takes no time: AISimulate's mocker
-            # gives a decode worker's prefill none, and its running requests lose no pass to it
-            return Batch(items, work_of(items) if rank.role != "decode" else PassWork())
-        # a decode pass is all decodes, a request whose extend pass could not sample included
-        return Batch(items, PassWork((), len(items), sum(r.num_computed + 1 for r, _ in items)))
+        batch = sglang_overlap.schedule(rank, state, now_ns, scheduler_round) if state.overlap else \
+            scheduler_round(rank, now_ns)
+        state.started = now_ns
+        return batch
 
     def finish(self, rank, batch, end_ns: int) -> list:
         pool, state = rank.pool, rank.pool.sglang
+        sglang_overlap.ended(state, state.started, end_ns)
         finished, joined, unfinished = [], [], []
         prefill = state.extend  # (a pass is all extend or all decode)
         for request, new in batch.items:
             request.num_computed += new
             lease = state.leases[id(request)]
             if request.num_computed < request.num_tokens:  # a chunk: its pages enter the tree, it waits again
-                insert(pool, lease, request.spec, spec_runs(request.spec), request.num_computed)
+                observed(state, insert, pool, lease, request.spec, spec_runs(request.spec), request.num_computed)
                 unfinished.append(request)
                 continue
             if prefill:
@@ -106,7 +90,7 @@ class SglangEngine(Engine):
                     joined.append(request)
                     continue
                 lease.end += max(extra, 0)
-                insert(pool, lease, request.spec, spec_runs(request.spec), request.num_computed)
+                observed(state, insert, pool, lease, request.spec, spec_runs(request.spec), request.num_computed)
                 joined.append(request)
             request.add_token(end_ns)
             if request.generated >= request.stop_after:
@@ -124,6 +108,33 @@ class SglangEngine(Engine):
         if prefill or not state.decodes % DECODE_FLUSH_EVERY or not rank.busy:
             flush(pool)
         return finished
+
+
+def scheduler_round(rank, now_ns: int):
+    """One round of SGLang's scheduler: an extend batch if one forms, else a decode pass (None: idle)."""
+    state = rank.pool.sglang
+    items = []
+    if rank.role == "decode":
+        admit_destinations(rank, now_ns)
+    if rank.waiting and (not state.blocked or not rank.running):
+        items = prefill_batch(rank, state, now_ns)
+    state.extend = bool(items)
+    state.retracted = False
+    if items:
+        state.blocked = state.interval
+    else:
+        if state.blocked:
+            state.blocked -= 1
+        items = decode_batch(rank, state)
+    if not items:
+        flush(rank.pool)  # idle
+        return None
+    if state.extend:
+        # a decode rank's extend pass (a retracted request prefilled again) takes no time: AISimulate's mocker
+        # gives a decode worker's prefill none, and its running requests lose no pass to it
+        return Batch(items, work_of(items) if rank.role != "decode" else PassWork())
+    # a decode pass is all decodes, a request whose extend pass could not sample included
+    return Batch(items, PassWork((), len(items), sum(r.num_computed + 1 for r, _ in items)))
 
 
 def flush(pool) -> None:

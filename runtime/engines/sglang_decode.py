@@ -98,22 +98,47 @@ def retract(rank, state) -> None:
 def complete(rank, finished: list, end_ns: int) -> None:
     """Requests that sampled their last token: prompt and all output enter the tree (whole pages), the rest of
     their pages are freed and their path unlocked."""
-    pool, leases = rank.pool, rank.pool.sglang.leases
+    pool, state = rank.pool, rank.pool.sglang
     done = set(map(id, finished))
     rank.running = [r for r in rank.running if id(r) not in done]
     for request in finished:
         if rank.role == "prefill":  # its KV is handed off: the hold keeps its lease (sglang_handoff.py)
             request.status = "transferring"
             continue
-        lease = leases.pop(id(request))
+        lease = state.leases.pop(id(request))
         lease.end = pool.ceil(request.num_tokens)
         # one that ends with the token its first forward sampled never computes that token's KV: prompt only
         # (AISimulate: 4 turns of 1,000 new tokens and 1 output reuse 1,000 / 2,001 / 3,002)
         cached = request.num_tokens if request.generated > 1 else request.num_tokens - 1
-        insert(pool, lease, request.spec, spec_runs(request.spec), cached)
-        release(pool, lease)
+        if state.overlap:  # the next pass was decided with it still running (sglang_overlap.py)
+            ghost = Ghost(request, lease, cached)
+            state.ghosts.append(ghost)
+            state.pending.append((cache_ghost, (pool, ghost)))
+        else:
+            cache_finished(pool, lease, request.spec, cached)
         request.status = "completed"
         request.terminal_ns = end_ns
+
+
+class Ghost:
+    """A request that finished in the pass before an overlapped decision, and the tokens it leaves cached (all of
+    them when that decision's pass decodes it once more, computing its last token's KV)."""
+
+    __slots__ = ("request", "lease", "cached")
+
+    def __init__(self, request, lease, cached: int):
+        self.request, self.lease, self.cached = request, lease, cached
+
+
+def cache_ghost(pool, ghost: Ghost) -> None:
+    cache_finished(pool, ghost.lease, ghost.request.spec, ghost.cached)
+
+
+def cache_finished(pool, lease, spec, cached: int) -> None:
+    """A finished request's first `cached` tokens enter the tree (whole pages); the rest is freed, its path
+    unlocked."""
+    insert(pool, lease, spec, spec_runs(spec), cached)
+    release(pool, lease)
 
 
 def cancel_running(rank, request) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from ..serving.pass_results import advance_decodes, gap_runs
 from ..timing import PassWork
 from .sglang_decode import complete
+from .sglang_overlap import ended
 from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY
 
 
@@ -36,7 +37,7 @@ def _eligible(ranks, batches) -> bool:
     for rank, batch in zip(ranks, batches):
         if rank.waiting or (batch is None and rank.running):
             return False
-        if batch is not None and (batch.work.prefill_chunks or rank.pool.recorder is not None
+        if batch is not None and (not batch.items or batch.work.prefill_chunks or rank.pool.recorder is not None
                                   or rank.pool.sglang.extend or rank.pool.sglang.retracted
                                   or not all(r.generated for r, _ in batch.items)):  # (a P/D arrival's first token)
             return False
@@ -107,6 +108,7 @@ def apply(fused: Fused) -> list:
             ratio = max(ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
         state.ratio = ratio
         state.decodes += passes
+        ended(state, ends[-2] if passes > 1 else state.started, ends[-1])
         state.blocked = max(0, state.blocked - (passes - 1))
         leases = state.leases
         done = []

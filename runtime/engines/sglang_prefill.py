@@ -10,13 +10,14 @@ to it in whole pages (chunked prefill, SGLang's PrefillAdder: so a pass fills it
 budget, the last admission's prompt going on in the next pass; the chunk size is
 the rank's `max_batched_tokens`, so each DP rank has its own), and a chunk that
 does not end the prompt is charged no output.  An admission reuses the longest cached prefix in whole pages, never
-the last known token, and locks it.  Requests of one batch do not share their
+the last known token, and locks it; one whose pages cannot be allocated once its
+prefix is locked (the budget counted that prefix as evictable) ends the batch.  Requests of one batch do not share their
 prefixes: the tree learns a prompt only when its pass ends.
 """
 from __future__ import annotations
 
 from ..tiers.token_runs import spec_runs
-from .sglang_state import CLIP_MAX_NEW_TOKENS, INIT_NEW_TOKEN_RATIO, MAX_PREFILL_TOKENS, Lease
+from .sglang_state import CLIP_MAX_NEW_TOKENS, MAX_PREFILL_TOKENS, Lease
 
 
 def prefill_batch(rank, state, now_ns: int) -> list:
@@ -61,7 +62,8 @@ def prefill_batch(rank, state, now_ns: int) -> list:
         if not pool.take(grow):
             if lease is None:
                 pool.unlock(node)
-            state.ratio = INIT_NEW_TOKEN_RATIO  # an admission that cannot allocate resets the estimate
+            # the batch ends here and the new-token ratio is left as it is: AISimulate resets nothing (a reset to
+            # 0.7 refused s05's chunk continuation at 17,000 ms, which AISimulate admits, and cost 9 retractions)
             break
         if lease is None:
             lease = Lease(node, prefix, prefix)

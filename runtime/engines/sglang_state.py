@@ -40,9 +40,10 @@ class Lease:
 class SglangState:
     """A rank's scheduler state: the new-token ratio, leases, and the prefill-decode interval left."""
 
-    __slots__ = ("ratio", "leases", "interval", "blocked", "policy", "retractions", "extend", "retracted", "decodes")
+    __slots__ = ("ratio", "leases", "interval", "blocked", "policy", "retractions", "extend", "retracted", "decodes",
+                 "overlap", "pending", "ghosts", "started", "last_start", "last_end")
 
-    def __init__(self, interval: int = 0, policy: str = "fcfs"):
+    def __init__(self, interval: int = 0, policy: str = "fcfs", overlap: bool = False):
         self.ratio = INIT_NEW_TOKEN_RATIO
         self.leases: dict[int, Lease] = {}  # id(request) -> its lease
         self.interval = interval  # prefill_decode_interval
@@ -52,6 +53,20 @@ class SglangState:
         self.extend = False  # the pass in flight is an extend pass
         self.retracted = False  # the pass in flight retracted requests
         self.decodes = 0  # decode passes run (KV events flush every 40)
+        # the overlap scheduler (`host_loop`, sglang_overlap.py): cache results waiting for the next decision, the
+        # requests the last pass finished, and when the pass in flight and the last pass started and ended
+        self.overlap = overlap
+        self.pending: list = []
+        self.ghosts: list = []
+        self.started = self.last_start = self.last_end = None
+
+
+def observed(state, apply, *args) -> None:
+    """A pass result reaches the cache: now, or with the overlap scheduler once the next pass is decided."""
+    if state.overlap:
+        state.pending.append((apply, args))
+    else:
+        apply(*args)
 
 
 def insert(pool, lease: Lease, spec, runs, tokens: int) -> None:

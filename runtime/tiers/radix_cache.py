@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from heapq import heappop, heappush
 
-from .token_runs import common, cut, drop_tail, page_key
+from .token_runs import OPEN_END, common, cut, drop_tail, page_key
 
 
 class Node:
@@ -131,7 +131,7 @@ class RadixCache:
             if not child.children and not child.lock:
                 heappush(self.lru, (child.tick, child.serial, child))
             node, done = child, done + same
-            rest = cut(rest, same, 1 << 62)
+            rest = cut(rest, same, OPEN_END)
         return node, done
 
     def _split(self, child: Node, at: int) -> Node:
@@ -250,7 +250,7 @@ class RadixCache:
             done += same
             if same < child.length:
                 break
-            node, rest = child, cut(rest, same, 1 << 62)
+            node, rest = child, cut(rest, same, OPEN_END)
         return done
 
     def end_copy(self, blocks) -> None:

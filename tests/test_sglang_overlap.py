@@ -1,0 +1,115 @@
+"""SGLang's overlap scheduler (`host_loop: true`, runtime/engines/sglang_overlap.py): a pass is decided while the
+one before it runs, so it sees the arrivals and the pass results (prompts cached, requests finished) of the passes
+that ended by then.  Every number here is AISimulate's (0.13.0.dev, the same configs, fixed timing 50 ms prefill /
+10 ms decode), from its per-request records."""
+from __future__ import annotations
+
+import orjson
+
+from kvreplay.compiler.passes.finish import finish_plan
+from kvreplay.compiler.pipeline import compile_bytes
+
+from .scenarios import replay_both_ways
+
+TRACE_CONFIG = """engine:
+  model: Qwen/Qwen3-8B
+  hardware: h200_sxm
+  backend: sglang
+  workers:
+    aggregated:
+      host_loop: {host_loop}
+      timing: {{type: fixed, prefill_ms: 50.0, decode_ms: 10.0}}
+      kv_cache:
+        block_size: 16
+        capacity: {{type: fixed, blocks: 10000}}
+traffic:
+  source: {{type: trace, paths: [trace.jsonl], block_size: 16}}
+  load: {{type: trace_timestamps}}
+"""
+
+
+def trace_run(tmp_path, rows, host_loop: bool = True) -> list[tuple]:
+    """(arrival, first admission, first token, last token, reused) of each request, in arrival order."""
+    (tmp_path / "trace.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    text = TRACE_CONFIG.format(host_loop="true" if host_loop else "false")
+    path = tmp_path / "overlap.yaml"
+    path.write_text(text)
+    result = compile_bytes(text.encode(), str(path), ())
+    assert result.plan is not None, [str(d) for d in result.diagnostics]
+    _, _, records = replay_both_ways(result.plan.to_dict(), tmp_path)
+    return sorted((r["arrival_time_ms"], r["first_admit_ms"], r["first_token_ms"], r["last_token_ms"],
+                   r["reused_input_tokens"]) for r in records)
+
+
+def three(b_arrives: float) -> list[dict]:
+    """C (one page, 100 out) at 0; A (63 pages, 20 out) at 55; B (A's 63 pages + 10, 20 out) at `b_arrives`."""
+    return [{"timestamp": 0, "input_length": 16, "output_length": 100, "hash_ids": [5000]},
+            {"timestamp": 55, "input_length": 1008, "output_length": 20, "hash_ids": list(range(63))},
+            {"timestamp": b_arrives, "input_length": 1168, "output_length": 20,
+             "hash_ids": list(range(63)) + list(range(1000, 1010))}]
+
+
+def test_a_pass_is_decided_when_the_one_before_it_starts(tmp_path):
+    """C's extend runs 0-50, then C decodes.  A arrives at 55: the pass from 60 was decided at 50, so A is admitted
+    by the decision at 60 and its extend runs 70-120 (first token 120; without the overlap 60-110)."""
+    assert trace_run(tmp_path, three(75))[1] == (55.0, 60.0, 120.0, 360.0, 0)
+    assert trace_run(tmp_path, three(75), host_loop=False)[1] == (55.0, 60.0, 110.0, 350.0, 0)
+
+
+def test_prefill_reuse_is_visible_when_the_forward_result_is_observed(tmp_path):
+    """B arrives at 65, during the pass (60-70) before A's extend (70-120): the decision at 70 admits it while A's
+    extend runs, before A's prompt is observed, so B reuses nothing (extend 120-170).  Arriving at 75, B is
+    admitted by the decision at 120, which observed A's prompt: it reuses A's 1,008 tokens.  Without the overlap
+    B arriving at 65 is admitted at 110, after A's extend, and reuses them."""
+    assert trace_run(tmp_path, three(65))[2] == (65.0, 70.0, 170.0, 360.0, 0)
+    assert trace_run(tmp_path, three(75))[2] == (75.0, 120.0, 180.0, 370.0, 1008)
+    assert trace_run(tmp_path, three(65), host_loop=False)[2] == (65.0, 110.0, 160.0, 350.0, 1008)
+
+
+def test_a_finished_request_takes_one_more_decode(tmp_path):
+    """A 4-turn session (page 1, concurrency 1): each turn arrives as the previous one's last token ends, but the
+    pass from then (a decode of the finished turn, decided while it still ran) takes 10 ms, so each next turn's
+    extend starts 10 ms later: first tokens 50, 1,380, 2,710, 4,040 ms (1,370, 2,690, 4,010 without the
+    overlap), admissions at the arrival, reuse unchanged (1,152 / 2,304 / 3,456)."""
+    text = TRACE_CONFIG.replace("source: {{type: trace, paths: [trace.jsonl], block_size: 16}}",
+                                "source: {{type: synthetic-session, session: {{turns: 4}}}}") \
+        .replace("load: {{type: trace_timestamps}}", "load: {{type: concurrency, concurrency: 1}}\n  stop: {{sessions: 1}}") \
+        .replace("block_size: 16\n", "block_size: 1\n").format(host_loop="true")
+    path = tmp_path / "session.yaml"
+    path.write_text(text)
+    result = compile_bytes(text.encode(), str(path), ())
+    assert result.plan is not None, [str(d) for d in result.diagnostics]
+    fused, _, records = replay_both_ways(result.plan.to_dict(), tmp_path)
+    turns = sorted(records, key=lambda r: r["turn_index"])
+    assert [(r["arrival_time_ms"], r["first_admit_ms"], r["first_token_ms"], r["last_token_ms"],
+             r["reused_input_tokens"]) for r in turns] == [
+        (0.0, 0.0, 50.0, 1320.0, 0), (1320.0, 1320.0, 1380.0, 2650.0, 1152),
+        (2650.0, 2650.0, 2710.0, 3980.0, 2304), (3980.0, 3980.0, 4040.0, 5310.0, 3456)]
+
+
+def test_host_loop_reaches_the_role_plan(tmp_path):
+    text = TRACE_CONFIG.format(host_loop="true")
+    path = tmp_path / "overlap.yaml"
+    (tmp_path / "trace.jsonl").write_bytes(orjson.dumps(three(75)[0]) + b"\n")
+    path.write_text(text)
+    plan = finish_plan(compile_bytes(text.encode(), str(path), ()).plan.to_dict(), tmp_path)
+    assert [role.host_loop for role in plan.roles] == [True]
+
+
+def test_the_extra_decode_caches_a_one_token_output(tmp_path):
+    """4 turns of 1,000 new tokens and 1 output token: without the overlap no forward computes the sampled token's
+    KV and a turn reuses the prompt before it only (1,000 / 2,001 / 3,002, test_sglang_engine.py); with it the
+    finished turn is decoded once more, so the next turn also reuses that token: 1,001 / 2,002 / 3,003, the same
+    first tokens (50, 110, 170, 230 ms)."""
+    text = TRACE_CONFIG.replace("source: {{type: trace, paths: [trace.jsonl], block_size: 16}}",
+                                "source: {{type: synthetic-session, new_input_tokens_per_turn: 1000, "
+                                "output_tokens_per_turn: 1, session: {{turns: 4}}}}") \
+        .replace("load: {{type: trace_timestamps}}", "load: {{type: concurrency, concurrency: 1}}\n  stop: {{sessions: 1}}") \
+        .replace("block_size: 16\n", "block_size: 1\n").format(host_loop="true")
+    path = tmp_path / "one.yaml"
+    path.write_text(text)
+    result = compile_bytes(text.encode(), str(path), ())
+    _, _, records = replay_both_ways(result.plan.to_dict(), tmp_path)
+    turns = sorted(records, key=lambda r: r["turn_index"])
+    assert [(r["first_token_ms"], r["reused_input_tokens"]) for r in turns] == [
+        (50.0, 0), (110.0, 1001), (170.0, 2002), (230.0, 3003)]
