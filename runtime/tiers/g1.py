@@ -108,6 +108,21 @@ class BlockPool:
 
     def allocate(self, count: int) -> list[int]:
         """`count` blocks for new KV: never-used blocks first, then the LRU head (evicting its key)."""
+        if count == 1 and self.created == self.capacity:  # a decode crossing a block boundary: the usual call
+            taken = self._take(1)
+            if taken:
+                block = taken[0]
+                key = self.key_of[block]
+                if key is not None:
+                    del self.cached[key]
+                    self.key_of[block] = None
+                    self.evictions += 1
+                    if self.events is not None:
+                        self.events.append(("Removed", [key]))
+                self.ref[block] = 1
+                if self.copying and block in self.copying:
+                    self.awaited.add(block)
+            return taken
         out = self._fresh(count) if self.created < self.capacity else []
         rest = count - len(out)
         if rest:

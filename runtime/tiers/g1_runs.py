@@ -96,6 +96,17 @@ class RunPool(BlockPool):
     def _take(self, count: int) -> list[int]:
         """The first `count` blocks of the free queue, taken out of it."""
         runs, by_seq, run_of = self._runs, self._by_seq, self._run_of
+        if count == 1 and runs and not runs[0][HOLES]:  # (one block off a head run without holes: a decode's)
+            run = runs[0]
+            start = run[START]
+            blocks = run[BLOCKS]
+            if start + 1 < len(blocks):
+                run[START] = start + 1
+            else:
+                runs.popleft()
+                del by_seq[run[SEQ]]
+            self._queued -= 1
+            return [blocks[start]]
         taken: list[int] = []
         while count and runs:
             run = runs[0]
