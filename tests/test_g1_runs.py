@@ -3,7 +3,7 @@
 The rule (issue 20): only the representation changes.  Driven by the same random admissions, hits, decode
 allocations and releases, `RunPool` hands out the same blocks in the same order, evicts the same keys (the
 same KV events) and keeps the same free queue as `BlockPool`, including when prefix hits punch holes into
-runs, when an allocation takes the front of a run, and when holes force a compaction.
+runs, when an allocation takes the front of a run (or one block, a decode's), and when holes force a compaction.
 """
 from __future__ import annotations
 
@@ -27,7 +27,11 @@ def drive(seed: int, capacity: int, steps: int, prompts: int, prompt_blocks: int
     chains = [[p * 1000 + i for i in range(prompt_blocks)] for p in range(prompts)]
     live: list[list[int]] = []  # the block lists of requests holding blocks
     for _ in range(steps):
-        if live and (rng.random() < 0.45 or plain.free_count < prompt_blocks):
+        if live and plain.free_count and rng.random() < 0.2:  # a decode crossing a block boundary: one block
+            new = plain.allocate(1)
+            assert runs.allocate(1) == new
+            live[rng.randrange(len(live))].extend(new)
+        elif live and (rng.random() < 0.45 or plain.free_count < prompt_blocks):
             blocks = live.pop(rng.randrange(len(live)))
             plain.release(blocks)
             runs.release(blocks)

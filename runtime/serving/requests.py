@@ -101,7 +101,8 @@ class RequestSpec:
                                      block_size)
             first_output_block = len(keys)
             # blocks holding the request's own output are never shared: negative keys, unique per request
-            return keys + [-((self.index << 24) + i) - 1 for i in range(first_output_block, total // block_size)]
+            first = -(self.index << 24) - 1  # (key -((index << 24) + i) - 1 of output block i, as one range)
+            return keys + list(range(first - first_output_block, first - total // block_size, -1))
         tokens = blocks.segment_tokens(self.content.segments)
         if self.content.token_ids:
             tokens = array("I", self.content.token_ids) + tokens

@@ -90,7 +90,7 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
             events.extend((j, 0, position, request) for j in crossings)
             if can_finish and done < limit:
                 events.append((done, 1, position, request))
-        events.sort(key=lambda e: (e[0], e[1], e[2]))
+        events.sort()  # (by pass, kind, position: unique per event, so requests are never compared)
         states.append(_RankRun(events, len(batch.items), batch.work.decode_context, _fusable_free(rank.pool)))
     ends, start, passes = [], now, 0
     while passes < limit:

@@ -81,7 +81,11 @@ def trace_keys(hash_ids: list[int], tokens: int, trace_block: int, block_size: i
     full = tokens // block_size
     if trace_block % block_size == 0:  # the common case, as one comprehension
         per = trace_block // block_size
-        return [base + j for base in [h * per for h in hash_ids] for j in range(per)][:full]
+        keys: list[int] = []
+        for base in [h * per for h in hash_ids[:-(-full // per)]]:  # (ranges extend a list in C)
+            keys.extend(range(base, base + per))
+        del keys[full:]
+        return keys
     # the block's start is in [-(block_size - 1), trace_block - block_size] from trace block `last`'s start: shifted
     # by trace_block that is in [0, span) when block_size <= trace_block; a larger engine block (it spans several
     # trace blocks) is shifted by block_size - 1 instead, so its key can never be negative (an output block's key)
