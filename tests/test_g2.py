@@ -357,7 +357,9 @@ def test_pd_decode_rank_with_g2_admits_arrived_handoffs_first(tmp_path):
     assert [r["terminal_status"] for r in records] == ["completed"] * 3
     assert sorted(r["readmission_count"] for r in records[:2]) == [0, 1]
     preempted = next(r for r in records[:2] if r["readmission_count"])
-    assert preempted["admission_history"][1]["at_ms"] == 50.0
+    assert preempted["admission_history"][-1]["at_ms"] == 50.0  # (after its prefill and its activation at 30 ms)
+    assert [(a["at_ms"], a["is_readmission"]) for a in preempted["admission_history"]] == \
+        [(0.0, False), (30.0, False), (50.0, True)]
     assert token_times(replay.requests[2]) == [41.0, 42.0, 43.0]
 
 
