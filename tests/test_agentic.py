@@ -56,7 +56,9 @@ def test_the_parent_restores_its_prefix_from_host_memory(fixture, tmp_path):
     parent, child, resume, side = records
     assert child["session_id"].endswith("root:subagent:1:pressure") and side["session_id"].endswith("root:side:0")
     assert [r["first_admission_reused_input_tokens"] for r in (parent, child, side)] == [0, 0, 0]
-    admission, = resume["admission_history"]
+    # its prefill admission (in P/D the decode rank's activation follows it in the history: facts §33)
+    admission = resume["admission_history"][0]
+    assert len(resume["admission_history"]) == (2 if fixture == "agentx-g2-shared-pd" else 1)
     assert admission["host_reused_input_tokens"] == 8 and admission["g1_reused_input_tokens"] == 0
     assert admission["pool"].startswith("g2.")
     assert admission["at_ms"] == arrivals[2] + 2.0  # 2 blocks x 4 tokens x 250 kB at 1 GB/s: 2 ms of h2d

@@ -357,7 +357,9 @@ def test_pd_decode_rank_with_g2_admits_arrived_handoffs_first(tmp_path):
     assert [r["terminal_status"] for r in records] == ["completed"] * 3
     assert sorted(r["readmission_count"] for r in records[:2]) == [0, 1]
     preempted = next(r for r in records[:2] if r["readmission_count"])
-    assert preempted["admission_history"][1]["at_ms"] == 50.0
+    assert preempted["admission_history"][-1]["at_ms"] == 50.0  # (after its prefill and its activation at 30 ms)
+    assert [(a["at_ms"], a["is_readmission"]) for a in preempted["admission_history"]] == \
+        [(0.0, False), (30.0, False), (50.0, True)]
     assert token_times(replay.requests[2]) == [41.0, 42.0, 43.0]
 
 
@@ -426,6 +428,24 @@ def test_blocks_loaded_from_g2_are_not_stored_again(tmp_path, connector):
     stored = [ids for _, kind, ids in run.g2 if kind == "Stored"]
     assert stored == [[1, 2], [3, 4, 5, 6, 7], [9, 10]]
     assert run.domain["d2h_bytes"] == 9 * BLOCK
+
+
+@pytest.mark.parametrize("connector", OFFLOADING)
+def test_without_a_load_stores_start_at_block_0(tmp_path, connector):
+    """Row "Stored blocks": "after any blocks loaded from G2"; an admission that loads nothing stores from block 0
+    (vLLM's OffloadingConnector: `_next_stored_block_idx` is set only when a load is planned), so a G1 hit that G2
+    no longer holds is stored again.  (kvreplay stored only after the G1 hits; with it, a session's next turn
+    never found the previous turn's output blocks in G2: facts §33.)
+
+    G2 3 blocks, G1 16.  A (1, 2) is stored by 12 ms; B (3, 4, 5) is stored by 33 ms, evicting 1, 2 from G2.  C
+    (1, 2 + a partial block) at 40 ms reuses 1, 2 from G1 and loads nothing; its pass 40-50 ms offers 1, 2, which
+    G2 lacks: they land at 52 ms, evicting 3, 4."""
+    run = replay_trace(tmp_path, [row(0, 8, 1, [1, 2]), row(20, 12, 1, [3, 4, 5]), row(40, 9, 1, [1, 2, 6])],
+                       connector=connector, g1_blocks=16, host_blocks=3)
+    assert run.admissions(2) == [(40.0, "worker0.dp0", 8, 0)]
+    assert [event for event in run.g2 if event[1] == "Stored"] == \
+        [(12.0, "Stored", [1, 2]), (33.0, "Stored", [3, 4, 5]), (52.0, "Stored", [1, 2])]
+    assert run.domain["stores"] == 7
 
 
 @pytest.mark.parametrize("connector, finish_store", [(V24, False), (V32, True)])
@@ -625,6 +645,64 @@ def test_a_hit_whose_store_is_in_flight_rank_level(connector, outcome):
     batch = schedule(rank, 3 * MS)
     assert batch.items == [(c, 1)]
     assert c.admissions[0]["host_reused_input_tokens"] == 8
+
+
+# ---- a load starts only for a request admission would take (Dynamo's mocker, facts §33) -------------------
+
+def _stored(rank, request, blocks: int) -> None:
+    """G2 holds the first `blocks` blocks of `request`'s prompt, landed."""
+    rank.chain.top.reserve(request.keys[:blocks])
+    rank.chain.top.landed(request.keys[:blocks])
+
+
+@pytest.mark.parametrize("connector", CONNECTORS)
+def test_a_load_starts_only_when_the_whole_sequence_fits_on_the_g1_hits(connector):
+    """Dynamo's mocker parks a request on a G2 swap-in only after `decide_waiting_admission` passes on its G1 hits
+    alone: the blocks of its whole known sequence must be free.  One that does not fit waits at the head, so no
+    request behind it starts a load either.
+
+    Rank level, G1 8 blocks.  R (13 tokens: 4 blocks) prefills 0-10 ms.  C and D (9 tokens: 3 blocks) arrive
+    with their first 2 blocks in G2.  At 10 ms C needs 3 blocks, 4 are free: its 2-block load starts (2 left).
+    D needs 3, 2 are free: it starts no load (the old rule asked only room for the 2 blocks it would load, so D
+    loaded too and then waited for its third block).  C's load lands; C is admitted with 8 restored tokens and
+    takes its third block, leaving 1; D still waits, without a load."""
+    rank = host_rank(connector, g1_blocks=8, host_blocks=8)
+    r, c, d = synthetic(0, 13, 4, source=5), synthetic(1, 9, 2, source=6), synthetic(2, 9, 1, source=7)
+    _stored(rank, c, 2)
+    _stored(rank, d, 2)
+    rank.waiting.append(r)
+    items, now = run_pass(rank, 0)
+    assert items == [(r, 13)] and rank.pool.free_count == 4
+    rank.waiting.extend([c, d])
+    items, now = run_pass(rank, now)
+    assert items == [(r, 1)]
+    loads = [job for job in rank.jobs if job.landed is offload.restored]
+    assert [(job.request, job.keys) for job in loads] == [(c, c.keys[:2])]
+    assert rank.pool.free_count == 2 and not d.tier.loading and list(rank.waiting) == [c, d]
+    land(rank, "load")
+    items, now = run_pass(rank, now)
+    assert items == [(r, 1), (c, 1)]
+    assert c.admissions[0]["host_reused_input_tokens"] == 8
+    assert rank.pool.free_count == 1 and not d.tier.loading and list(rank.waiting) == [d]
+    assert not [job for job in rank.jobs if job.landed is offload.restored]
+
+
+def test_a_never_fitting_request_behind_a_waiting_head_is_not_reached():
+    """Dynamo's mocker rejects a request whose prompt can never fit only when admission reaches it, and admission
+    stops at the first request that waits.  Rank level, G1 8 blocks, nothing running: C (9 tokens) loads its 2
+    blocks from G2; D (25 tokens: 7 blocks) then finds 6 free and waits; X, behind D, can never fit but is not
+    reached (before, with nothing running, the scan went on past D and rejected X in this pass).  After C's load
+    lands C is admitted (5 blocks left), D still waits, and X is still not reached."""
+    rank = host_rank(V24, g1_blocks=8, host_blocks=8)
+    c, d, x = synthetic(0, 9, 1, source=6), synthetic(1, 25, 1, source=7), synthetic(2, 9, 1, source=8)
+    x.reason = "the prompt needs 40 G1 blocks but worker0.dp0 holds 8"  # (as never_fits words it)
+    _stored(rank, c, 2)
+    rank.waiting.extend([c, d, x])
+    assert schedule(rank, 0) is None
+    assert list(rank.waiting) == [c, d, x] and not rank.rejecting and rank.pool.free_count == 6
+    land(rank, "load")
+    items, _ = run_pass(rank, 0)
+    assert items == [(c, 1)] and list(rank.waiting) == [d, x] and not rank.rejecting
 
 
 # ---- row "A hit another request is loading" -----------------------------------------------------------

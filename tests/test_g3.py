@@ -144,7 +144,9 @@ def test_blocks_of_a_removed_worker_stay_readable(tmp_path):
 
 @pytest.mark.parametrize("g3_blocks, evicted, admission", [
     (3, 1, (42.0, "g2.worker0.dp0", 4, 4)),  # 3, 4 evict 1 (the older of A's blocks): 2 is still read
-    (2, 3, (40.0, "worker0.dp0", 4, 0)),  # 3, 4 evict 1 and 2: C recomputes 2, whose write evicts 3
+    # 3, 4 evict 1 and 2: C recomputes 2 and, having loaded nothing, stores from block 0 (vLLM's connector): its G1
+    # hit 1, which G2 no longer holds, and 2, whose writes evict 3 and 4
+    (2, 4, (40.0, "worker0.dp0", 4, 0)),
 ])
 def test_g3_evicts_least_recently_used(tmp_path, g3_blocks, evicted, admission):
     run = replay(tmp_path, BACK, g3_blocks=g3_blocks)

@@ -94,7 +94,9 @@ def check_sums(out) -> None:
             continue
         assert min(r["miss_classes"].values()) >= 0
         if "admission_history" in r:
-            missed = sum(r["input_length"] - a["reused_input_tokens"] for a in admissions)
+            # (a P/D decode activation, neither the first admission nor a readmission, computes nothing)
+            computing = [a for a in admissions if a["admission_ordinal"] == 0 or a["is_readmission"]]
+            missed = sum(r["input_length"] - a["reused_input_tokens"] for a in computing)
             assert sum(r["miss_classes"].values()) == missed, r["index"]
 
 

@@ -51,7 +51,18 @@ from .support import read_outputs
 QWEN3_8B_KV_PER_TOKEN = 36 * 8 * 128 * 2 * 2  # layers x KV heads x head_dim x (K, V) x bf16 = 147,456 B
 
 PD_FIELDS = ("prefill_worker_idx", "decode_worker_idx", "prefill_admit_ms", "prefill_done_ms", "decode_admit_ms",
-             "source_released_ms", "source_held_ms", "decode_reused_input_tokens", "kv_transfer_tokens")
+             "source_released_ms", "source_hold_ms", "decode_reused_input_tokens", "kv_transfer_tokens")
+
+
+def with_hold(records: list[dict]) -> list[dict]:
+    """The records, each P/D one with `source_hold_ms`, how long the source held its blocks: `source_held_ms` is
+    when the hold began (the prefill's end, AISimulate's instant: checked here for every record), and the hold
+    ends at `source_released_ms`."""
+    for record in records:
+        if record.get("source_released_ms") is not None:
+            assert record["source_held_ms"] == record["prefill_done_ms"]
+            record["source_hold_ms"] = record["source_released_ms"] - record["source_held_ms"]
+    return records
 
 
 # ============================================================================================ harness
@@ -113,7 +124,7 @@ def replay_pd(tmp_path: Path, rows: list[dict], **knobs) -> Run:
     """Replay the rows with macro steps and single-stepped; both must give the same records (and G2 counters)."""
     fused, single, records = replay_both_ways(compile_plan(tmp_path, rows, **knobs), tmp_path)
     assert not fused.stalled and not single.stalled
-    return Run(fused, records)
+    return Run(fused, with_hold(records))
 
 
 # ============================================================================================ transfer time
@@ -135,14 +146,16 @@ def test_transfer_of_a_cold_prompt_takes_tokens_times_bytes_over_bandwidth(tmp_p
     a = run[0]
     assert run.pd(0) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 0.0,
                          "prefill_done_ms": 10.0, "decode_admit_ms": 18.0, "source_released_ms": 18.0,
-                         "source_held_ms": 8.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
+                         "source_hold_ms": 8.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
     assert run.tokens(0) == [19.0, 20.0, 21.0]
     assert (a["ttft_ms"], a["ttst_ms"], a["e2e_latency_ms"], a["itl_ms"]) == (19.0, 1.0, 21.0, 1.0)
     assert (a["first_admit_ms"], a["first_token_ms"], a["last_token_ms"], a["terminal_time_ms"]) == \
         (0.0, 19.0, 21.0, 21.0)
     assert (a["terminal_status"], a["output_length"], a["admission_count"], a["readmission_count"]) == \
-        ("completed", 3, 1, 0)
-    assert [h["pool"] for h in a["admission_history"]] == ["prefill.worker0.dp0"]
+        ("completed", 3, 2, 0)
+    # the decode rank's activation is an admission too (AISimulate's records), reusing nothing: facts §33
+    assert [(h["pool"], h["at_ms"], h["reused_input_tokens"], h["is_readmission"]) for h in a["admission_history"]] \
+        == [("prefill.worker0.dp0", 0.0, 0, False), ("decode.worker0.dp0", 18.0, 0, False)]
 
 
 @pytest.mark.parametrize("timing_mode, transferred, held", [
@@ -159,7 +172,7 @@ def test_timing_mode_full_prompt_vs_destination_missing(tmp_path, timing_mode, t
     pass."""
     run = replay_pd(tmp_path, PREFIX_ROWS, timing_mode=timing_mode)
     assert run.field("kv_transfer_tokens") == transferred
-    assert run.field("source_held_ms") == held
+    assert run.field("source_hold_ms") == held
     assert run.field("decode_reused_input_tokens") == [0, 8, 8]
     assert run.field("prefill_done_ms") == [10.0, 60.0, 110.0]
     assert run.field("decode_admit_ms") == [done + h for done, h in zip([10.0, 60.0, 110.0], held)]
@@ -177,7 +190,7 @@ def test_bandwidth_divides_the_transfer_and_null_means_no_delay(tmp_path, bandwi
     transferred token count is still reported."""
     run = replay_pd(tmp_path, [row(0, 8, 3, [1, 2])], bandwidth=bandwidth)
     a = run[0]
-    assert (a["source_held_ms"], a["source_released_ms"], a["decode_admit_ms"]) == (held, 10 + held, 10 + held)
+    assert (a["source_hold_ms"], a["source_released_ms"], a["decode_admit_ms"]) == (held, 10 + held, 10 + held)
     assert (a["kv_transfer_tokens"], a["ttft_ms"], a["ttst_ms"], a["e2e_latency_ms"]) == \
         (8, held + 11, 1.0, held + 13)
 
@@ -187,7 +200,7 @@ def test_null_bandwidth_means_no_delay_in_either_mode(tmp_path, timing_mode):
     """(PREFIX_ROWS with `bandwidth_gb_per_second: null`.)  No request waits for its KV: every decode admission
     happens at the end of its prefill pass and every TTFT is the prefill and one decode pass."""
     run = replay_pd(tmp_path, PREFIX_ROWS, bandwidth=None, timing_mode=timing_mode)
-    assert run.field("source_held_ms") == [0.0, 0.0, 0.0]
+    assert run.field("source_hold_ms") == [0.0, 0.0, 0.0]
     assert run.field("decode_admit_ms") == run.field("prefill_done_ms") == [10.0, 60.0, 110.0]
     assert run.field("ttst_ms") == [1.0, 1.0, 1.0]
     assert run.field("kv_transfer_tokens") == ([8, 12, 8] if timing_mode == "full_prompt" else [8, 4, 0])
@@ -200,6 +213,7 @@ def test_predict_summary_latencies_include_the_transfer_in_ttft(tmp_path, capsys
                            "--capture-per-request")
     capsys.readouterr()
     summary, records = read_outputs(out)
+    records = with_hold(records)
     assert (summary["completed_requests"], summary["num_ttst_samples"]) == (3, 3)
     assert (summary["min_ttft_ms"], summary["mean_ttft_ms"], summary["max_ttft_ms"]) == (11.0, 15.0, 19.0)
     assert (summary["min_ttst_ms"], summary["mean_ttst_ms"], summary["max_ttst_ms"]) == (1.0, 1.0, 1.0)
@@ -227,7 +241,7 @@ def test_state_bytes_are_charged_once_per_request_in_either_mode(tmp_path, timin
                     decode_state=3_000_000)
     assert run.replay.handoff.state_bytes == 1_500_000
     assert [rank.state_blocks for rank in run.replay.ranks()] == [2, 3]  # each role sizes its own state
-    assert run.field("source_held_ms") == held
+    assert run.field("source_hold_ms") == held
     assert run.field("ttft_ms") == [h + 11 for h in held]
     assert run.field("kv_transfer_tokens") == ([8, 12, 8] if timing_mode == "full_prompt" else [8, 4, 0])
     assert run.field("decode_reused_input_tokens") == [0, 8, 8]
@@ -238,7 +252,7 @@ def test_state_transfer_has_no_delay_without_bandwidth(tmp_path):
     """A null bandwidth means no delay for the state either."""
     run = replay_pd(tmp_path, [row(0, 8, 3, [1, 2])], bandwidth=None, prefill_state=1_500_000,
                     decode_state=1_500_000)
-    assert (run[0]["source_held_ms"], run[0]["ttft_ms"]) == (0.0, 11.0)
+    assert (run[0]["source_hold_ms"], run[0]["ttft_ms"]) == (0.0, 11.0)
 
 
 # ============================================================================================ source-first vs destination-first
@@ -262,7 +276,7 @@ def test_a_lone_request_has_the_same_timeline_with_either_handoff_order(tmp_path
     released = 24.0
     assert run.pd(0) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 0.0,
                          "prefill_done_ms": 10.0, "decode_admit_ms": 18.0, "source_released_ms": released,
-                         "source_held_ms": released - 10, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
+                         "source_hold_ms": released - 10, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
     assert run.tokens(0) == [19.0 + i for i in range(10)]
 
 
@@ -276,7 +290,7 @@ def test_source_first_prefills_at_once_and_holds_the_source_while_decode_blocks_
     run = replay_pd(tmp_path, FULL_DECODE_ROWS, backend=backend, decode_blocks=5)
     assert run.pd(1) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 14.0,
                          "prefill_done_ms": 24.0, "decode_admit_ms": 36.0, "source_released_ms": 36.0,
-                         "source_held_ms": 12.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
+                         "source_hold_ms": 12.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
     assert run.tokens(1) == [37.0, 38.0, 39.0]
     assert (run[1]["ttft_ms"], run[1]["ttst_ms"], run[1]["e2e_latency_ms"]) == (23.0, 1.0, 25.0)
 
@@ -292,7 +306,7 @@ def test_destination_first_a_full_decode_rank_delays_the_prefill(tmp_path):
     run = replay_pd(tmp_path, rows, backend="sglang", decode_blocks=5)
     assert run.pd(1) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 28.0,
                          "prefill_done_ms": 38.0, "decode_admit_ms": 46.0, "source_released_ms": 46.0,
-                         "source_held_ms": 8.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
+                         "source_hold_ms": 8.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
     assert run.tokens(1) == [47.0, 48.0, 49.0]
     assert (run[1]["first_admit_ms"], run[1]["ttft_ms"], run[1]["ttst_ms"], run[1]["e2e_latency_ms"]) == \
         (28.0, 23.0, 1.0, 25.0)
@@ -372,7 +386,7 @@ def test_source_held_while_waiting_for_decode_blocks_blocks_the_next_prefill(tmp
     assert run.field("prefill_admit_ms") == [0.0, 18.0, 42.0]
     assert run.field("prefill_done_ms") == [10.0, 28.0, 52.0]
     assert run.field("source_released_ms") == [18.0, 42.0, 60.0]
-    assert run.field("source_held_ms") == [8.0, 14.0, 8.0]  # B: 6 ms waiting for A's end + 8 ms transfer
+    assert run.field("source_hold_ms") == [8.0, 14.0, 8.0]  # B: 6 ms waiting for A's end + 8 ms transfer
     assert run.field("last_token_ms") == [34.0, 45.0, 63.0]
 
 
@@ -404,14 +418,18 @@ PREEMPT_ROWS = [row(0, 8, 20, [1, 2]), row(0, 8, 20, [3, 4])]
 
 
 def test_a_decode_preemption_is_an_admission_of_the_decode_rank(tmp_path):
-    """admission_history records every admission, including a readmission on the decode rank after a
-    preemption (REFERENCE: "when blocks run out, the newest running request is preempted (recompute)")."""
+    """admission_history records every admission, the decode rank's activation (at 18 ms) and a readmission on
+    the decode rank after a preemption (REFERENCE: "when blocks run out, the newest running request is preempted
+    (recompute)"); readmission_count counts the readmissions only."""
     run = replay_pd(tmp_path, PREEMPT_ROWS, decode_blocks=8, prefill_sequences=2)
     r0, r1 = run.records
     assert (r0["readmission_count"], r1["readmission_count"]) == (0, 1)
     assert [(h["pool"], h["at_ms"], h["reused_input_tokens"], h["is_readmission"])
             for h in r1["admission_history"]] == [("prefill.worker0.dp0", 0.0, 0, False),
+                                                  ("decode.worker0.dp0", 18.0, 0, False),
                                                   ("decode.worker0.dp0", 38.0, 4, True)]
+    assert [h["admission_ordinal"] for h in r1["admission_history"]] == [0, 1, 2]
+    assert (r0["admission_count"], r1["admission_count"]) == (2, 3)
     assert (r1["first_admission_reused_input_tokens"], r1["decode_reused_input_tokens"]) == (0, 0)
     assert run.field("terminal_status") == ["completed", "completed"]
 
@@ -421,7 +439,7 @@ def test_reused_input_tokens_ignore_decode_readmissions(tmp_path):
     admissions, or across all admissions without a prefill stage".  P/D requests have a prefill stage, so R1's
     decode-rank readmission (which reused 4 tokens of the decode rank's cache) must not count: 0, not 4."""
     run = replay_pd(tmp_path, PREEMPT_ROWS, decode_blocks=8, prefill_sequences=2)
-    assert run[1]["admission_history"][1]["reused_input_tokens"] == 4  # the decode readmission happened
+    assert run[1]["admission_history"][2]["reused_input_tokens"] == 4  # the decode readmission happened
     assert run.field("reused_input_tokens") == [0, 0]
 
 
@@ -483,7 +501,7 @@ def test_a_decode_rank_queues_landed_handoffs_behind_readmissions_and_reserves_a
     assert run.tokens(1) == [29.0 + k for k in range(12)]
     assert run.tokens(0) == [19.0 + k for k in range(9)] + [51.0, 52.0, 53.0]
     assert run.tokens(2)[0] == 51.0
-    assert [h["at_ms"] for h in run[0]["admission_history"]] == [0.0, 40.0]
+    assert [h["at_ms"] for h in run[0]["admission_history"]] == [0.0, 18.0, 40.0]  # prefill, activation, readmission
 
 
 # ============================================================================================ auto bytes_per_token
@@ -530,9 +548,9 @@ def test_auto_bytes_per_token_from_kvreplay_compile(tmp_path, capsys, tensor, sh
     replay = build(finish_plan(plan, tmp_path))
     assert replay.handoff.bytes_per_token == transfer["bytes_per_token"]
     replay.run()
-    (record,) = [request_record(r) for r in replay.requests]
+    (record,) = with_hold([request_record(r) for r in replay.requests])
     transfer_ns = 1000 * QWEN3_8B_KV_PER_TOKEN  # bytes at 1 byte/ns
-    assert (record["kv_transfer_tokens"], record["source_held_ms"]) == (1000, transfer_ns / MS)
+    assert (record["kv_transfer_tokens"], record["source_hold_ms"]) == (1000, transfer_ns / MS)
     assert (record["ttft_ms"], record["ttst_ms"]) == ((10 * MS + transfer_ns + MS) / MS, 1.0)
     capsys.readouterr()
 
@@ -555,7 +573,7 @@ def test_g2_on_the_prefill_role(tmp_path):
     assert run.field("terminal_status") == ["completed"] * 3
     c = run[2]
     assert (c["first_admission_g1_reused_input_tokens"], c["first_admission_host_reused_input_tokens"]) == (0, 8)
-    assert (c["prefill_admit_ms"], c["ttft_ms"], c["source_held_ms"], c["ttst_ms"]) == (82.0, 25.0, 12.0, 1.0)
+    assert (c["prefill_admit_ms"], c["ttft_ms"], c["source_hold_ms"], c["ttst_ms"]) == (82.0, 25.0, 12.0, 1.0)
     (domain,) = domain_summaries(run.replay)
     assert domain == {"name": "g2.prefill.worker0.dp0", "scope": "dp_rank_local", "capacity_blocks": 16,
                       "block_bytes": 1_000_000, "resident_blocks": 6, "stores": 6, "restores": 2, "evictions": 0,
@@ -573,7 +591,7 @@ def test_g2_on_the_prefill_role_a_block_freed_by_the_handoff_is_still_copied(tmp
     slow_store = ", host_offload: {num_host_blocks: 16, d2h_bandwidth_gbps: 0.1, h2d_bandwidth_gbps: 1.0}"
     run = replay_pd(tmp_path, [row(0, 8, 2, [1, 2]), row(20, 8, 2, [3, 4])], prefill_blocks=3,
                     prefill_extra=slow_store)
-    assert [run.pd(i)["source_held_ms"] for i in (0, 1)] == [8.0, 8.0]
+    assert [run.pd(i)["source_hold_ms"] for i in (0, 1)] == [8.0, 8.0]
     assert run.field("prefill_admit_ms") == [0.0, 20.0]
     assert run.field("first_token_ms") == [19.0, 49.0]
 
@@ -583,16 +601,17 @@ def test_g2_on_the_decode_role(tmp_path):
 
     G2 stores prompt blocks as the rank computes them.  The decode rank computes no prompt block of a handoff
     (the KV arrives over the transfer), so nothing is stored until R1's readmission recomputes its prompt: it
-    reuses its first block from G1 and recomputes the second (38-48 ms), whose 1 MB store lands at 49 ms.  The
-    domain then holds exactly that block."""
+    reuses its first block from G1 and recomputes the second (38-48 ms).  Having loaded nothing, it offers its
+    blocks from block 0 (vLLM's OffloadingConnector), so both are stored (2 MB): the domain then holds exactly
+    those two blocks."""
     run = replay_pd(tmp_path, PREEMPT_ROWS, decode_blocks=8, prefill_sequences=2, decode_extra=G2)
     assert run.field("terminal_status") == ["completed", "completed"]
     assert run.field("readmission_count") == [0, 1]
     assert run.field("last_token_ms") == [38.0, 58.0]
     (domain,) = domain_summaries(run.replay)
     assert domain == {"name": "g2.decode.worker0.dp0", "scope": "dp_rank_local", "capacity_blocks": 16,
-                      "block_bytes": 1_000_000, "resident_blocks": 1, "stores": 1, "restores": 0, "evictions": 0,
-                      "dropped_stores": 0, "d2h_bytes": 1_000_000, "h2d_bytes": 0,
+                      "block_bytes": 1_000_000, "resident_blocks": 2, "stores": 2, "restores": 0, "evictions": 0,
+                      "dropped_stores": 0, "d2h_bytes": 2_000_000, "h2d_bytes": 0,
                       "d2h_bandwidth_wait_ms": 0.0, "h2d_bandwidth_wait_ms": 0.0, "connector": "offloading_v0_24"}
 
 
@@ -635,8 +654,8 @@ def test_replayspec_handoff_latency_adds_to_every_transfer(tmp_path, capsys):
     after the other (0-10 and 10-20 ms).  A's 8 tokens take 8 ms + 0.5 ms: it lands at 18.5 ms and samples at
     19.5, 20.5, 21.5 ms; its source is let go at the end of B's prefill pass (20 ms).  B's decode rank reserves
     at the decode worker's next pass start (20.5 ms), B lands at 29 ms and samples its first token at 30 ms."""
-    a, b = _replay_spec(tmp_path, capsys, "vllm")
-    assert (a["prefill_done_ms"], a["source_held_ms"], a["decode_admit_ms"], a["ttft_ms"]) == (10.0, 10.0, 18.5, 19.5)
+    a, b = with_hold(list(_replay_spec(tmp_path, capsys, "vllm")))
+    assert (a["prefill_done_ms"], a["source_hold_ms"], a["decode_admit_ms"], a["ttft_ms"]) == (10.0, 10.0, 18.5, 19.5)
     assert (b["prefill_admit_ms"], b["first_token_ms"]) == (10.0, 30.0)
 
 

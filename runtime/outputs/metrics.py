@@ -64,6 +64,7 @@ def request_record(request: Request) -> dict:
     completed = request.status == "completed"
     itl = [(gap / MS, count) for gap, count in request.gaps]
     gaps = sum(count for _, count in itl)
+    history = admission_history(request)
     return {
         "uuid": spec.uuid, "index": spec.index, "id": spec.name or spec.uuid, "session_id": spec.session_id,
         "turn_index": spec.turn_index,
@@ -81,13 +82,32 @@ def request_record(request: Request) -> dict:
         "first_admission_reused_input_tokens": request.first_reused_tokens,
         "first_admission_g1_reused_input_tokens": request.first_g1_tokens,
         "first_admission_host_reused_input_tokens": request.first_host_tokens,
-        "admission_history": [{**{k: v for k, v in a.items() if k != "at_ns"}, "at_ms": _ms(a["at_ns"])}
-                              for a in request.admissions],
-        "admission_count": len(request.admissions),
-        "readmission_count": max(0, len(request.admissions) - 1),
+        "admission_history": history,
+        "admission_count": len(history),
+        "readmission_count": sum(1 for a in history if a["is_readmission"]),
         "terminal_status": request.status, "terminal_reason": request.reason or None,
         "dp_rank": request.rank,
     } | (_pd_fields(request, request.pd) if request.pd is not None and request.pd.prefill_rank is not None else {})
+
+
+def admission_history(request: Request) -> list[dict]:
+    """The request's admissions in time order.  In P/D the decode rank's activation of a handed-off request is one
+    of them (AISimulate lists it: pool decode, nothing reused, not a readmission; the spec's field table is silent
+    on it), numbered among the others; readmissions on either side follow in order (facts §33)."""
+    entries = [{**{k: v for k, v in a.items() if k != "at_ns"}, "at_ms": _ms(a["at_ns"]), "_ns": a["at_ns"]}
+               for a in request.admissions]
+    pd = request.pd
+    if pd is not None and pd.decode_admit_ns is not None and pd.decode_rank is not None:
+        at = pd.decode_admit_ns
+        position = sum(1 for a in entries if a["_ns"] <= at)  # after the prefill admissions, before decode readmits
+        entries.insert(position, {"admission_ordinal": 0, "pool": pd.decode_rank.name, "at_ms": _ms(at), "_ns": at,
+                                  "reused_input_tokens": 0, "g1_reused_input_tokens": 0,
+                                  "host_reused_input_tokens": 0, "is_readmission": False})
+        for ordinal, entry in enumerate(entries):
+            entry["admission_ordinal"] = ordinal
+    for entry in entries:
+        del entry["_ns"]
+    return entries
 
 
 def _pd_fields(request: Request, pd) -> dict:
@@ -97,8 +117,9 @@ def _pd_fields(request: Request, pd) -> dict:
         "decode_worker_idx": decode.worker if decode else None, "decode_dp_rank": decode.index if decode else None,
         "prefill_admit_ms": _ms(request.first_admit_ns), "prefill_done_ms": _ms(pd.prefill_done_ns),
         "decode_admit_ms": _ms(pd.decode_admit_ns), "source_released_ms": _ms(pd.source_released_ns),
-        "source_held_ms": _ms(pd.source_released_ns - pd.prefill_done_ns)
-        if pd.source_released_ns is not None else None,
+        # when the source began to hold the prompt's blocks for the transfer (its prefill's end), as AISimulate's
+        # field (an instant; the spec does not define it): the hold lasts until source_released_ms
+        "source_held_ms": _ms(pd.prefill_done_ns) if pd.source_released_ns is not None else None,
         "decode_reused_input_tokens": pd.decode_reused_tokens,
         "kv_transfer_tokens": pd.transfer_tokens if pd.decode_reused_tokens is not None else None,
     }

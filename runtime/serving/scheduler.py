@@ -167,9 +167,9 @@ def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
     position = 0
     while position < len(waiting) and len(running) < rank.max_sequences:
         request = waiting[position]
-        if request.reason:  # its prompt can never fit (arrivals.py let it wait): reached, so it is dropped
-            del waiting[position]  # (even with no budget left: the mocker checks before it schedules)
-            rank.rejecting.append(request)
+        if request.reason and not short:  # its prompt can never fit (arrivals.py let it wait): reached, so dropped
+            del waiting[position]  # (even with no budget left: the mocker checks before it schedules; a scan past
+            rank.rejecting.append(request)  # a head that waits, or past unreserved handoffs, does not reach it)
             continue
         if budget <= 0:
             break

@@ -49,17 +49,21 @@ def restore(rank, request, hits: list[int], limit: int) -> int:
     if deferred:
         state.deferred_at = host.version
         return DEFER
+    # a load (or a read from a deeper tier) starts only for a request that admission would take on its G1 hits
+    # alone, its whole known sequence (`rank.admission`): Dynamo's mocker parks a swap-in only after
+    # `decide_waiting_admission` admits.  One that does not fit waits at the head of the queue, so no request behind
+    # it starts a load either (facts §33); its own load's blocks then count against the next one's admission
+    keys = request.keys[len(hits):len(hits) + found]
+    if not rank.pool.can_allocate(rank.admission(rank, request, hits, 0), hits):
+        if found and profile.pin_before_load:
+            host.pin(keys)
+            state.pins = keys
+        state.restored_tokens = 0
+        return 0
     for source in chain.prefix_sources:  # reads from deeper tiers, KVCR pulls: copies into G2 of what follows its hits
         if source(rank, request, len(hits) + found, limit):
             return READ
     if not found:
-        state.restored_tokens = 0
-        return 0
-    keys = request.keys[len(hits):len(hits) + found]
-    if not rank.pool.can_allocate(found, hits):
-        if profile.pin_before_load:
-            host.pin(keys)
-            state.pins = keys
         state.restored_tokens = 0
         return 0
     rank.pool.touch(hits)
@@ -206,14 +210,16 @@ def release_blocks(rank, request, blocks: list[int]) -> None:
 
 def admitting(rank, request, hits: int) -> int:
     """An admission takes over the blocks its restore filled (their hold passes to its own reference): returns
-    the tokens restored from the first tier; blocks before `hits` are not offered to it again unless the connector
-    scans from block 0."""
+    the tokens restored from the first tier; after a restore, blocks before `hits` are not offered to it again unless
+    the connector scans from block 0."""
     state = request.tier
     if state.preloaded:
         rank.pool.release(state.preloaded)
         state.preloaded = []
-    state.stored_upto = rank.chain.first_offer(hits)
     restored, state.restored_tokens = state.restored_tokens, 0
+    # vLLM's OffloadingConnector starts a request's stores after the blocks it loaded; without a load from block 0
+    # (`_next_stored_block_idx` defaults to 0), so G1 hits that G2 lacks, such as a previous turn's output, are stored
+    state.stored_upto = rank.chain.first_offer(hits) if restored else 0
     state.admitted_labels, state.restored_labels = (state.restored_labels if restored else ()), ()
     return restored
 
