@@ -64,10 +64,10 @@ def _keeps_waiting(rank: Rank, batch: Batch | None) -> bool:
     """Do decode passes leave `rank`'s waiting requests waiting, until a completion, an event or a TTL expiry?
 
     Yes when this pass's admission stopped at a request for want of blocks (or no sequence slot was left) on an
-    aggregated APC rank with vLLM's admission: a fused pass frees nothing before it completes a request, and
-    its allocations take free blocks only (`_fusable_free`), so no cached block leaves or joins the prefix that
-    request matches and no more blocks are free at a later pass start: it fails again.  Only a TTL expiry
-    frees some without a pass, which `plan` stops before.  `apply` still makes each pass's attempt
+    aggregated APC rank with vLLM's admission (`known_sequence`): a fused pass frees nothing before it completes
+    a request, and each allocation takes one available block; if it evicts one of the request's hits, the
+    request's prefix loses it and every hit after it, so it needs at least one block more than it gains: it
+    fails again.  Only a TTL expiry frees blocks without a pass, which `plan` stops before.  `apply` still makes each pass's attempt
     (`_look_again`): a lookup refreshes the request's idle hits, and tiers touch and count what they hold."""
     return batch is not None and isinstance(rank.pool, ApcPool) and rank.role == "aggregated" \
         and rank.admission is known_sequence and not rank.rejecting \
