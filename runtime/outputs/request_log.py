@@ -11,7 +11,6 @@ the replay has finished with is freed, keys and all.
 from __future__ import annotations
 
 from array import array
-from itertools import chain
 
 from .record_spool import RecordSpool
 
@@ -48,20 +47,14 @@ class LatencySamples:
                 for name, counts in self.counts.items()}
 
 
-def packed_gaps(gaps: list) -> array:
-    """A request's [gap, count] runs as one flat array, gap, count, gap, count, ...: 16 bytes a run instead of a
-    list and its ints (a run per distinct pass time: millions of them are most of what kept requests hold)."""
-    return array("q", chain.from_iterable(gaps))
-
-
 def gap_runs(gaps) -> zip | list:
-    """(gap, count) runs of a request's `gaps`, packed (`packed_gaps`) or not."""
+    """(gap, count) runs of a request's `gaps`, packed (`Request.pack_gaps`) or not."""
     return zip(gaps[::2], gaps[1::2]) if isinstance(gaps, array) else gaps
 
 
 class RequestLog:
     """Aggregates over every request told (`ended`), its records on a spool if any, and the requests if `keep`
-    (with `pack_gaps`, a kept request's gaps packed once it ended and its record is written: `packed_gaps`)."""
+    (with `pack_gaps`, a kept request's gaps are packed once it ended and its record is written)."""
 
     pack_gaps = False
 
@@ -110,4 +103,4 @@ class RequestLog:
         if self.spool is not None and record:
             self.spool.add(request)
         if self.pack_gaps and self.requests is not None:
-            request.gaps = packed_gaps(request.gaps)
+            request.pack_gaps()
