@@ -152,6 +152,7 @@ def run(args, config: str | None = None) -> int:
             spool = RecordSpool(outputs.partial_path(destination, "requests.jsonl"), record_of)
         # (opal's per-stage outputs read every request; other runs keep none: memory follows the requests in flight)
         replay.log = (explanation.log if explanation else RequestLog)(keep=plan.opal is not None, spool=spool)
+        replay.log.pack_gaps = plan.opal is not None  # (only opal_stats reads them again, after the run)
         if hasattr(replay.traffic, "measured_log"):  # (agentic warm-up: its requests stay out of the outputs)
             replay.log = replay.traffic.measured_log(replay.log)
         replay.run()

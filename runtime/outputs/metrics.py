@@ -14,7 +14,7 @@ from bisect import bisect_right
 from itertools import accumulate
 
 from ..serving.requests import Request
-from .request_log import MS, LatencySamples, RequestLog
+from .request_log import MS, LatencySamples, RequestLog, gap_runs
 
 EVICTION_ASSUMPTIONS = {
     "lru": "least recently used unused block first (vLLM)",
@@ -62,7 +62,7 @@ def _ms(ns: int | None) -> float | None:
 def request_record(request: Request) -> dict:
     spec = request.spec
     completed = request.status == "completed"
-    itl = [(gap / MS, count) for gap, count in request.gaps]
+    itl = [(gap / MS, count) for gap, count in gap_runs(request.gaps)]
     gaps = sum(count for _, count in itl)
     history = admission_history(request)
     return {

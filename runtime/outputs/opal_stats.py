@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 
+from .request_log import gap_runs
+
 BINS = [1000 << k for k in range(14)]  # opal's latency histogram edges (compared with latencies in seconds)
 S = 1e9
 
@@ -28,7 +30,14 @@ def compact(value: dict) -> str:
     return "{\n" + ",\n".join(lines) + "\n}"
 
 
+class Rendered(str):
+    """A value already in opal's one-line layout: a request's decode values, rendered as each request's turn
+    comes so that the millions of numbers of a long run never all exist at once."""
+
+
 def _one_line(value) -> str:
+    if type(value) is Rendered:
+        return value
     if isinstance(value, (list, tuple)):
         if all(type(item) in (int, float) for item in value):  # (a long list of numbers: json's own text of each)
             return "[" + ", ".join(map(_number, value)) + "]"
@@ -49,12 +58,13 @@ def _histogram(latencies: list[float]) -> list[float]:
     return counts
 
 
-def _decode_values(request) -> list[float]:
-    """[TTFT, then every gap between tokens] in seconds."""
-    values = [(request.first_token_ns - request.arrival_ns) / S]
-    for gap, count in request.gaps:
-        values.extend([gap / S] * count)
-    return values
+def _decode_values(request) -> Rendered:
+    """[TTFT, then every gap between tokens] in seconds, as `_one_line` writes that list (a run of equal gaps is
+    one number's text repeated)."""
+    texts = [_number((request.first_token_ns - request.arrival_ns) / S)]
+    for gap, count in gap_runs(request.gaps):
+        texts.extend([_number(gap / S)] * count)
+    return Rendered("[" + ", ".join(texts) + "]")
 
 
 def per_second(requests: list, start_ns: int, end_ns: int, workers: list) -> tuple[list, list, list]:

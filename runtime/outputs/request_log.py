@@ -10,6 +10,8 @@ the replay has finished with is freed, keys and all.
 """
 from __future__ import annotations
 
+from array import array
+
 from .record_spool import RecordSpool
 
 MS = 1e6
@@ -35,7 +37,7 @@ class LatencySamples:
         if request.generated > 1:
             _count(counts["tpot"], (request.last_token_ns - request.first_token_ns) / MS / (request.generated - 1))
         itl = counts["itl"]
-        for gap, count in request.gaps:
+        for gap, count in gap_runs(request.gaps):
             itl[gap] = itl.get(gap, 0) + count
         _count(counts["e2e_latency"], request.last_token_ns - request.arrival_ns)
 
@@ -45,8 +47,16 @@ class LatencySamples:
                 for name, counts in self.counts.items()}
 
 
+def gap_runs(gaps) -> zip | list:
+    """(gap, count) runs of a request's `gaps`, packed (`Request.pack_gaps`) or not."""
+    return zip(gaps[::2], gaps[1::2]) if isinstance(gaps, array) else gaps
+
+
 class RequestLog:
-    """Aggregates over every request told (`ended`), its records on a spool if any, and the requests if `keep`."""
+    """Aggregates over every request told (`ended`), its records on a spool if any, and the requests if `keep`
+    (with `pack_gaps`, a kept request's gaps are packed once it ended and its record is written)."""
+
+    pack_gaps = False
 
     def __init__(self, keep: bool = True, spool: RecordSpool | None = None):
         self.requests: list | None = [] if keep else None  # (arrival order, as the replay made them)
@@ -92,3 +102,5 @@ class RequestLog:
             self.latencies.add(request)
         if self.spool is not None and record:
             self.spool.add(request)
+        if self.pack_gaps and self.requests is not None:
+            request.pack_gaps()

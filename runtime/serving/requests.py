@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from array import array
 from dataclasses import dataclass, field
+from itertools import chain
 
 from ..traffic import block_keys as blocks
 from ..tiers.request_state import TierState
@@ -153,6 +154,12 @@ class Request:
         """It is done with its keys (finished, its prompt stored): they and its spec's memoised ones go."""
         self.keys = []
         self.spec.forget_keys()
+
+    def pack_gaps(self) -> None:
+        """It ended and its record is written: its [gap, count] runs become one flat array, gap, count, ... (16
+        bytes a run instead of a list and its ints: kept requests' runs, one per distinct pass time, are most of
+        what an opal run holds; outputs.request_log.gap_runs reads either form)."""
+        self.gaps = array("q", chain.from_iterable(self.gaps))
 
     def add_token(self, at_ns: int) -> None:
         if self.first_token_ns is None:

@@ -31,7 +31,7 @@ class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
                  "role", "handoff", "admission", "reservation", "reuse_limit", "misses", "releases", "speculation",
-                 "handoff_kv", "snapshots", "rejecting")
+                 "handoff_kv", "snapshots", "rejecting", "held_back")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -64,6 +64,9 @@ class Rank:
         # waiting requests whose prompt can never fit G1, which admission reached in this pass: they are rejected
         # when the pass ends (AISimulate's mocker), or at once when no pass runs (shell/replay.py)
         self.rejecting: list[Request] = []
+        # the waiting request this pass's admission stopped at for want of blocks, while others run (None: it did
+        # not stop so); shell/macro.py may then fuse decode passes that leave it waiting
+        self.held_back: Request | None = None
 
     @property
     def busy(self) -> bool:
@@ -158,7 +161,7 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     return new
 
 
-def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
+def admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
     """Admit waiting requests in order while budget, `max_sequences` and blocks last; returns the budget left.
     On a decode rank whose handoffs are not all reserved, only the landed ones are admitted: a prompt to
     compute (a readmission) waits until every handoff has its blocks (the mocker's `PendingDestinationHead`)."""
@@ -196,6 +199,7 @@ def _admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
             continue
         if not new:
             if running or items:
+                rank.held_back = request
                 break
             # nothing runs here to free blocks: a landed handoff behind goes first, or the rank would wait forever
             # (Dynamo's mocker does wait: AISimulate stops with "an effect-free zero-duration pass", facts §21)
@@ -214,6 +218,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
     budget = rank.max_batched
     items: list[tuple[Request, int]] = []
     preempted = False
+    rank.held_back = None
     running = rank.running
     i = 0
     block_size = rank.block_size
@@ -252,9 +257,9 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
         budget -= new
         i += 1
     if not preempted or not items:  # (a pass that preempted everything is empty: the next one admits)
-        budget = _admit_waiting(rank, budget, items, now_ns)
+        budget = admit_waiting(rank, budget, items, now_ns)
         if not running and not items and rank.chain.drop_restore_holds(rank):
-            budget = _admit_waiting(rank, budget, items, now_ns)
+            budget = admit_waiting(rank, budget, items, now_ns)
     if not items:
         return None
     return Batch(items, work_of(items, rank.speculation))

@@ -1,7 +1,8 @@
 """Macro steps: apply a run of pure decode passes of one worker at once.
 
-A pass is "pure decode" when no rank has a waiting request and every running
-request decodes one token.  Such passes change nothing but token counts,
+A pass is "pure decode" when every running request decodes one token and no
+rank has a waiting request, or only one its admission stopped at for want of
+blocks that no fused pass can admit (`_keeps_waiting`).  Such passes change nothing but token counts,
 block allocations at block boundaries and (with open-loop traffic, where a
 completion triggers no arrival) completions, so they can be computed without
 the event queue, as long as the next real event (`horizon`) has not come:
@@ -14,13 +15,14 @@ Cost is O(passes + requests + allocations), not O(passes x requests).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import islice
 
+from ..tiers.apc import ApcPool
 from ..tiers.g1 import BlockPool
 from ..tiers.g1_runs import RunPool
 from ..serving.pass_results import add_decode_block, advance_decodes, gap_runs, release_finished
-from ..serving.scheduler import Batch, Rank
+from ..serving.scheduler import Batch, Rank, admit_waiting, known_sequence
 from ..timing import PassWork
 
 
@@ -30,6 +32,7 @@ class Macro:
     events: list  # per active rank: sorted [(pass, order, position, request)] allocations (order 0) / finishes (1)
     active: list  # [(rank, batch)]
     last_pass: dict  # id(request) -> last fused pass that gives it a token
+    held: list = field(default_factory=list)  # ranks whose waiting requests the passes leave waiting
 
 
 class _RankRun:
@@ -44,7 +47,7 @@ class _RankRun:
 
 def eligible(ranks: list[Rank], batches: list[Batch | None]) -> bool:
     for rank, batch in zip(ranks, batches):
-        if rank.waiting or (batch is None and rank.running):
+        if (rank.waiting and not _keeps_waiting(rank, batch)) or (batch is None and rank.running):
             return False
         if (rank.pool.copying or rank.transfers_in_flight) and not _copies_harmless(rank):
             return False
@@ -57,6 +60,20 @@ def eligible(ranks: list[Rank], batches: list[Batch | None]) -> bool:
         if rank.role == "decode" and batch is not None and not all(new for _, new in batch.items):
             return False  # a handed-off request's first pass computes no token (fused passes compute one each)
     return any(batch is not None for batch in batches)
+
+
+def _keeps_waiting(rank: Rank, batch: Batch | None) -> bool:
+    """Do decode passes leave `rank`'s waiting requests waiting, until a completion, an event or a TTL expiry?
+
+    Yes when this pass's admission stopped at a request for want of blocks (or no sequence slot was left) on an
+    aggregated APC rank with vLLM's admission (`known_sequence`): a fused pass frees nothing before it completes
+    a request, and each allocation takes one available block; if it evicts one of the request's hits, the
+    request's prefix loses it and every hit after it, so it needs at least one block more than it gains: it
+    fails again.  Only a TTL expiry frees blocks without a pass, which `plan` stops before.  `apply` still makes each pass's attempt
+    (`_look_again`): a lookup refreshes the request's idle hits, and tiers touch and count what they hold."""
+    return batch is not None and isinstance(rank.pool, ApcPool) and rank.role == "aggregated" \
+        and rank.admission is known_sequence and not rank.rejecting \
+        and (rank.held_back is rank.waiting[0] or len(rank.running) >= rank.max_sequences)
 
 
 def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, stop: int | None,
@@ -78,6 +95,13 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
         if rank.chain.stores_while_decoding:
             quiet = [rank.chain.quiet_passes(r, rank.block_size) for r, _ in b.items]
             limit = min([limit] + [q for q in quiet if q is not None])
+    held = [rank for rank, _ in active if rank.waiting]
+    if held:  # a completion frees blocks and a sequence slot, and the oldest protected block's expiry frees one
+        limit = min(limit, min(finish_at.values()))
+        for rank in held:
+            expiry = rank.pool.next_expiry(looked_too=True)
+            if expiry is not None and (horizon is None or expiry < horizon):
+                horizon = expiry
     if limit <= 1:
         return None  # (at most pass 0, which is the scheduler's)
 
@@ -134,7 +158,7 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
         if rank.pool.copying and not _allocations_clear(rank, allocations):
             return None
     return Macro(ends, [[e for e in s.events if e[0] <= last] for s in states], active,
-                 {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items})
+                 {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items}, held)
 
 
 def _fusable_free(pool) -> int:
@@ -164,9 +188,14 @@ def apply(macro: Macro) -> list[tuple[object, int]]:
     ends = macro.ends
     gaps = gap_runs(ends)
     finished = []
+    held, last = macro.held, len(ends) - 1
     for (rank, batch), events in zip(macro.active, macro.events):
         at = rank.pool.at  # a pool that stamps changes with their time (APC's TTL) is told it (None: it does not)
+        looks = 1 if rank in held else last + 1  # the next pass whose admission attempt is due (held ranks)
         for j, kind, _, request in events:
+            while looks < j:  # (after pass `looks`'s allocations; a held run completes nothing)
+                _look_again(rank, ends[looks - 1])
+                looks += 1
             if kind == 0:
                 if at is not None:
                     at(ends[j - 1])  # (j >= 1: pass 0's allocations were the scheduler's)
@@ -178,8 +207,22 @@ def apply(macro: Macro) -> list[tuple[object, int]]:
                 advance_decodes(rank, request, j + 1, ends, gaps)
                 release_finished(rank, [request], ends[j])
                 finished.append((request, ends[j]))
+        while looks <= last:
+            _look_again(rank, ends[looks - 1])
+            looks += 1
         for request, _ in batch.items:
             if request.status != "completed":
                 advance_decodes(rank, request, macro.last_pass[id(request)] + 1, ends, gaps)
     return finished
+
+
+def _look_again(rank: Rank, start: int) -> None:
+    """A fused pass's admission attempt, at its `start` (after its allocations): it fails as the first did
+    (`_keeps_waiting`) and leaves what single stepping's leaves (refreshed hits, tier touches and counts)."""
+    if rank.pool.at is not None:
+        rank.pool.at(start)
+    admitted: list = []
+    admit_waiting(rank, rank.max_batched - len(rank.running), admitted, start)
+    if admitted or rank.rejecting:
+        raise RuntimeError("macro: a fused pass admitted a request that its first pass could not")
 

@@ -8,7 +8,7 @@ copies, handoffs and draining belong to the modules that own their state;
 this loop only moves time and starts passes.
 
 Macro steps: when every rank of a worker runs a pure decode pass (nothing
-waiting, no prefill, no request about to finish), the passes until the next
+waiting that a pass could admit, no prefill, no request about to finish), the passes until the next
 event that could change its batch are applied at once; the state at the next
 real pass start is exactly what single stepping would produce.  When events
 read the workers' state (a router policy reading queues or caches, scaling

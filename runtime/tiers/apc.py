@@ -147,13 +147,14 @@ class ApcPool(BlockPool):
             kept.at = now
         return found
 
-    def next_expiry(self) -> int | None:
+    def next_expiry(self, looked_too: bool = False) -> int | None:
         """When the oldest protected idle block expires, leaving out blocks only a lookup refreshed just now (a
         waiting request's own hits: their protection never keeps it waiting, and each retry refreshes them, so
-        waking for them could repeat forever); None: nothing to wait for."""
+        waking for them could repeat forever) unless `looked_too` (fused passes that look them up again only at
+        their last pass, shell/macro.py, must not reach their expiry either); None: nothing expires."""
         now = self.now()
         self.queue.expire(now)
-        looked = self._looked if self._looked_at == now else {}
+        looked = self._looked if self._looked_at == now and not looked_too else {}
         queue = self.queue
         start, end = queue.boundary, queue.base + len(queue.q)
         width = 64
