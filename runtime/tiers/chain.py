@@ -24,7 +24,8 @@ class TierChain:
     # G2 rules: vLLM's KV connector re-prepends the requests whose loads finished)
     handoffs_first = True
     __slots__ = ("tiers", "top", "profile", "prefix_sources", "copies_in_since_load", "kvcr", "name", "_below",
-                 "restore", "admitting", "drop_restore_holds", "after_pass", "on_finish", "preemption_wait")
+                 "restore", "admitting", "drop_restore_holds", "after_pass", "on_finish", "preemption_wait",
+                 "holding", "holding_keyless")
 
     def __init__(self, tiers: tuple, profile, prefix_sources: tuple = (), kvcr=None):
         self.tiers = tiers
@@ -42,6 +43,9 @@ class TierChain:
         # copies into the first tier landed since the last load into G1 (see copy_jobs.BYPASS_ROUNDS)
         self.copies_in_since_load = 0
         self.kvcr = kvcr  # peer_fetch.PeerFetch when the rank's role pulls from peers
+        # simple_cpu: stores in flight that hold their G1 blocks until they land, and those holding a block
+        # without a key (offload._hold)
+        self.holding = self.holding_keyless = 0
 
     def below(self, tier):
         """The tier written in the background from `tier` (None: the last)."""
@@ -95,11 +99,14 @@ class TierChain:
         """Can pure decode passes be fused while this rank's copies are in flight?  Yes unless the connector stores
         decode blocks: a landing store changes nothing a pure decode pass reads.  One that does (simple_cpu) holds
         a finished request's blocks until its copy lands, and the landing frees them: yes when every copy in
-        flight is a store of a running request that holds nothing."""
+        flight is a store, and those that hold blocks hold only blocks with keys, which join the tail of G1's
+        free queue (fused passes allocate no more than the queue held when they were planned, from its head)."""
         if not self.profile.store_decode_blocks:
             return True
-        jobs = [job for request in rank.running for job in request.tier.store_jobs if job.rank is rank]
-        return len(jobs) == rank.transfers_in_flight and not any(job.hold for job in jobs)
+        if self.holding_keyless:
+            return False
+        jobs = sum(1 for request in rank.running for job in request.tier.store_jobs if job.rank is rank and not job.hold)
+        return jobs + self.holding == rank.transfers_in_flight
 
     @property
     def stores_on_finish(self) -> bool:
