@@ -37,6 +37,12 @@ class KvEventLog:
         for key, value in zip(request.keys, blocks.chain_keys(tokens, self.block_size)):
             self.hash_of.setdefault(key, value)
 
+    def drain(self, now_ns: int, rank) -> None:
+        """Record what `rank`'s G1 pool and its tiers have pending (each emptied by its `events`)."""
+        self.add(now_ns, rank.index, rank.pool.events)
+        for label, events in rank.chain.events():
+            self.add(now_ns, rank.index, events, label)
+
     def add(self, now_ns: int, dp_rank: int, events: list, label: str = "") -> None:
         """Record `events` (a pool's, drained) of `dp_rank` at `now_ns`; `label`: the events' `tier` (G1: none)."""
         for kind, keys, *extra in events:  # (SGLang's events carry more: parent_hash, session_id)

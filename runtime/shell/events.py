@@ -1,8 +1,8 @@
 """The event table: every kind of event the replay queues, its rank among events of one instant, and its handler.
 
 The queue orders events by ``(time_ns, kind, seq)``, so a kind's number is its
-rank: at one instant pass ends come first, then copies starting to move bytes
-and copies landing, handoffs landing, workers waking, arrivals and last workers
+rank: at one instant pass ends come first, then the stores of fused decode
+passes ending then, copies starting to move bytes and copies landing, handoffs landing, workers waking, arrivals and last workers
 leaving, so that a request arriving exactly when a pass ends joins the next
 pass; periodic checks (the APC eviction monitor, opal's scaling) come last, after
 every arrival, completion and release of the instant.  `handler` names the method
@@ -19,12 +19,15 @@ from typing import NamedTuple
 class EventKind(NamedTuple):
     name: str
     handler: str  # dotted attribute path from the replay: "passes.end", "copies.moving", ...
-    concerns: str  # "everyone" | "link" (the workers on the copy's link) | "pass_end" (see horizons.py)
+    concerns: str  # "everyone" | "link" (the workers on the copy's link) | "pass_end" (see horizons.py) | "none"
     payload: str  # what the event carries
 
 
 EVENTS = (
     EventKind("pass_end", "end_pass", "pass_end", "the worker"),
+    # the stores a fused decode pass makes at its end (shell/macro.py): after the worker's own pass end of that
+    # instant, before any copy lands then, as a stepped pass's stores are; they change no batch
+    EventKind("fused_stores", "fused_stores", "none", "(worker, [(rank, request, upto)]): offers, in rank and batch order"),
     EventKind("copy_moving", "copies.moving", "link", "(link, transfer): its latency is over"),
     EventKind("copy_done", "copies.done", "link", "(link, version): the link's next completion"),
     EventKind("handoff_done", "handoffs.landed", "everyone", "the request whose P/D transfer landed"),
@@ -36,7 +39,7 @@ EVENTS = (
     # a traffic's own timer (an agentic profile's idle guards): unlike a check it keeps the replay going
     EventKind("traffic_timer", "arrivals.timer", "everyone", "the traffic's callable(now) -> the specs it releases"),
 )
-PASS_END, COPY_MOVING, COPY_DONE, HANDOFF_DONE, WAKE, ARRIVAL, LEAVE, CHECK, TRAFFIC_TIMER = range(len(EVENTS))
+PASS_END, FUSED_STORES, COPY_MOVING, COPY_DONE, HANDOFF_DONE, WAKE, ARRIVAL, LEAVE, CHECK, TRAFFIC_TIMER = range(len(EVENTS))
 
 
 def handlers(replay) -> list:

@@ -33,6 +33,7 @@ class Macro:
     active: list  # [(rank, batch)]
     last_pass: dict  # id(request) -> last fused pass that gives it a token
     held: list = field(default_factory=list)  # ranks whose waiting requests the passes leave waiting
+    stores: list = ()  # [(pass, [(rank, request, upto)])]: the offers to the first tier at fused passes' ends
 
 
 class _RankRun:
@@ -91,8 +92,12 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
     if can_finish:  # a completion that has more to do than a fused pass can: the run stops before it
         limit = min([limit] + [finish_at[id(r)] for rank, b in active if rank.chain.stores_on_finish
                                for r, _ in b.items if rank.chain.finish_may_store(r)])
-    for rank, b in active:  # a connector that stores decode blocks: the run ends before a pass that stores
+    storing = []  # (rank, [(request, [(pass, upto)])]) of the ranks whose fused passes store decode blocks
+    for rank, b in active:  # a connector that stores decode blocks: the run makes the stores (or ends before one)
         if rank.chain.stores_while_decoding:
+            if rank.chain.fuses_stores(rank):
+                storing.append((rank, [(r, rank.chain.decode_stores(r, rank.block_size, limit)) for r, _ in b.items]))
+                continue
             quiet = [rank.chain.quiet_passes(r, rank.block_size) for r, _ in b.items]
             limit = min([limit] + [q for q in quiet if q is not None])
     held = [rank for rank, _ in active if rank.waiting]
@@ -150,15 +155,54 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
                 cursor += 1
             state.cursor = cursor
         passes += 1
-    if passes <= 1:
+    last = _unshort(storing, passes - 1)
+    if last < 1:
         return None
-    last = passes - 1
+    del ends[last + 1:]
     for (rank, _), state in zip(active, states):
         allocations = sum(1 for e in state.events if e[0] <= last and not e[1])
         if rank.pool.copying and not _allocations_clear(rank, allocations):
             return None
     return Macro(ends, [[e for e in s.events if e[0] <= last] for s in states], active,
-                 {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items}, held)
+                 {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items}, held,
+                 _stores(storing, last))
+
+
+def _unshort(storing: list, last: int) -> int:
+    """The last fused pass, such that no store of passes 0..last comes up short of room in its tier: all its keys
+    could be in flight at once beside what cannot be evicted now (a short store would be offered again the next
+    pass, which the plan does not know).  Past that, the run ends before the tier's first store."""
+    if not storing:
+        return last
+    offered: dict = {}
+    for rank, requests in storing:
+        tier = rank.chain.top
+        first, count = offered.get(id(tier), (last + 1, 0))
+        for request, stores in requests:
+            done = [upto for j, upto in stores if j <= last]
+            if done:
+                first = min(first, stores[0][0])
+                count += done[-1] - request.tier.stored_upto
+        offered[id(tier)] = (first, count)
+    for rank, _ in storing:
+        tier = rank.chain.top
+        first, count = offered[id(tier)]
+        if count + tier.unevictable_bound() > tier.capacity:
+            last = min(last, first - 1)
+    return last
+
+
+def _stores(storing: list, last: int) -> list:
+    """[(pass, [(rank, request, upto)])] of passes 0..last, in pass order, each pass's in rank and batch order
+    (as `offer_after_pass` makes them after a stepped pass)."""
+    by_pass: dict = {}
+    for rank, requests in storing:
+        for request, stores in requests:
+            for j, upto in stores:
+                if j > last:
+                    break
+                by_pass.setdefault(j, []).append((rank, request, upto))
+    return sorted(by_pass.items(), key=lambda item: item[0])
 
 
 def _fusable_free(pool) -> int:
@@ -172,7 +216,7 @@ def _copies_harmless(rank: Rank) -> bool:
     waiting requests (so nothing is fused anyway); a store landing changes nothing a pure decode pass reads,
     as long as the chain says so and no block the passes allocate is still being copied out
     (`_allocations_clear`: a pass doing so would wait for the copy)."""
-    return rank.chain.fusable_during_copies and type(rank.pool) in (BlockPool, RunPool)
+    return type(rank.pool) in (BlockPool, RunPool) and rank.chain.copies_harmless(rank)
 
 
 def _allocations_clear(rank: Rank, count: int) -> bool:

@@ -30,10 +30,10 @@ from ..serving.placement import Router
 from ..serving.requests import Request
 from ..serving.scaling import Draining
 from ..tiers.copy_jobs import Copy
-from ..tiers.offload import blocked
+from ..tiers.offload import blocked, offer_fused
 from .arrivals import Arrivals
 from .clock import Clock
-from .events import EVENTS, PASS_END, WAKE, handlers
+from .events import EVENTS, FUSED_STORES, PASS_END, WAKE, handlers
 from .horizons import EVERYONE, Horizons
 
 
@@ -58,7 +58,8 @@ class Replay:
         self.stalled = 0  # requests left waiting when no event could move them
         self.handed_over = False  # a pass start moved requests to another worker (see _start_idle_workers)
         self.initial: list | None = None  # the traffic's first arrivals, when building needed them already
-        self.horizons = Horizons(workers) if len(workers) > 1 else None  # per-worker macro horizons
+        self.horizons = Horizons(workers) if len(workers) > 1 or any(  # (one with tiers: stores concern nobody)
+            rank.chain.tiers for worker in workers for rank in worker.ranks) else None  # per-worker macro horizons
         self.copies = Copies(self.push, self._after_landing)
         self.handoffs = Disaggregation(handoff, self.router, self.push, self._next_seq)
         self.draining = Draining(workers)
@@ -98,11 +99,9 @@ class Replay:
             rank.chain.capture_events()
         return self.kv_log
 
-    def _drain(self, rank, now: int) -> None:
+    def drain(self, rank, now: int) -> None:
         if self.kv_log is not None:
-            self.kv_log.add(now, rank.index, rank.pool.events)
-            for label, events in rank.chain.events():
-                self.kv_log.add(now, rank.index, events, label)
+            self.kv_log.drain(now, rank)
 
     # ------------------------------------------------------------------ queue
     def push(self, time_ns: int, kind: int, payload, seq: int | None = None) -> None:
@@ -135,7 +134,7 @@ class Replay:
             return () if self.traffic.open_loop and self.handoff is None else EVERYONE
         if concerns == "link":
             return payload[0].workers
-        return EVERYONE
+        return () if concerns == "none" else EVERYONE
 
     def _horizon(self, worker, now: int) -> int | None:
         if self.horizons is not None:
@@ -163,7 +162,7 @@ class Replay:
 
     def _after_landing(self, rank, now: int) -> None:
         worker = self.workers[rank.worker]
-        self._drain(rank, now)
+        self.drain(rank, now)
         if rank.jobs:  # a landed copy asked for the next one (a background write down the chain)
             self._start_jobs(worker, now)
         if worker.blocked and not any(blocked(rank) for rank in worker.ranks):
@@ -174,7 +173,7 @@ class Replay:
         batches = []
         for rank in worker.ranks:
             batches.append(worker.engine.schedule(rank, now))
-            self._drain(rank, now)
+            self.drain(rank, now)
         self._start_jobs(worker, now)
         if not any(batches):
             for rank in worker.ranks:  # no pass: the requests admission reached that can never fit end now
@@ -195,6 +194,8 @@ class Replay:
         if fused is not None:
             for request, end in worker.engine.apply_fused(fused):
                 self.arrivals.ended(request, end, completed=True)
+            for j, offers in getattr(fused, "stores", ()):  # (stores at the ends of fused passes: shell/macro.py)
+                self.push(fused.ends[j], FUSED_STORES, (worker, offers))
             worker.batches = []
             worker.pass_ends = fused.ends
             worker.passes += len(fused.ends)
@@ -235,13 +236,19 @@ class Replay:
                     self.arrivals.ended(request, now, completed=True)
             if rank.releases:
                 self.handoffs.pass_ended(rank, now)
-            self._drain(rank, now)
+            self.drain(rank, now)
         for rank in worker.ranks:
             if rank.rejecting:
                 self.arrivals.reject_reached(rank, now)
         for hook in self.after_pass:
             hook(worker, now)
         self._start_jobs(worker, now)
+
+    def fused_stores(self, payload, now: int) -> None:
+        """Event handler: a fused decode pass ends with stores (what `end_pass` offers after a stepped one)."""
+        for rank, request, upto in payload[1]:
+            offer_fused(rank, request, upto)
+        self._start_jobs(payload[0], now)
 
     def _start_idle_workers(self, now: int) -> None:
         """Start a pass on every idle worker with work; again if a start handed requests to other workers."""

@@ -101,7 +101,7 @@ class ApcMonitor:
         victims, interval = step(free, idle, self.threshold, self.base_ns)
         if victims:
             evicted = pool.evict(victims, now)
-            self.replay._drain(rank, now)  # (its KV "Removed" events, when they are captured, carry this instant)
+            self.replay.drain(rank, now)  # (its KV "Removed" events, when they are captured, carry this instant)
             if self.log is not None:
                 self.log.append(CheckRecord(now, rank.index, Fraction(idle, free + idle), self.threshold, victims,
                                             evicted, pool.plain_free, pool.pinned_count + pool.idle_count,

@@ -24,7 +24,8 @@ class TierChain:
     # G2 rules: vLLM's KV connector re-prepends the requests whose loads finished)
     handoffs_first = True
     __slots__ = ("tiers", "top", "profile", "prefix_sources", "copies_in_since_load", "kvcr", "name", "_below",
-                 "restore", "admitting", "drop_restore_holds", "after_pass", "on_finish", "preemption_wait")
+                 "restore", "admitting", "drop_restore_holds", "after_pass", "on_finish", "preemption_wait",
+                 "holding", "holding_keyless")
 
     def __init__(self, tiers: tuple, profile, prefix_sources: tuple = (), kvcr=None):
         self.tiers = tiers
@@ -42,6 +43,9 @@ class TierChain:
         # copies into the first tier landed since the last load into G1 (see copy_jobs.BYPASS_ROUNDS)
         self.copies_in_since_load = 0
         self.kvcr = kvcr  # peer_fetch.PeerFetch when the rank's role pulls from peers
+        # simple_cpu: stores in flight that hold their G1 blocks until they land, and those holding a block
+        # without a key (offload._hold)
+        self.holding = self.holding_keyless = 0
 
     def below(self, tier):
         """The tier written in the background from `tier` (None: the last)."""
@@ -63,17 +67,46 @@ class TierChain:
         """With `stores_while_decoding`: how many pure decode passes, the one scheduled now first, end without
         offering a block of `request` to the first tier (None: none ever does).  A pass offers the blocks its
         request has computed by its end, or, one pass late, by its start (offer_after_pass)."""
-        stored, keys = request.tier.stored_upto, len(request.keys)
-        if stored >= keys:
-            return None
-        late = 1 if self.profile.store_delay_passes else 0
-        return max(0, (stored + 1) * block_size - request.num_computed - 1 + late)
+        stores = self.decode_stores(request, block_size, 1 << 62, 1)
+        return stores[0][0] if stores else None
 
-    @property
-    def fusable_during_copies(self) -> bool:
-        """Can pure decode passes be fused while copies into the first tier are in flight?  Yes unless the
-        connector stores decode blocks (a landing store changes nothing a pure decode pass reads)."""
-        return not self.profile.store_decode_blocks
+    def decode_stores(self, request, block_size: int, limit: int, most: int = -1) -> list[tuple[int, int]]:
+        """With `stores_while_decoding`: (pass, upto) of the offers pure decode passes 0..limit-1 (the one scheduled
+        now first) make of `request` at their ends, each of keys[..:upto] (offer_after_pass; `most`: at most so
+        many).  Pass j offers the blocks computed by its end, (num_computed + j + 1) // block_size, or one pass
+        late, by its start."""
+        stored, keys = request.tier.stored_upto, len(request.keys)
+        base = request.num_computed + (0 if self.profile.store_delay_passes else 1)
+        stores = []
+        j = (stored + 1) * block_size - base
+        if j < 0:
+            j = 0
+        while j < limit and stored < keys and most:
+            stored = min((base + j) // block_size, keys)
+            stores.append((j, stored))
+            most -= 1
+            j = (stored + 1) * block_size - base
+        return stores
+
+    def fuses_stores(self, rank) -> bool:
+        """Can fused decode passes make the offers of their ends (`decode_stores`, as events at those instants:
+        shell/macro.py) rather than stop before the first?  Not when a KVCR peer pulls (its pass-end hook runs
+        between a stepped pass's offers and their copies) or the first tier is shared by other workers (whose pass
+        ends at the same instant come in queue order)."""
+        return self.kvcr is None and not self.top.scope == "cluster_shared"
+
+    def copies_harmless(self, rank) -> bool:
+        """Can pure decode passes be fused while this rank's copies are in flight?  Yes unless the connector stores
+        decode blocks: a landing store changes nothing a pure decode pass reads.  One that does (simple_cpu) holds
+        a finished request's blocks until its copy lands, and the landing frees them: yes when every copy in
+        flight is a store, and those that hold blocks hold only blocks with keys, which join the tail of G1's
+        free queue (fused passes allocate no more than the queue held when they were planned, from its head)."""
+        if not self.profile.store_decode_blocks:
+            return True
+        if self.holding_keyless:
+            return False
+        jobs = sum(1 for request in rank.running for job in request.tier.store_jobs if job.rank is rank and not job.hold)
+        return jobs + self.holding == rank.transfers_in_flight
 
     @property
     def stores_on_finish(self) -> bool:
@@ -136,12 +169,14 @@ class NoTiers:
     kvcr = None
     peer_fetch = ()
     stores_while_decoding = False
-    fusable_during_copies = False
     stores_on_finish = False
     wants_hint = False
     handoffs_first = False  # a landed P/D handoff joins the back of the decode rank's queue (Dynamo's mocker)
 
     def holds(self, key) -> bool:
+        return False
+
+    def copies_harmless(self, rank) -> bool:
         return False
 
     def restore(self, rank, request, hits: list, limit: int) -> int:

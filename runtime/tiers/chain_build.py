@@ -83,6 +83,11 @@ def attach_chains(ranks: list, specs: list[TierSpec], clock=None) -> None:
         return
     by_tier = [pools(spec, ranks, clock) for spec in specs]
     profile = PROFILES[specs[0].store_policy]
+    for pool in {id(pool): pool for pool in by_tier[0].values()}.values():
+        # the first tier's write link carries only stores out of G1, whose landing changes no pure decode batch
+        # (a landing that frees held G1 blocks, or one a new owner waits for, stops fusing before it starts:
+        # shell/macro.py), so its copies cut no fused decode passes (horizons.py)
+        pool.write.workers = frozenset()
     for rank in ranks:
         tiers = tuple(pool_of[rank.index] for pool_of in by_tier)
         rank.chain = TierChain(tiers, profile, tuple(ReadUp(tier) for tier in tiers[1:]))

@@ -150,6 +150,12 @@ def offer_after_pass(rank, batch) -> None:
                 offer(rank, request, min(upto, len(request.keys)))
 
 
+def offer_fused(rank, request, upto: int) -> None:
+    """The offer a fused decode pass makes at its end (shell/macro.py planned it: what `offer_after_pass` would
+    offer after that pass stepped, `upto` capped at the request's keys)."""
+    offer(rank, request, upto)
+
+
 def offer_on_finish(rank, request) -> None:
     """A finishing request offers what it could not store earlier (v0.32 connectors)."""
     host, profile, size = rank.chain.top, rank.chain.profile, rank.block_size
@@ -173,9 +179,27 @@ def offer_on_finish(rank, request) -> None:
 def _start_store(rank, host, request, keys: list, blocks: list[int], hold: bool = False) -> None:
     state = request.tier
     state.stores_in_flight += 1
-    job = Copy(host, "write", stored, rank, request, keys, blocks, hold)
+    job = Copy(host, "write", stored, rank, request, keys, blocks)
+    if hold:
+        _hold(rank, job)
     state.store_jobs.append(job)
     rank.jobs.append(job)
+
+
+def _hold(rank, job: Copy) -> None:
+    """simple_cpu: the store's G1 blocks stay held until it lands.  The chain counts such stores in flight, and those
+    holding a block without a key, which the landing frees to the head of G1's free queue (see
+    `TierChain.copies_harmless`; a held block keeps its key, or lack of one, until it is freed)."""
+    job.hold = True
+    chain = rank.chain
+    chain.holding += 1
+    chain.holding_keyless += _keyless(rank.pool, job.blocks)
+
+
+def _keyless(pool, blocks: list[int]) -> bool:
+    """Would freeing `blocks` put one at the head of the pool's free queue (a block without a key)?"""
+    key_of = getattr(pool, "key_of", None)
+    return key_of is None or (pool.caching and None in map(key_of.__getitem__, blocks))
 
 
 def stored(rank, job: Copy, now: int) -> None:
@@ -186,6 +210,9 @@ def stored(rank, job: Copy, now: int) -> None:
     state.stores_in_flight -= 1
     state.store_jobs.remove(job)
     if job.hold:  # simple_cpu: blocks held for the copy are freed now, first block first
+        chain = rank.chain
+        chain.holding -= 1
+        chain.holding_keyless -= _keyless(rank.pool, job.blocks)
         rank.pool.release(list(reversed(job.blocks)))
 
 
@@ -198,7 +225,8 @@ def release_blocks(rank, request, blocks: list[int]) -> None:
         if rank.chain.profile.g1_copy == "hold_until_copied":
             held = set()
             for job in copying:
-                job.hold = True
+                if not job.hold:
+                    _hold(rank, job)
                 held.update(job.blocks)
             blocks = [b for b in blocks if b not in held]
         else:

@@ -101,6 +101,10 @@ class Tier:
         flight = self.in_flight
         return {key: IN_FLIGHT if key in flight else READY for key in self.order.held()}
 
+    def unevictable_bound(self) -> int:
+        """At least as many as the held keys an eviction must skip now (in flight, being read, pinned)."""
+        return len(self._flight.keys()) + len(self.reading) + len(self.pinned)
+
     # ------------------------------------------------------------------ lookups
     def lookup(self, keys: list, start: int, limit: int) -> tuple[int, bool]:
         """(consecutive usable hits from `start`, deferred?) under this tier's rules."""
