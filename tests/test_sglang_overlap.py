@@ -71,16 +71,7 @@ def test_a_finished_request_takes_one_more_decode(tmp_path):
     pass from then (a decode of the finished turn, decided while it still ran) takes 10 ms, so each next turn's
     extend starts 10 ms later: first tokens 50, 1,380, 2,710, 4,040 ms (1,370, 2,690, 4,010 without the
     overlap), admissions at the arrival, reuse unchanged (1,152 / 2,304 / 3,456)."""
-    text = TRACE_CONFIG.replace("source: {{type: trace, paths: [trace.jsonl], block_size: 16}}",
-                                "source: {{type: synthetic-session, session: {{turns: 4}}}}") \
-        .replace("load: {{type: trace_timestamps}}", "load: {{type: concurrency, concurrency: 1}}\n  stop: {{sessions: 1}}") \
-        .replace("block_size: 16\n", "block_size: 1\n").format(host_loop="true")
-    path = tmp_path / "session.yaml"
-    path.write_text(text)
-    result = compile_bytes(text.encode(), str(path), ())
-    assert result.plan is not None, [str(d) for d in result.diagnostics]
-    fused, _, records = replay_both_ways(result.plan.to_dict(), tmp_path)
-    turns = sorted(records, key=lambda r: r["turn_index"])
+    turns = _one_session_turns(tmp_path, "session: {{turns: 4}}")
     assert [(r["arrival_time_ms"], r["first_admit_ms"], r["first_token_ms"], r["last_token_ms"],
              r["reused_input_tokens"]) for r in turns] == [
         (0.0, 0.0, 50.0, 1320.0, 0), (1320.0, 1320.0, 1380.0, 2650.0, 1152),
@@ -101,15 +92,22 @@ def test_the_extra_decode_caches_a_one_token_output(tmp_path):
     KV and a turn reuses the prompt before it only (1,000 / 2,001 / 3,002, test_sglang_engine.py); with it the
     finished turn is decoded once more, so the next turn also reuses that token: 1,001 / 2,002 / 3,003, the same
     first tokens (50, 110, 170, 230 ms)."""
-    text = TRACE_CONFIG.replace("source: {{type: trace, paths: [trace.jsonl], block_size: 16}}",
-                                "source: {{type: synthetic-session, new_input_tokens_per_turn: 1000, "
-                                "output_tokens_per_turn: 1, session: {{turns: 4}}}}") \
-        .replace("load: {{type: trace_timestamps}}", "load: {{type: concurrency, concurrency: 1}}\n  stop: {{sessions: 1}}") \
-        .replace("block_size: 16\n", "block_size: 1\n").format(host_loop="true")
-    path = tmp_path / "one.yaml"
-    path.write_text(text)
-    result = compile_bytes(text.encode(), str(path), ())
-    _, _, records = replay_both_ways(result.plan.to_dict(), tmp_path)
-    turns = sorted(records, key=lambda r: r["turn_index"])
+    turns = _one_session_turns(tmp_path, "new_input_tokens_per_turn: 1000, output_tokens_per_turn: 1, "
+                                         "session: {{turns: 4}}")
     assert [(r["first_token_ms"], r["reused_input_tokens"]) for r in turns] == [
         (50.0, 0), (110.0, 1001), (170.0, 2002), (230.0, 3003)]
+
+
+def _one_session_turns(tmp_path, session: str) -> list:
+    """The records, in turn order, of one synthetic session (`session`: its source's keys) at concurrency 1,
+    page 1, with `host_loop`, replayed fused and single-stepped (replay_both_ways checks they agree)."""
+    text = TRACE_CONFIG.replace("source: {{type: trace, paths: [trace.jsonl], block_size: 16}}",
+                                "source: {{type: synthetic-session, " + session + "}}") \
+        .replace("load: {{type: trace_timestamps}}", "load: {{type: concurrency, concurrency: 1}}\n  stop: {{sessions: 1}}") \
+        .replace("block_size: 16\n", "block_size: 1\n").format(host_loop="true")
+    path = tmp_path / "session.yaml"
+    path.write_text(text)
+    result = compile_bytes(text.encode(), str(path), ())
+    assert result.plan is not None, [str(d) for d in result.diagnostics]
+    _, _, records = replay_both_ways(result.plan.to_dict(), tmp_path)
+    return sorted(records, key=lambda r: r["turn_index"])
