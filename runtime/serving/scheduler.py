@@ -225,6 +225,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
     append = items.append
     lookahead = rank.speculation.lookahead if rank.speculation is not None else 0
     # requests whose state became a snapshot (their next pass allocates fresh state) or that hold a snapshot's
+    # blocks (released at their next schedule) take the full path below, not the in-block decode shortcut
     owed, sources = rank.snapshots.owed, rank.snapshots.sources
     while i < len(running) and budget > 0:
         request = running[i]
