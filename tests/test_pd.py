@@ -738,3 +738,37 @@ def test_pd_outputs_are_byte_identical_across_runs_and_with_single_step(tmp_path
     assert {r["prefill_worker_idx"] for r in records} == {0, 1}
     assert all(r["decode_worker_idx"] == 2 for r in records)
     assert sum(r["decode_reused_input_tokens"] for r in records) > 0
+
+
+PREFILL_TOO_SMALL = """engine:
+  mode: disaggregated
+  model: Qwen/Qwen3-8B
+  hardware: h200_sxm
+  kv_transfer: {bandwidth_gb_per_second: 25.0, timing_mode: destination_missing}
+  workers:
+    prefill:
+      timing: {type: fixed, prefill_ms: 50.0, decode_ms: 10.0}
+      kv_cache: {block_size: 512, capacity: {type: fixed, blocks: 10}}
+    decode:
+      timing: {type: fixed, prefill_ms: 50.0, decode_ms: 10.0}
+      kv_cache: {block_size: 512, capacity: {type: fixed, blocks: 30}}
+traffic:
+  source: {type: trace, paths: [trace.jsonl], format: mooncake, block_size: 512}
+  load: {type: trace_timestamps}
+"""
+
+
+def test_a_prompt_the_prefill_pool_cannot_hold_is_rejected_when_admission_reaches_it(tmp_path):
+    """As AISimulate's mocker on the same file (facts §37): a 9,000-token prompt (18 blocks of 512) arriving at 5 ms
+    into a 10-block prefill pool waits behind the first request's prefill (0-50 ms); the pass from 50 ms reaches it
+    and admits the request behind it, so it is rejected when that pass ends (100 ms); the request behind it gets its
+    first token at 126.04 ms, AISimulate's 126.03979776 (it was rejected on arrival at 5 ms before)."""
+    rows = [{"timestamp": 0, "input_length": 1000, "output_length": 20, "hash_ids": [1, 2]},
+            {"timestamp": 5, "input_length": 9000, "output_length": 10, "hash_ids": list(range(3, 21))},
+            {"timestamp": 10, "input_length": 1000, "output_length": 20, "hash_ids": [21, 22]}]
+    out = predict_scenario(tmp_path, rows, PREFILL_TOO_SMALL, "pd.yaml", "--capture-per-request")
+    summary, records = read_outputs(out)
+    assert [(r["terminal_status"], r["terminal_time_ms"], r["first_token_ms"]) for r in records] == [
+        ("completed", 256.039798, 66.039798), ("rejected", 100.0, None), ("completed", 316.039798, 126.039798)]
+    assert "prefill.worker0.dp0 holds 10" in records[1]["terminal_reason"]
+    assert summary["completed_requests"] == 2

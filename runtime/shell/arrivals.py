@@ -66,7 +66,7 @@ class Arrivals:
         if replay.kv_log is not None:
             replay.kv_log.learn(request)
         reason = self.never_fits(rank, spec)
-        if reason and replay.handoff is None and replay.workers[rank.worker].engine.rejects_when_reached \
+        if reason and replay.workers[rank.worker].engine.rejects_when_reached \
                 and waits_to_be_rejected(spec, rank, replay.context_limit):
             refuse_when_reached(request, reason)
             rank.waiting.append(request)
