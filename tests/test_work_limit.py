@@ -69,7 +69,13 @@ def test_a_bad_max_work_is_a_usage_error(capsys, value):
 def _long_run(tmp_path, **kwargs) -> subprocess.Popen:
     command = [sys.executable, "-m", "kvreplay", "predict", "-c", G1, "--set", MANY, "--max-work", "1e10",
                "--output-dir", str(tmp_path / "out")]
-    return subprocess.Popen(command, cwd=tmp_path, **kwargs)
+    # (the child gets SIGINT's default action back: a suite started in the background, `nohup` or `cmd &` in a
+    # script, runs with SIGINT ignored, which a child inherits, and Python then installs no KeyboardInterrupt)
+    return subprocess.Popen(command, cwd=tmp_path, preexec_fn=_default_sigint, **kwargs)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_ctrl_c_ends_a_long_run_within_a_second_with_one_line(tmp_path):
