@@ -30,7 +30,7 @@ from ..serving.placement import Router
 from ..serving.requests import Request
 from ..serving.scaling import Draining
 from ..tiers.copy_jobs import Copy
-from ..tiers.offload import blocked, offer_fused
+from ..tiers.offload import blocked, offer
 from .arrivals import Arrivals
 from .clock import Clock
 from .events import EVENTS, FUSED_STORES, PASS_END, WAKE, handlers
@@ -247,7 +247,7 @@ class Replay:
     def fused_stores(self, payload, now: int) -> None:
         """Event handler: a fused decode pass ends with stores (what `end_pass` offers after a stepped one)."""
         for rank, request, upto in payload[1]:
-            offer_fused(rank, request, upto)
+            offer(rank, request, upto)  # (what offer_after_pass offers after a stepped pass; macro.py planned it)
         self._start_jobs(payload[0], now)
 
     def _start_idle_workers(self, now: int) -> None:

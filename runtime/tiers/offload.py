@@ -150,12 +150,6 @@ def offer_after_pass(rank, batch) -> None:
                 offer(rank, request, min(upto, len(request.keys)))
 
 
-def offer_fused(rank, request, upto: int) -> None:
-    """The offer a fused decode pass makes at its end (shell/macro.py planned it: what `offer_after_pass` would
-    offer after that pass stepped, `upto` capped at the request's keys)."""
-    offer(rank, request, upto)
-
-
 def offer_on_finish(rank, request) -> None:
     """A finishing request offers what it could not store earlier (v0.32 connectors)."""
     host, profile, size = rank.chain.top, rank.chain.profile, rank.block_size
