@@ -128,3 +128,27 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0 and capsys.readouterr().out == "kvreplay 0.1.0\n"
+
+
+def test_a_file_given_as_pieces_is_written_piece_by_piece_and_lands_whole(tmp_path):
+    """opal's long files (opal_stats.json, simulation.log) are handed over as pieces, drawn only while their file
+    is written: the file holds every piece in order, and when a piece fails nothing that looks complete is left."""
+    drawn = []
+
+    def pieces(fail: bool = False):
+        for text in (b"{\n", b'    "a": [1, 2]', b"\n}"):
+            drawn.append(text)
+            if fail and len(drawn) == 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            yield text
+
+    stream = pieces()
+    assert drawn == []  # (a generator: nothing is rendered before the write)
+    files.write(tmp_path / "run", {"x": 1}, {}, False, {"stage_0/opal_stats.json": stream})
+    assert (tmp_path / "run" / "stage_0" / "opal_stats.json").read_bytes() == b'{\n    "a": [1, 2]\n}'
+    assert (tmp_path / "run" / "prediction.json").exists()
+    drawn.clear()
+    with pytest.raises(files.OutputError):
+        files.write(tmp_path / "failed", {"x": 1}, {}, False, {"stage_0/opal_stats.json": pieces(fail=True)})
+    assert not (tmp_path / "failed" / "prediction.json").exists()
+    assert not (tmp_path / "failed" / "stage_0" / "opal_stats.json").exists()

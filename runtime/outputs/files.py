@@ -93,9 +93,9 @@ def partial_path(directory: Path, name: str) -> Path:
 
 
 def write(directory: Path, prediction: dict, line_files: dict[str, list[dict] | None], overwrite: bool,
-          other_files: dict[str, bytes] | None = None, written: dict[str, Path] | None = None) -> list[Path]:
+          other_files: dict | None = None, written: dict[str, Path] | None = None) -> list[Path]:
     """prediction.json, plus one JSON-lines file per entry of `line_files` that is not None, plus `other_files`
-    (path relative to `directory` -> bytes: opal's layout), plus the files already `written` to their
+    (path relative to `directory` -> bytes, or an iterable of byte pieces: opal's layout), plus the files already `written` to their
     `partial_path` while the replay ran (name -> that path: requests.jsonl's record spool).
 
     All are written under temporary names first; only when every one is complete do they replace the files of
@@ -116,7 +116,11 @@ def write(directory: Path, prediction: dict, line_files: dict[str, list[dict] | 
         directory.mkdir(parents=True, exist_ok=True)
         for (_, partial), data in zip(pending, contents.values()):
             partial.parent.mkdir(exist_ok=True)
-            partial.write_bytes(data)
+            if isinstance(data, bytes):
+                partial.write_bytes(data)
+            else:  # (pieces, in order: a long file is never whole in memory)
+                with partial.open("wb") as out:
+                    out.writelines(data)
         # what an earlier run left goes first, its summary before everything (with --overwrite, no file of an
         # earlier run is left beside these); the new summary comes last, when the rest is in place
         for stale in sorted(existing(directory), key=lambda path: path.name != "prediction.json"):

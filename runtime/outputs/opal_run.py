@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from itertools import chain
 
 from ..tiers import apc_log
 from . import metrics, opal_stats, sim_log
@@ -137,7 +138,7 @@ def opal_outputs(replay, opal, ledger: StageLedger, end_ns: int, output_dir: str
         if bounds[index][1] is not None:
             events.append((end, sim_log.line(end, f"Stage {index} with type: {name} finished")))
         stats = opal_stats.stage_stats(requests, start, end, replay.workers, totals)
-        files[f"stage_{index}/opal_stats.json"] = opal_stats.compact(stats).encode()
+        files[f"stage_{index}/opal_stats.json"] = (piece.encode() for piece in opal_stats.compact(stats))
         stages.append(entry)
         printouts += sim_log.printout(index, entry, totals)
     if replay.apc is not None:
@@ -149,5 +150,5 @@ def opal_outputs(replay, opal, ledger: StageLedger, end_ns: int, output_dir: str
     lines += [sim_log.line(end_ns, "Workload orchestration finished"), sim_log.line(end_ns, "Simulation is finished now!"),
               sim_log.line(end_ns, f"Simulation data is written to {output_dir}")]
     files["sim_config.json"] = sim_config(config).encode()
-    files["simulation.log"] = ("\n".join(lines + printouts) + "\n").encode()
+    files["simulation.log"] = ((line + "\n").encode() for line in chain(lines, printouts))  # (written line by line)
     return stages, files

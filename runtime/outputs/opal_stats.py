@@ -18,26 +18,37 @@ BINS = [1000 << k for k in range(14)]  # opal's latency histogram edges (compare
 S = 1e9
 
 
-def compact(value: dict) -> str:
-    """opal's layout of a statistics mapping."""
-    lines = []
-    for key, item in value.items():
+def compact(value: dict):
+    """opal's layout of a statistics mapping, as pieces of text in order (a stage's decode values run to tens of
+    megabytes: written piece by piece, the whole text never exists at once)."""
+    yield "{\n"
+    for number, (key, item) in enumerate(value.items()):
+        yield (",\n" if number else "") + f"    {json.dumps(key)}: "
         if isinstance(item, dict):
             inner = ",\n".join(f"        {json.dumps(k)}: {_one_line(v)}" for k, v in item.items())
-            lines.append(f"    {json.dumps(key)}: {{\n{inner}\n    }}")
+            yield f"{{\n{inner}\n    }}"
+        elif isinstance(item, DecodeValues):
+            yield "["
+            for position, text in enumerate(item):
+                yield f", {text}" if position else text
+            yield "]"
         else:
-            lines.append(f"    {json.dumps(key)}: {_one_line(item)}")
-    return "{\n" + ",\n".join(lines) + "\n}"
+            yield _one_line(item)
+    yield "\n}"
 
 
-class Rendered(str):
-    """A value already in opal's one-line layout: a request's decode values, rendered as each request's turn
-    comes so that the millions of numbers of a long run never all exist at once."""
+class DecodeValues:
+    """The stage's finished requests' decode values (`_decode_values`), each rendered as `compact` reaches it, so
+    that the millions of numbers of a long run never all exist at once."""
+
+    def __init__(self, finished: list):
+        self.finished = finished
+
+    def __iter__(self):
+        return map(_decode_values, self.finished)
 
 
 def _one_line(value) -> str:
-    if type(value) is Rendered:
-        return value
     if isinstance(value, (list, tuple)):
         if all(type(item) in (int, float) for item in value):  # (a long list of numbers: json's own text of each)
             return "[" + ", ".join(map(_number, value)) + "]"
@@ -58,13 +69,13 @@ def _histogram(latencies: list[float]) -> list[float]:
     return counts
 
 
-def _decode_values(request) -> Rendered:
+def _decode_values(request) -> str:
     """[TTFT, then every gap between tokens] in seconds, as `_one_line` writes that list (a run of equal gaps is
     one number's text repeated)."""
     texts = [_number((request.first_token_ns - request.arrival_ns) / S)]
     for gap, count in gap_runs(request.gaps):
         texts.extend([_number(gap / S)] * count)
-    return Rendered("[" + ", ".join(texts) + "]")
+    return "[" + ", ".join(texts) + "]"
 
 
 def per_second(requests: list, start_ns: int, end_ns: int, workers: list) -> tuple[list, list, list]:
@@ -113,7 +124,7 @@ def stage_stats(requests: list, start_ns: int, end_ns: int, workers: list, tier_
         "raw_kvc_hit_tokens": [r.first_reused_tokens or 0 for r in finished],
         "raw_gpu_time": [(r.last_token_ns - r.first_admit_ns) / S for r in finished],
         "raw_ttft_values": [(r.first_token_ns - r.arrival_ns) / S for r in finished],
-        "raw_decode_values": [_decode_values(r) for r in finished],
+        "raw_decode_values": DecodeValues(finished),
         "debug_val": [],
         "finished_requests": len(finished),
         "queued_requests": len(requests),
