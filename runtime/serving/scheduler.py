@@ -227,12 +227,13 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
     # requests whose state became a snapshot (their next pass allocates fresh state) or that hold a snapshot's
     # blocks (released at their next schedule) take the full path below, not the in-block decode shortcut
     owed, sources = rank.snapshots.owed, rank.snapshots.sources
+    watched = bool(owed or sources)  # (empty on most passes: the shortcut then needs no lookup)
     while i < len(running) and budget > 0:
         request = running[i]
         computed = request.num_computed
         new = request.num_tokens - computed
         if new == 1 and not lookahead and computed % block_size and (computed + 1) // block_size <= request.max_blocks \
-                and not (owed and id(request) in owed) and not (sources and id(request) in sources):
+                and not (watched and (id(request) in owed or id(request) in sources)):
             append((request, 1))  # a decode inside its last block: nothing to allocate or register
             budget -= 1
             i += 1

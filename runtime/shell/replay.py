@@ -194,7 +194,7 @@ class Replay:
         if fused is not None:
             for request, end in worker.engine.apply_fused(fused):
                 self.arrivals.ended(request, end, completed=True)
-            for j, offers in getattr(fused, "stores", ()):  # (stores at the ends of fused passes: shell/macro.py)
+            for j, offers in fused.stores:  # (stores at the ends of fused passes: shell/macro.py)
                 self.push(fused.ends[j], FUSED_STORES, (worker, offers))
             worker.batches = []
             worker.pass_ends = fused.ends
