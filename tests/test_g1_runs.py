@@ -14,15 +14,18 @@ from kvreplay.runtime.tiers.g1_runs import RunPool
 
 
 def state(pool) -> tuple:
-    return (list(pool.free), pool.free_count, dict(pool.cached), pool.evictions, list(pool.events),
+    return (list(pool.free), pool.free_count, dict(pool.cached), pool.evictions, list(pool.events or ()),
             pool.ref[:pool.created], pool.key_of[:pool.created])
 
 
-def drive(seed: int, capacity: int, steps: int, prompts: int, prompt_blocks: int, caching: bool = True) -> int:
-    """Mirror random traffic on both pools, comparing after every step; returns the evictions seen."""
+def drive(seed: int, capacity: int, steps: int, prompts: int, prompt_blocks: int, caching: bool = True,
+          events: bool = True) -> int:
+    """Mirror random traffic on both pools, comparing after every step; returns the evictions seen.  Without
+    `events` RunPool takes its paths that build no lists of stored and evicted keys."""
     rng = random.Random(seed)
     plain, runs = BlockPool(capacity, caching), RunPool(capacity, caching)
-    plain.events, runs.events = [], []
+    if events:
+        plain.events, runs.events = [], []
     # a few shared prompt chains (keys k * 1000 + i), so requests hit each other's prefixes
     chains = [[p * 1000 + i for i in range(prompt_blocks)] for p in range(prompts)]
     live: list[list[int]] = []  # the block lists of requests holding blocks
@@ -59,6 +62,11 @@ def drive(seed: int, capacity: int, steps: int, prompts: int, prompt_blocks: int
 def test_run_pool_matches_the_block_pool_under_random_traffic():
     for seed in range(6):
         assert drive(seed, capacity=48, steps=400, prompts=5, prompt_blocks=12) > 0  # (evictions did happen)
+
+
+def test_run_pool_matches_without_kv_events():
+    for seed in range(6):
+        assert drive(seed, capacity=48, steps=400, prompts=5, prompt_blocks=12, events=False) > 0
 
 
 def test_run_pool_matches_without_prefix_caching():

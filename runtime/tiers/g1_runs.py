@@ -93,6 +93,25 @@ class RunPool(BlockPool):
             self._run_of.extend([GONE] * len(out))
         return out
 
+    def allocate(self, count: int) -> list[int]:
+        """As BlockPool's; without KV events, blocks taken from the queue evict their keys with no list of them
+        built (the evictions are counted from the cached map's size)."""
+        if count == 1 or self.created < self.capacity or self.events is not None:
+            return super().allocate(count)
+        taken = self._take(count)
+        cached, key_of, ref = self.cached, self.key_of, self.ref
+        before = len(cached)
+        for block in taken:
+            key = key_of[block]
+            if key is not None:  # (only the block a key maps to has it)
+                del cached[key]
+                key_of[block] = None
+            ref[block] = 1
+        self.evictions += before - len(cached)
+        if self.copying and not self.copying.isdisjoint(taken):  # (rarely: no set built otherwise)
+            self.awaited |= self.copying.intersection(taken)
+        return taken
+
     def _take(self, count: int) -> list[int]:
         """The first `count` blocks of the free queue, taken out of it."""
         runs, by_seq, run_of = self._runs, self._by_seq, self._run_of
@@ -135,6 +154,12 @@ class RunPool(BlockPool):
         if not self.caching:
             return
         cached, key_of = self.cached, self.key_of
+        if self.events is None:  # (no list of the stored keys built)
+            for key, block in zip(keys[start:stop], blocks[start:stop]):
+                if key not in cached:
+                    cached[key] = block
+                    key_of[block] = key
+            return
         stored = []
         for key, block in zip(keys[start:stop], blocks[start:stop]):
             if key not in cached:
