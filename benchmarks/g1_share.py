@@ -8,7 +8,11 @@ block-16 target (at most 1.5x block 512) needs both parts near block 512's.
 With `--ids` the run counts instead (slower; no timing) how many runs of
 consecutive block ids (step +1 or -1) the released, the queue-allocated and the
 registered block lists hold, beside the runs of consecutive keys the
-registrations hold: the quantity a pool of id ranges would pay per range.
+registrations hold: the quantity a pool of id ranges would pay per range.  It
+counts the same for labels: what the lists would hold if each allocation were
+given the first free labels that are contiguous (first fit over twice the
+pool's ids, a label freed when its block's key is evicted), the renaming a pool
+isomorphic to vLLM's could do, since no output shows a block id.
 """
 from __future__ import annotations
 
@@ -45,6 +49,41 @@ def id_runs(values: list[int]) -> int:
     return runs
 
 
+class Labels:
+    """Contiguous labels for each allocation (first fit over 2 x capacity, from a roving start), renaming ids."""
+
+    def __init__(self, capacity: int):
+        self.free = bytearray(2 * capacity)  # 0: a free label
+        self.of: dict[int, int] = {}  # block id -> its label
+        self.at = 0
+
+    def allocate(self, blocks: list[int]) -> None:
+        for block in blocks:  # (their old contents are gone: evicted, or never used)
+            if block in self.of:
+                self.free[self.of.pop(block)] = 0
+        want, size = len(blocks), len(self.free)
+        start = self.free.find(bytes(want), self.at)
+        if start < 0:
+            start = self.free.find(bytes(want))
+        if start >= 0:
+            labels = range(start, start + want)
+        else:  # no free stretch that long: free labels one by one from the roving start
+            labels, cursor = [], self.at
+            while len(labels) < want:
+                cursor = self.free.find(0, cursor)
+                if cursor < 0:
+                    cursor = self.free.find(0)
+                labels.append(cursor)
+                cursor = (cursor + 1) % size
+        for block, label in zip(blocks, labels):
+            self.of[block] = label
+            self.free[label] = 1
+        self.at = (labels[-1] + 1) % size if want else self.at
+
+    def named(self, blocks: list[int]) -> list[int]:
+        return [self.of[block] for block in blocks]
+
+
 def timed(cls, name: str, spent: Counter) -> None:
     """Time `cls.name`, outer calls only (a transition calling another is counted once)."""
     method, busy = getattr(cls, name), [False]
@@ -64,15 +103,18 @@ def timed(cls, name: str, spent: Counter) -> None:
 def counted(cls, seen: Counter) -> None:
     """Count blocks and runs of ids of released, queue-allocated and registered block lists."""
     release, allocate, register = cls.release, cls.allocate, cls.register_run
+    labels: dict[int, Labels] = {}  # id(pool) -> its labels
 
     def on_release(self, blocks):
         seen["released blocks"] += len(blocks)
         seen["released id runs"] += id_runs(blocks)
+        seen["released label runs"] += id_runs(labels[id(self)].named(blocks))
         release(self, blocks)
 
     def on_allocate(self, count):
         queued = self.created == self.capacity and count > 1  # (fresh ids are one range)
         out = allocate(self, count)
+        labels.setdefault(id(self), Labels(self.capacity)).allocate(out)
         if queued:
             seen["queue-allocated blocks"] += len(out)
             seen["queue-allocated id runs"] += id_runs(out)
@@ -81,6 +123,7 @@ def counted(cls, seen: Counter) -> None:
     def on_register(self, blocks, keys, start, stop, writer=None):
         seen["registered blocks"] += stop - start
         seen["registered id runs"] += id_runs(blocks[start:stop])
+        seen["registered label runs"] += id_runs(labels[id(self)].named(blocks[start:stop]))
         seen["registered key runs"] += id_runs(keys[start:stop])
         register(self, blocks, keys, start, stop, writer)
     cls.release, cls.allocate, cls.register_run = on_release, on_allocate, on_register
