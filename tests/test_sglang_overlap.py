@@ -111,3 +111,36 @@ def _one_session_turns(tmp_path, session: str) -> list:
     assert result.plan is not None, [str(d) for d in result.diagnostics]
     _, _, records = replay_both_ways(result.plan.to_dict(), tmp_path)
     return sorted(records, key=lambda r: r["turn_index"])
+
+
+def test_a_rank_left_idle_still_runs_the_decode_it_decided(tmp_path):
+    """A (one page, 3 out) has its tokens at 50 / 60 / 70; the pass from 70 was decided at 60 with A running, so
+    it is A's decode although A has finished: it runs 70-80 with nothing left to run.  B (A's page + one, 3 out)
+    arriving at 70 is admitted by the decision at 70, arriving at 72 or 75 by the one at 80 (the wasted pass ends
+    there), at 80 at once, at 85 from idle; its extend ends 50 ms later.  The run ends at B's last token (the
+    wasted pass after it counts for nothing)."""
+    def b_at(arrives):
+        rows = [{"timestamp": 0, "input_length": 16, "output_length": 3, "hash_ids": [1]},
+                {"timestamp": arrives, "input_length": 32, "output_length": 3, "hash_ids": [1, 2]}]
+        first, second = trace_run(tmp_path, rows)
+        assert first == (0.0, 0.0, 50.0, 70.0, 0)
+        return second
+    assert b_at(70) == (70.0, 70.0, 130.0, 150.0, 16)
+    assert b_at(72) == (72.0, 80.0, 130.0, 150.0, 16)
+    assert b_at(75) == (75.0, 80.0, 130.0, 150.0, 16)
+    assert b_at(80) == (80.0, 80.0, 130.0, 150.0, 16)
+    assert b_at(85) == (85.0, 85.0, 135.0, 155.0, 16)
+
+
+def test_the_run_ends_at_its_last_completion(tmp_path):
+    """One request (one page, 3 out): its last token at 70, then the overlap loop's decode of it 70-80; the
+    run ends at 70 ms (AISimulate's duration)."""
+    (tmp_path / "trace.jsonl").write_bytes(
+        orjson.dumps({"timestamp": 0, "input_length": 16, "output_length": 3, "hash_ids": [1]}) + b"\n")
+    text = TRACE_CONFIG.format(host_loop="true")
+    path = tmp_path / "overlap.yaml"
+    path.write_text(text)
+    result = compile_bytes(text.encode(), str(path), ())
+    fused, single, _ = replay_both_ways(result.plan.to_dict(), tmp_path)
+    assert fused.now == single.now == 80_000_000  # (the wasted pass ran)
+    assert fused.close() == single.close() == 70_000_000

@@ -113,6 +113,7 @@ def complete(rank, finished: list, end_ns: int) -> None:
         if state.overlap:  # the next pass was decided with it still running (sglang_overlap.py)
             ghost = Ghost(request, lease, cached)
             state.ghosts.append(ghost)
+            rank.pass_owed = True  # (that pass runs even when nothing is left to run: AISimulate's does)
             state.pending.append((cache_ghost, (pool, ghost)))
         else:
             cache_finished(pool, lease, request.spec, cached)

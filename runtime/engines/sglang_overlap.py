@@ -40,6 +40,7 @@ def observe(state) -> None:
 def schedule(rank, state, now: int, decide):
     """The batch the overlap scheduler runs from `now`; `decide(rank, at)` is the ordinary scheduler round."""
     ghosts, state.ghosts = state.ghosts, []
+    rank.pass_owed = False
     if state.last_end != now:  # started from idle: decided now, with everything observed
         decoded(ghosts)  # (the decision before the idle time decoded them: nothing else was running)
         observe(state)
