@@ -151,3 +151,14 @@ def cancel_running(rank, request) -> None:
     insert(pool, lease, request.spec, spec_runs(request.spec), request.num_tokens)
     release(pool, lease)
     request.status = "canceled"
+
+
+def drop(rank, request) -> None:
+    """A request cancelled before it runs (waiting, part way through a chunked prefill, or in an extend pass in
+    flight): its private pages are freed and its path unlocked; what its chunks put in the tree stays there."""
+    lease = rank.pool.sglang.leases.pop(id(request), None)
+    if lease is not None:
+        release(rank.pool, lease)
+    if request in rank.waiting:
+        rank.waiting.remove(request)
+    request.status = "canceled"

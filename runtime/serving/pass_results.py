@@ -74,6 +74,18 @@ def release_finished(rank, finished: list[Request], end_ns: int) -> None:
         request.terminal_ns = end_ns
 
 
+def cancel(rank, request: Request) -> None:
+    """The request is cancelled wherever it is on `rank` (vLLM's abort: its blocks are freed as a finished
+    request's are, so the full blocks it computed stay cached, evictable; a pass in flight for it is lost)."""
+    rank.running = [r for r in rank.running if r is not request]
+    if request in rank.waiting:
+        rank.waiting.remove(request)
+    if request.blocks:
+        offload.release_blocks(rank, request, request.blocks)
+        request.blocks = []
+    request.status = "canceled"
+
+
 def register(rank, request: Request, tokens: int) -> None:
     """Make the request's full blocks up to `tokens` discoverable by their keys."""
     upto = min(tokens // rank.block_size, len(request.keys))

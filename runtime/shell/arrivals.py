@@ -133,6 +133,25 @@ class Arrivals:
                 return True
         return False
 
+    def cancel_open(self, now_ns: int) -> None:
+        """The traffic cancels every request still open at its stop (an agentic profile's response grace): each
+        leaves its rank by its engine's rule, in arrival order, and ends `canceled` at `now_ns` with a record (its
+        tokens so far; a pass in flight then is lost).  The traffic is not told: a cancelled node releases
+        nothing, and its play stays incomplete."""
+        replay, by_rank = self.replay, {}
+        cancelled = [r for r in self.open.values() if r.terminal_ns is None]
+        for request in cancelled:
+            by_rank.setdefault(request.rank, []).append(request)
+        for worker in replay.workers:
+            for rank in worker.ranks:
+                if rank.index in by_rank:
+                    worker.engine.cancel(rank, by_rank[rank.index])
+                    replay.drain(rank, now_ns)
+        for request in cancelled:
+            request.status, request.terminal_ns = "canceled", now_ns
+            del self.open[id(request)]
+            replay.log.ended(request)
+
     def close(self, end_ns: int, stalled: bool) -> None:
         """The replay ended at `end_ns`: requests still open are incomplete.  Those a time limit cut short have no
         record (AISimulate's requests.jsonl holds the requests that ended); stalled ones keep theirs, with why."""

@@ -282,6 +282,8 @@ class Replay:
             # the run's last event ends a pass that ran no request (the decode SGLang's overlap loop decided for
             # requests that finished meanwhile): the run ended before it, at its last completion (AISimulate)
             end_ns = max(self.idle_pass[0], self.log.last_end_ns or 0)
+        if self.stopped_at is not None and getattr(self.traffic, "cancels_at_stop", False):
+            self.arrivals.cancel_open(end_ns)
         self.arrivals.close(end_ns, bool(self.stalled))
         return end_ns
 
