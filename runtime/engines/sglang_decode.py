@@ -10,7 +10,9 @@ last running request is never retracted: one that still finds no page (a
 decode rank's reservations for transfers hold the rest) sits the pass out,
 unless a waiting request part way through a chunked prefill can give its pages
 up and start over (else neither could ever go on).  A retracted request's private pages
-are freed (its prompt pages already in the tree stay there, unlocked), and after
+are freed (its prompt pages already in the tree stay there, unlocked); the running batch keeps the
+survivors in that order (retract_decode's filter_batch(keep_indices=sorted_indices)), which is the order
+requests finishing in one pass enter the tree, so the order of their leaves' last use; and after
 each retraction unused cache is evicted until 20 tokens per surviving request
 are free.  A retracted request goes to the back of the waiting queue and starts
 over: prompt and output so far are prefilled again.  The new-token ratio
@@ -78,8 +80,7 @@ def retract(rank, state) -> None:
             pool.evict(keep - pool.available)
     if not retracted:
         return
-    gone = set(map(id, retracted))
-    rank.running = [r for r in rank.running if id(r) not in gone]
+    rank.running = order  # (SGLang's filter_batch keeps the survivors in the retraction order)
     for request in retracted:
         request.num_computed = 0
         request.status = "waiting"
