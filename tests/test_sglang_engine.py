@@ -359,3 +359,47 @@ def test_events_flush_when_the_rank_goes_idle():
     _, _, finished = step(rank, now)
     assert finished == [0] and not rank.busy
     assert [(k, len(h)) for k, h, _ in rank.pool.events] == [("Stored", 3)]
+
+
+def test_a_retraction_leaves_the_survivors_in_its_order():
+    """Running in admission order a (prompt 12), b (prompt 10), c (prompt 11), all with one output token, then d
+    (prompt 13): with one free token for four decodes, SGLang sorts them by descending output, then ascending
+    prompt (b, c, a, d), retracts from the end (d) and keeps the survivors in that order: the running batch is
+    b, c, a, which is the order they decode and, finishing in one pass, enter the tree."""
+    rank = sg_rank(1000)
+    reqs = [request(i, [(i + 1, 0, n)], 50) for i, n in enumerate((12, 10, 11))]
+    rank.waiting.extend(reqs)
+    step(rank, 0)
+    d = request(3, [(9, 0, 13)], 50)
+    rank.waiting.append(d)
+    step(rank, 50 * MS)
+    assert [r.spec.index for r in rank.running] == [0, 1, 2, 3] and [r.generated for r in rank.running] == [1] * 4
+    pool = rank.pool
+    pool.total = pool.total - pool.available + 1
+    items = decode_batch(rank, pool.sglang)
+    assert [r.spec.index for r, _ in items] == [1, 2, 0]
+    assert [r.spec.index for r in rank.running] == [1, 2, 0] and list(rank.waiting) == [d]
+
+
+def test_weighing_a_waiting_request_does_not_refresh_its_cached_prefix():
+    """Page 1.  x's 8 tokens are cached (a leaf), then y's 8.  z shares x's prompt but asks for 2,000 output
+    tokens, more than the 1,000-token pool can promise, so every round weighs it and refuses it: those rounds
+    leave x's last use as it was (only an admission's match refreshes a path, as in AISimulate), so when w's
+    decode needs a page, x, the older leaf, loses its last token; y stays whole.  (Refreshed by z's weighing, x
+    would have been the newer leaf and y would have lost one.)"""
+    rank = sg_rank(1000)
+    x, y = request(0, [(1, 0, 8)], 1), request(1, [(2, 0, 8)], 1)
+    for r in (x, y):
+        rank.waiting.append(r)
+        run(rank)
+    pool = rank.pool
+    assert pool.tree_tokens == 16 and pool.evictable == 16
+    w = request(2, [(3, 0, 4)], 5)
+    z = request(3, [(1, 0, 8), (4, 0, 4)], 2000)
+    rank.waiting.extend([w, z])
+    now = step(rank, 0)[1]  # w's extend; z is weighed and refused
+    assert [r.spec.index for r in rank.running] == [2] and list(rank.waiting) == [z]
+    pool.total = pool.total - pool.available  # nothing free: w's next slot comes from an eviction
+    assert step(rank, now)[0] == [(2, 1)]  # a decode round (z weighed and refused again)
+    assert list(rank.waiting) == [z] and pool.evictions == 1
+    assert (pool.held_tokens(x.spec, 1, 8), pool.held_tokens(y.spec, 1, 8)) == (7, 8)
