@@ -56,7 +56,7 @@ class Replay:
         self.on_progress = None
         self.kv_log: KvEventLog | None = None  # set by `capture_kv_events`
         self.stalled = 0  # requests left waiting when no event could move them
-        self.idle_pass: tuple | None = None  # (start, end) of the last pass that ran no request
+        self.idle_pass: tuple | None = None  # (start, end) of the last pass that ran no request (Arrivals.close)
         self.handed_over = False  # a pass start moved requests to another worker (see _start_idle_workers)
         self.initial: list | None = None  # the traffic's first arrivals, when building needed them already
         self.horizons = Horizons(workers) if len(workers) > 1 or any(  # (one with tiers: stores concern nobody)
@@ -205,8 +205,7 @@ class Replay:
             self.push(fused.ends[-1], PASS_END, worker)
             return
         duration = max(worker.timing(b.work) for b in batches if b)
-        if not any(b.items for b in batches if b):  # a pass that runs no request (SGLang's overlap loop: see close)
-            self.idle_pass = (now, now + duration)
+        self.idle_pass = (now, now + duration) if not any(b.items for b in batches if b) else self.idle_pass
         worker.batches = batches
         worker.pass_ends = [now + duration]
         worker.passes += 1
@@ -276,16 +275,8 @@ class Replay:
                 gc.enable()
 
     def close(self) -> int:
-        """After `run`: when the replay ended; requests still open are incomplete then."""
-        end_ns = self.stopped_at if self.stopped_at is not None else self.now
-        if self.stopped_at is None and self.idle_pass is not None and self.idle_pass[1] == end_ns:
-            # the run's last event ends a pass that ran no request (the decode SGLang's overlap loop decided for
-            # requests that finished meanwhile): the run ended before it, at its last completion (AISimulate)
-            end_ns = max(self.idle_pass[0], self.log.last_end_ns or 0)
-        if self.stopped_at is not None and getattr(self.traffic, "cancels_at_stop", False):
-            self.arrivals.cancel_open(end_ns)
-        self.arrivals.close(end_ns, bool(self.stalled))
-        return end_ns
+        """After `run`: when the replay ended (Arrivals.close); requests still open are incomplete then."""
+        return self.arrivals.close(self.stopped_at, self.now, self.idle_pass, bool(self.stalled))
 
     def _loop(self) -> None:
         self.draining.schedule_leaves(self.push)
