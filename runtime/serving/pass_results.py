@@ -163,6 +163,11 @@ def resume_decode(rank, request: Request, blocks: list[int], hits: int) -> None:
     request.status = "waiting"
 
 
+def ended_canceled(request: Request, now_ns: int) -> None:
+    """The traffic cancelled the request at `now_ns` (after its engine let go of it: `cancel`)."""
+    request.status, request.terminal_ns = "canceled", now_ns
+
+
 def reject(request: Request, reason: str, now_ns: int) -> None:
     request.status, request.reason, request.terminal_ns = "rejected", reason, now_ns
 

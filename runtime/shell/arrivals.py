@@ -14,7 +14,7 @@ from __future__ import annotations
 from heapq import heapify
 
 from ..serving.never_fits import never_fits, waits_to_be_rejected, within_context
-from ..serving.pass_results import close, refuse_when_reached, reject
+from ..serving.pass_results import close, ended_canceled, refuse_when_reached, reject
 from ..serving.requests import Request
 from .events import ARRIVAL, TRAFFIC_TIMER
 
@@ -148,7 +148,7 @@ class Arrivals:
                     worker.engine.cancel(rank, by_rank[rank.index])
                     replay.drain(rank, now_ns)
         for request in cancelled:
-            request.status, request.terminal_ns = "canceled", now_ns
+            ended_canceled(request, now_ns)
             del self.open[id(request)]
             replay.log.ended(request)
 
