@@ -28,10 +28,10 @@ traffic:
 """
 
 
-def trace_run(tmp_path, rows, host_loop: bool = True) -> list[tuple]:
+def trace_run(tmp_path, rows, host_loop: bool = True, config: str = TRACE_CONFIG) -> list[tuple]:
     """(arrival, first admission, first token, last token, reused) of each request, in arrival order."""
     (tmp_path / "trace.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-    text = TRACE_CONFIG.format(host_loop="true" if host_loop else "false")
+    text = config.format(host_loop="true" if host_loop else "false")
     path = tmp_path / "overlap.yaml"
     path.write_text(text)
     result = compile_bytes(text.encode(), str(path), ())
@@ -144,3 +144,17 @@ def test_the_run_ends_at_its_last_completion(tmp_path):
     fused, single, _ = replay_both_ways(result.plan.to_dict(), tmp_path)
     assert fused.now == single.now == 80_000_000  # (the wasted pass ran)
     assert fused.close() == single.close() == 70_000_000
+
+
+def test_a_request_retracted_by_an_older_decision_loses_that_pass_s_token(tmp_path):
+    """150 pages of 16.  A (16 tokens, 2,000 out) from 0; B (160 tokens, 1,000 out) at 6,100 ms.  Both grow until
+    the pool is short and B (less output) is retracted, readmitted when A ends at 20,090 (reusing its 160 prompt
+    tokens) and ends at 22,130 with the overlap (22,100 without).  The decision that retracts B was made while the
+    pass that ended then ran, so B never gets that pass's token (SGLang skips a retracted request's pending
+    result): it starts over one token shorter and needs one more decode (22,120 if the token were kept)."""
+    rows = [{"timestamp": 0, "input_length": 16, "output_length": 2000, "hash_ids": [1]},
+            {"timestamp": 6100, "input_length": 160, "output_length": 1000, "hash_ids": list(range(10, 20))}]
+    small = TRACE_CONFIG.replace("blocks: 10000", "blocks: 150")
+    assert trace_run(tmp_path, rows, config=small) == [(0.0, 0.0, 50.0, 20090.0, 0),
+                                                       (6100.0, 6100.0, 6160.0, 22130.0, 160)]
+    assert trace_run(tmp_path, rows, host_loop=False, config=small)[1] == (6100.0, 6100.0, 6150.0, 22100.0, 160)
