@@ -14,11 +14,12 @@ from kvreplay.runtime.engines.sglang import SGLANG
 from kvreplay.runtime.engines.sglang_decode import decode_batch
 from kvreplay.runtime.engines.sglang_prefill import lpm_order
 from kvreplay.runtime.engines.table import engine_for
+from kvreplay.runtime.outputs.radix_events import RadixEvents
 from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
 from kvreplay.runtime.serving.scheduler import Rank
 from kvreplay.runtime.timing.fixed import fixed_timing
 from kvreplay.runtime.tiers.radix_cache import RadixCache
-from kvreplay.runtime.tiers.token_runs import OPEN_END, cut
+from kvreplay.runtime.tiers.token_runs import OPEN_END, cut, spec_runs
 
 from .golden import golden_extension
 
@@ -318,3 +319,87 @@ def test_events_flush_every_40_decode_passes():
     rank.pool.recorder.pending.append(["Removed", [7], {}])  # a stand-in for an eviction since the last flush
     step(rank, now)
     assert rank.pool.events == [("Removed", [7], {})]
+
+
+def test_consecutive_compatible_stores_and_removals_are_batched():
+    """Page 4.  One session inserts 8 tokens, then the same run to 16: the second node continues the first (its
+    parent link is the first's last page), so one Stored event carries all 4 pages with no parent.  Another
+    session's continuation of the same path is not compatible: its own event, linked to the 4th page.  Evicting
+    everything is one Removed event of all 6 pages: the leaf's, then each parent's in turn."""
+    pool = RadixCache(100, page=4)
+    pool.events = []
+    pool.recorder = recorder = RadixEvents(pool, pool.events)
+    one, two = request(0, [(7, 0, 24)], 1).spec, request(1, [(7, 0, 24)], 1).spec
+    one = RequestSpec(0, 24, 1, one.content, session_id="s1")
+    two = RequestSpec(1, 24, 1, two.content, session_id="s2")
+    pool.insert(spec_runs(one), 8, one)
+    pool.insert(spec_runs(one), 16, one)
+    pool.insert(spec_runs(two), 24, two)
+    assert pool.evict(24) == 24
+    recorder.flush()
+    (k1, h1, x1), (k2, h2, x2), (k3, h3, x3) = pool.events
+    assert (k1, len(h1), x1) == ("Stored", 4, {"parent_hash": None, "session_id": "s1"})
+    assert (k2, len(h2), x2) == ("Stored", 2, {"parent_hash": h1[-1], "session_id": "s2"})
+    assert (k3, h3, x3) == ("Removed", h2 + h1[2:] + h1[:2], {})  # (the leaf, then its parents, node by node)
+
+
+def test_events_flush_when_the_rank_goes_idle():
+    """A request of 10 tokens and 3 output at page 1: its prompt is stored and flushed after its extend pass;
+    its output is stored when it finishes in its second decode pass, and flushed at once because the rank is then
+    idle (not after 40 decode passes)."""
+    rank = sg_rank(1000)
+    rank.pool.events = []
+    a = request(0, [(1, 0, 10)], 3)
+    rank.waiting.append(a)
+    step(rank, 0)
+    assert [(k, len(h)) for k, h, _ in rank.pool.events] == [("Stored", 10)]
+    rank.pool.events.clear()
+    now = step(rank, 50 * MS)[1]
+    assert not rank.pool.events  # (decoding: nothing inserted)
+    _, _, finished = step(rank, now)
+    assert finished == [0] and not rank.busy
+    assert [(k, len(h)) for k, h, _ in rank.pool.events] == [("Stored", 3)]
+
+
+def test_a_retraction_leaves_the_survivors_in_its_order():
+    """Running in admission order a (prompt 12), b (prompt 10), c (prompt 11), all with one output token, then d
+    (prompt 13): with one free token for four decodes, SGLang sorts them by descending output, then ascending
+    prompt (b, c, a, d), retracts from the end (d) and keeps the survivors in that order: the running batch is
+    b, c, a, which is the order they decode and, finishing in one pass, enter the tree."""
+    rank = sg_rank(1000)
+    reqs = [request(i, [(i + 1, 0, n)], 50) for i, n in enumerate((12, 10, 11))]
+    rank.waiting.extend(reqs)
+    step(rank, 0)
+    d = request(3, [(9, 0, 13)], 50)
+    rank.waiting.append(d)
+    step(rank, 50 * MS)
+    assert [r.spec.index for r in rank.running] == [0, 1, 2, 3] and [r.generated for r in rank.running] == [1] * 4
+    pool = rank.pool
+    pool.total = pool.total - pool.available + 1
+    items = decode_batch(rank, pool.sglang)
+    assert [r.spec.index for r, _ in items] == [1, 2, 0]
+    assert [r.spec.index for r in rank.running] == [1, 2, 0] and list(rank.waiting) == [d]
+
+
+def test_weighing_a_waiting_request_does_not_refresh_its_cached_prefix():
+    """Page 1.  x's 8 tokens are cached (a leaf), then y's 8.  z shares x's prompt but asks for 2,000 output
+    tokens, more than the 1,000-token pool can promise, so every round weighs it and refuses it: those rounds
+    leave x's last use as it was (only an admission's match refreshes a path, as in AISimulate), so when w's
+    decode needs a page, x, the older leaf, loses its last token; y stays whole.  (Refreshed by z's weighing, x
+    would have been the newer leaf and y would have lost one.)"""
+    rank = sg_rank(1000)
+    x, y = request(0, [(1, 0, 8)], 1), request(1, [(2, 0, 8)], 1)
+    for r in (x, y):
+        rank.waiting.append(r)
+        run(rank)
+    pool = rank.pool
+    assert pool.tree_tokens == 16 and pool.evictable == 16
+    w = request(2, [(3, 0, 4)], 5)
+    z = request(3, [(1, 0, 8), (4, 0, 4)], 2000)
+    rank.waiting.extend([w, z])
+    now = step(rank, 0)[1]  # w's extend; z is weighed and refused
+    assert [r.spec.index for r in rank.running] == [2] and list(rank.waiting) == [z]
+    pool.total = pool.total - pool.available  # nothing free: w's next slot comes from an eviction
+    assert step(rank, now)[0] == [(2, 1)]  # a decode round (z weighed and refused again)
+    assert list(rank.waiting) == [z] and pool.evictions == 1
+    assert (pool.held_tokens(x.spec, 1, 8), pool.held_tokens(y.spec, 1, 8)) == (7, 8)

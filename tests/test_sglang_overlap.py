@@ -28,10 +28,10 @@ traffic:
 """
 
 
-def trace_run(tmp_path, rows, host_loop: bool = True) -> list[tuple]:
+def trace_run(tmp_path, rows, host_loop: bool = True, config: str = TRACE_CONFIG) -> list[tuple]:
     """(arrival, first admission, first token, last token, reused) of each request, in arrival order."""
     (tmp_path / "trace.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-    text = TRACE_CONFIG.format(host_loop="true" if host_loop else "false")
+    text = config.format(host_loop="true" if host_loop else "false")
     path = tmp_path / "overlap.yaml"
     path.write_text(text)
     result = compile_bytes(text.encode(), str(path), ())
@@ -111,3 +111,50 @@ def _one_session_turns(tmp_path, session: str) -> list:
     assert result.plan is not None, [str(d) for d in result.diagnostics]
     _, _, records = replay_both_ways(result.plan.to_dict(), tmp_path)
     return sorted(records, key=lambda r: r["turn_index"])
+
+
+def test_a_rank_left_idle_still_runs_the_decode_it_decided(tmp_path):
+    """A (one page, 3 out) has its tokens at 50 / 60 / 70; the pass from 70 was decided at 60 with A running, so
+    it is A's decode although A has finished: it runs 70-80 with nothing left to run.  B (A's page + one, 3 out)
+    arriving at 70 is admitted by the decision at 70, arriving at 72 or 75 by the one at 80 (the wasted pass ends
+    there), at 80 at once, at 85 from idle; its extend ends 50 ms later.  The run ends at B's last token (the
+    wasted pass after it counts for nothing)."""
+    def b_at(arrives):
+        rows = [{"timestamp": 0, "input_length": 16, "output_length": 3, "hash_ids": [1]},
+                {"timestamp": arrives, "input_length": 32, "output_length": 3, "hash_ids": [1, 2]}]
+        first, second = trace_run(tmp_path, rows)
+        assert first == (0.0, 0.0, 50.0, 70.0, 0)
+        return second
+    assert b_at(70) == (70.0, 70.0, 130.0, 150.0, 16)
+    assert b_at(72) == (72.0, 80.0, 130.0, 150.0, 16)
+    assert b_at(75) == (75.0, 80.0, 130.0, 150.0, 16)
+    assert b_at(80) == (80.0, 80.0, 130.0, 150.0, 16)
+    assert b_at(85) == (85.0, 85.0, 135.0, 155.0, 16)
+
+
+def test_the_run_ends_at_its_last_completion(tmp_path):
+    """One request (one page, 3 out): its last token at 70, then the overlap loop's decode of it 70-80; the
+    run ends at 70 ms (AISimulate's duration)."""
+    (tmp_path / "trace.jsonl").write_bytes(
+        orjson.dumps({"timestamp": 0, "input_length": 16, "output_length": 3, "hash_ids": [1]}) + b"\n")
+    text = TRACE_CONFIG.format(host_loop="true")
+    path = tmp_path / "overlap.yaml"
+    path.write_text(text)
+    result = compile_bytes(text.encode(), str(path), ())
+    fused, single, _ = replay_both_ways(result.plan.to_dict(), tmp_path)
+    assert fused.now == single.now == 80_000_000  # (the wasted pass ran)
+    assert fused.close() == single.close() == 70_000_000
+
+
+def test_a_request_retracted_by_an_older_decision_loses_that_pass_s_token(tmp_path):
+    """150 pages of 16.  A (16 tokens, 2,000 out) from 0; B (160 tokens, 1,000 out) at 6,100 ms.  Both grow until
+    the pool is short and B (less output) is retracted, readmitted when A ends at 20,090 (reusing its 160 prompt
+    tokens) and ends at 22,130 with the overlap (22,100 without).  The decision that retracts B was made while the
+    pass that ended then ran, so B never gets that pass's token (SGLang skips a retracted request's pending
+    result): it starts over one token shorter and needs one more decode (22,120 if the token were kept)."""
+    rows = [{"timestamp": 0, "input_length": 16, "output_length": 2000, "hash_ids": [1]},
+            {"timestamp": 6100, "input_length": 160, "output_length": 1000, "hash_ids": list(range(10, 20))}]
+    small = TRACE_CONFIG.replace("blocks: 10000", "blocks: 150")
+    assert trace_run(tmp_path, rows, config=small) == [(0.0, 0.0, 50.0, 20090.0, 0),
+                                                       (6100.0, 6100.0, 6160.0, 22130.0, 160)]
+    assert trace_run(tmp_path, rows, host_loop=False, config=small)[1] == (6100.0, 6100.0, 6150.0, 22100.0, 160)

@@ -36,6 +36,11 @@ class Engine:
     def finish(self, rank, batch, end_ns: int) -> list:
         return pass_results.finish_pass(rank, batch, end_ns)
 
+    def cancel(self, rank, requests: list) -> None:
+        """The traffic cancels `requests`, open on `rank` (pass_results.cancel: vLLM's rule, TensorRT-LLM's too)."""
+        for request in requests:
+            pass_results.cancel(rank, request)
+
     def plan_fused(self, worker, batches, now, horizon, stop, can_finish):
         """A run of pure decode passes to apply at once (shell/macro.py), or None."""
         from ..shell import macro

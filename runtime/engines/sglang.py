@@ -30,8 +30,8 @@ from ..tiers.radix_cache import RadixCache
 from ..tiers.token_runs import spec_runs
 from . import sglang_macro, sglang_overlap
 from .engine import Engine
-from .sglang_decode import complete, decode_batch
-from .sglang_handoff import PAGES, admit_destinations
+from .sglang_decode import cancel_running, complete, decode_batch, drop
+from .sglang_handoff import PAGES, admit_destinations, cancel_ready
 from .sglang_prefill import prefill_batch
 from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY, SglangState, insert, observed
 
@@ -67,6 +67,25 @@ class SglangEngine(Engine):
             scheduler_round(rank, now_ns)
         state.started = now_ns
         return batch
+
+    def cancel(self, rank, requests: list) -> None:
+        """The traffic cancels `requests`, open on this rank: a running one caches prompt + output in whole pages
+        (cancel_running), a transferred one ready on a decode rank its full prompt pages (cancel_ready), any other
+        frees its pages (the chunks of a chunked prefill stay in the tree, unlocked); then the events flush."""
+        state = rank.pool.sglang
+        sglang_overlap.observe(state)  # (the pass results the next decision would have seen come first)
+        running = set(map(id, rank.running))
+        for request in requests:
+            if id(request) in running:
+                cancel_running(rank, request)
+                continue
+            pd = request.pd
+            if pd is not None and pd.phase == "arrived" and id(request) in state.leases:
+                cancel_ready(rank, request)
+            else:
+                drop(rank, request)
+            request.status = "canceled"
+        flush(rank.pool)
 
     def finish(self, rank, batch, end_ns: int) -> list:
         pool, state = rank.pool, rank.pool.sglang

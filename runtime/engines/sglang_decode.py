@@ -10,7 +10,9 @@ last running request is never retracted: one that still finds no page (a
 decode rank's reservations for transfers hold the rest) sits the pass out,
 unless a waiting request part way through a chunked prefill can give its pages
 up and start over (else neither could ever go on).  A retracted request's private pages
-are freed (its prompt pages already in the tree stay there, unlocked), and after
+are freed (its prompt pages already in the tree stay there, unlocked); the running batch keeps the
+survivors in that order (retract_decode's filter_batch(keep_indices=sorted_indices)), which is the order
+requests finishing in one pass enter the tree, so the order of their leaves' last use; and after
 each retraction unused cache is evicted until 20 tokens per surviving request
 are free.  A retracted request goes to the back of the waiting queue and starts
 over: prompt and output so far are prefilled again.  The new-token ratio
@@ -78,8 +80,7 @@ def retract(rank, state) -> None:
             pool.evict(keep - pool.available)
     if not retracted:
         return
-    gone = set(map(id, retracted))
-    rank.running = [r for r in rank.running if id(r) not in gone]
+    rank.running = order  # (SGLang's filter_batch keeps the survivors in the retraction order)
     for request in retracted:
         request.num_computed = 0
         request.status = "waiting"
@@ -88,7 +89,7 @@ def retract(rank, state) -> None:
     state.retractions += len(retracted)
     survivors = rank.running
     decoded = sum(r.generated for r in survivors)
-    state.retracted = True  # (this pass's ratio is the new estimate: no decay after it)
+    state.retracted = retracted  # (this pass's ratio is the new estimate: no decay after it)
     state.ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(survivors)) / (sum(r.stop_after for r in survivors) + 1))
     short = growth(pool, state, rank.running) - pool.available
     if short > 0:
@@ -113,6 +114,7 @@ def complete(rank, finished: list, end_ns: int) -> None:
         if state.overlap:  # the next pass was decided with it still running (sglang_overlap.py)
             ghost = Ghost(request, lease, cached)
             state.ghosts.append(ghost)
+            rank.pass_owed = True  # (that pass runs even when nothing is left to run: AISimulate's does)
             state.pending.append((cache_ghost, (pool, ghost)))
         else:
             cache_finished(pool, lease, request.spec, cached)
@@ -150,3 +152,33 @@ def cancel_running(rank, request) -> None:
     insert(pool, lease, request.spec, spec_runs(request.spec), request.num_tokens)
     release(pool, lease)
     request.status = "canceled"
+
+
+def drop(rank, request) -> None:
+    """A request cancelled before it runs (waiting, part way through a chunked prefill, or in an extend pass in
+    flight): its private pages are freed and its path unlocked; what its chunks put in the tree stays there."""
+    lease = rank.pool.sglang.leases.pop(id(request), None)
+    if lease is not None:
+        release(rank.pool, lease)
+    if request in rank.waiting:
+        rank.waiting.remove(request)
+    request.status = "canceled"
+
+
+def drop_unseen_tokens(state, end_ns: int) -> None:
+    """The overlap scheduler's decision that retracted `state.retracted` was made while the pass ending at `end_ns`
+    ran, so it never saw that pass's token for them: SGLang skips a retracted request's pending result, and the
+    request starts over one token shorter (s05-sglang-sessions with host_loop: turn 3/1's last token at 3,250 ms,
+    as AISimulate's, not 3,240)."""
+    for request in state.retracted:
+        if request.last_token_ns == end_ns and request.generated > 1:
+            gaps = request.gaps
+            gap = gaps[-1][0]
+            gaps[-1][1] -= 1
+            if not gaps[-1][1]:
+                gaps.pop()
+            request.last_token_ns -= gap
+            request.generated -= 1
+            request.num_tokens -= 1
+            if request.generated == 1:
+                request.second_token_ns = None

@@ -15,6 +15,9 @@ AISimulate: 4 turns of 1,000 new tokens and 1 output reuse 1,001 / 2,002 /
 observes pass i-1 and decides again at once (the GPU would be idle).  A pass
 started from idle is decided when it starts.
 
+A request that decision retracts loses the token pass i-1 gave it (SGLang skips
+a retracted request's pending result): it starts over one token shorter.
+
 The replay decides pass i when pass i-1 ends, so this module replays the older
 decision: requests that arrived after pass i-1 started are held back, pass
 i-1's cache results wait in the state's `pending` list until the batch is
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 from ..serving.scheduler import Batch
 from ..timing import PassWork
+from .sglang_decode import drop_unseen_tokens
 
 
 def observe(state) -> None:
@@ -40,6 +44,7 @@ def observe(state) -> None:
 def schedule(rank, state, now: int, decide):
     """The batch the overlap scheduler runs from `now`; `decide(rank, at)` is the ordinary scheduler round."""
     ghosts, state.ghosts = state.ghosts, []
+    rank.pass_owed = False
     if state.last_end != now:  # started from idle: decided now, with everything observed
         decoded(ghosts)  # (the decision before the idle time decoded them: nothing else was running)
         observe(state)
@@ -51,6 +56,8 @@ def schedule(rank, state, now: int, decide):
         held = set(map(id, late))
         rank.waiting = type(waiting)(r for r in waiting if id(r) not in held)
     batch = decide(rank, cutoff)
+    if state.retracted:
+        drop_unseen_tokens(state, now)
     if late:
         rank.waiting.extend(late)  # (after any request this decision retracted: they arrive later)
     if batch is None or not state.extend:

@@ -10,7 +10,10 @@ to it in whole pages (chunked prefill, SGLang's PrefillAdder: so a pass fills it
 budget, the last admission's prompt going on in the next pass; the chunk size is
 the rank's `max_batched_tokens`, so each DP rank has its own), and a chunk that
 does not end the prompt is charged no output.  An admission reuses the longest cached prefix in whole pages, never
-the last known token, and locks it; one whose pages cannot be allocated once its
+the last known token, and locks it.  Weighing a request reads its cached prefix without touching it; only
+an admission refreshes the path's last use (AISimulate's mocker: a waiting request refreshed at every round
+kept a remnant of its own history from eviction, so its session's next turn on s05 reused 1 token where
+AISimulate's reused 0).  One whose pages cannot be allocated once its
 prefix is locked (the budget counted that prefix as evictable) ends the batch.  Requests of one batch do not share their
 prefixes: the tree learns a prompt only when its pass ends.
 """
@@ -39,8 +42,8 @@ def prefill_batch(rank, state, now_ns: int) -> list:
         if request.pd is not None and request.pd.phase is not None:
             continue  # a decode rank's handed-off request (sglang_handoff.py)
         lease = state.leases.get(id(request))
-        if lease is None:  # a fresh request (or a retracted one): match its prefix
-            node, prefix = pool.match(spec_runs(request.spec), request.num_tokens - 1)
+        if lease is None:  # a fresh request (or a retracted one): its cached prefix, read without touching it
+            node, prefix = None, pool.held_tokens(request.spec, pool.page, (request.num_tokens - 1) // pool.page)
             start = prefix
         else:  # the next chunk of a chunked prefill
             node, prefix, start = lease.node, lease.cached, request.num_computed
@@ -57,7 +60,8 @@ def prefill_batch(rank, state, now_ns: int) -> list:
             break
         old_end = prefix if lease is None else lease.end
         grow = pool.ceil(start + chunk) - old_end
-        if lease is None:
+        if lease is None:  # admitted: now its match touches the path (LRU) and splits where the prefix ends
+            node, _ = pool.match(spec_runs(request.spec), request.num_tokens - 1)
             pool.lock(node)
         if not pool.take(grow):
             if lease is None:

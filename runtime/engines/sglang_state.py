@@ -51,7 +51,7 @@ class SglangState:
         self.policy = policy
         self.retractions = 0
         self.extend = False  # the pass in flight is an extend pass
-        self.retracted = False  # the pass in flight retracted requests
+        self.retracted: list | bool = False  # the requests the pass in flight retracted (False: none)
         self.decodes = 0  # decode passes run (KV events flush every 40)
         # the overlap scheduler (`host_loop`, sglang_overlap.py): cache results waiting for the next decision, the
         # requests the last pass finished, and when the pass in flight and the last pass started and ended

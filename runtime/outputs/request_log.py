@@ -87,7 +87,8 @@ class RequestLog:
             self.start_ns = arrival
         admissions = len(request.admissions)
         if admissions:
-            if status != "incomplete":  # (the token totals and reuse ratios are over requests that ended)
+            if status != "incomplete" and status != "canceled":  # (the token totals and reuse ratios are over
+                # requests that ended by themselves, as AISimulate's: a cancelled one is in neither)
                 self.input_tokens += request.spec.prompt_len
                 self.output_tokens += request.generated
                 self.reused += request.reused_tokens  # (its largest reuse over its prefill admissions)

@@ -74,6 +74,18 @@ def release_finished(rank, finished: list[Request], end_ns: int) -> None:
         request.terminal_ns = end_ns
 
 
+def cancel(rank, request: Request) -> None:
+    """The request is cancelled wherever it is on `rank` (vLLM's abort: its blocks are freed as a finished
+    request's are, so the full blocks it computed stay cached, evictable; a pass in flight for it is lost)."""
+    rank.running = [r for r in rank.running if r is not request]
+    if request in rank.waiting:
+        rank.waiting.remove(request)
+    if request.blocks:
+        offload.release_blocks(rank, request, request.blocks)
+        request.blocks = []
+    request.status = "canceled"
+
+
 def register(rank, request: Request, tokens: int) -> None:
     """Make the request's full blocks up to `tokens` discoverable by their keys."""
     upto = min(tokens // rank.block_size, len(request.keys))
@@ -149,6 +161,11 @@ def resume_decode(rank, request: Request, blocks: list[int], hits: int) -> None:
     rank.pool.register_run(request.blocks, request.keys, request.max_blocks, upto, request.spec)
     request.max_blocks = max(request.max_blocks, upto)
     request.status = "waiting"
+
+
+def ended_canceled(request: Request, now_ns: int) -> None:
+    """The traffic cancelled the request at `now_ns` (after its engine let go of it: `cancel`)."""
+    request.status, request.terminal_ns = "canceled", now_ns
 
 
 def reject(request: Request, reason: str, now_ns: int) -> None:

@@ -31,7 +31,7 @@ class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
                  "role", "handoff", "admission", "reservation", "reuse_limit", "misses", "releases", "speculation",
-                 "handoff_kv", "snapshots", "rejecting", "held_back")
+                 "handoff_kv", "snapshots", "rejecting", "held_back", "pass_owed")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -67,10 +67,13 @@ class Rank:
         # the waiting request this pass's admission stopped at for want of blocks, while others run (None: it did
         # not stop so); shell/macro.py may then fuse decode passes that leave it waiting
         self.held_back: Request | None = None
+        # a pass the engine runs although nothing waits or runs (SGLang's overlap loop: the decode it decided
+        # for requests that have since finished, sglang_overlap.py)
+        self.pass_owed = False
 
     @property
     def busy(self) -> bool:
-        return bool(self.running or self.waiting)
+        return bool(self.running or self.waiting or self.pass_owed)
 
     def blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.block_size)

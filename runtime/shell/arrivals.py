@@ -14,7 +14,7 @@ from __future__ import annotations
 from heapq import heapify
 
 from ..serving.never_fits import never_fits, waits_to_be_rejected, within_context
-from ..serving.pass_results import close, refuse_when_reached, reject
+from ..serving.pass_results import close, ended_canceled, refuse_when_reached, reject
 from ..serving.requests import Request
 from .events import ARRIVAL, TRAFFIC_TIMER
 
@@ -133,11 +133,40 @@ class Arrivals:
                 return True
         return False
 
-    def close(self, end_ns: int, stalled: bool) -> None:
-        """The replay ended at `end_ns`: requests still open are incomplete.  Those a time limit cut short have no
-        record (AISimulate's requests.jsonl holds the requests that ended); stalled ones keep theirs, with why."""
+    def cancel_open(self, now_ns: int) -> None:
+        """The traffic cancels every request still open at its stop (an agentic profile's response grace): each
+        leaves its rank by its engine's rule, in arrival order, and ends `canceled` at `now_ns` with a record (its
+        tokens so far; a pass in flight then is lost).  The traffic is not told: a cancelled node releases
+        nothing, and its play stays incomplete."""
+        replay, by_rank = self.replay, {}
+        cancelled = [r for r in self.open.values() if r.terminal_ns is None]
+        for request in cancelled:
+            by_rank.setdefault(request.rank, []).append(request)
+        for worker in replay.workers:
+            for rank in worker.ranks:
+                if rank.index in by_rank:
+                    worker.engine.cancel(rank, by_rank[rank.index])
+                    replay.drain(rank, now_ns)
+        for request in cancelled:
+            ended_canceled(request, now_ns)
+            del self.open[id(request)]
+            replay.log.ended(request)
+
+    def close(self, stopped_at: int | None, last_ns: int, idle_pass: tuple | None, stalled: bool) -> int:
+        """The replay ended: at the traffic's stop (`stopped_at`) or its last event (`last_ns`); returns when.  A
+        last event that ends a pass running no request (`idle_pass`: the decode SGLang's overlap loop decided for
+        requests that finished meanwhile) does not count: the run ended at its last completion, as AISimulate's.
+        A traffic that cancels at its stop (an agentic profile) cancels what is open then (`cancel_open`); any other
+        request still open is incomplete.  Those a time limit cut short have no record (AISimulate's requests.jsonl
+        holds the requests that ended); stalled ones keep theirs, with why."""
+        end_ns = stopped_at if stopped_at is not None else last_ns
+        if stopped_at is None and idle_pass is not None and idle_pass[1] == end_ns:
+            end_ns = max(idle_pass[0], self.replay.log.last_end_ns or 0)
+        if stopped_at is not None and getattr(self.replay.traffic, "cancels_at_stop", False):
+            self.cancel_open(end_ns)
         still_open = list(self.open.values())
         self.open.clear()
         close(still_open, end_ns, stalled)
         for request in still_open:
             self.replay.log.ended(request, record=stalled)
+        return end_ns

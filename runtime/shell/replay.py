@@ -56,6 +56,7 @@ class Replay:
         self.on_progress = None
         self.kv_log: KvEventLog | None = None  # set by `capture_kv_events`
         self.stalled = 0  # requests left waiting when no event could move them
+        self.idle_pass: tuple | None = None  # (start, end) of the last pass that ran no request (Arrivals.close)
         self.handed_over = False  # a pass start moved requests to another worker (see _start_idle_workers)
         self.initial: list | None = None  # the traffic's first arrivals, when building needed them already
         self.horizons = Horizons(workers) if len(workers) > 1 or any(  # (one with tiers: stores concern nobody)
@@ -204,6 +205,7 @@ class Replay:
             self.push(fused.ends[-1], PASS_END, worker)
             return
         duration = max(worker.timing(b.work) for b in batches if b)
+        self.idle_pass = (now, now + duration) if not any(b.items for b in batches if b) else self.idle_pass
         worker.batches = batches
         worker.pass_ends = [now + duration]
         worker.passes += 1
@@ -273,10 +275,8 @@ class Replay:
                 gc.enable()
 
     def close(self) -> int:
-        """After `run`: when the replay ended; requests still open are incomplete then."""
-        end_ns = self.stopped_at if self.stopped_at is not None else self.now
-        self.arrivals.close(end_ns, bool(self.stalled))
-        return end_ns
+        """After `run`: when the replay ended (Arrivals.close); requests still open are incomplete then."""
+        return self.arrivals.close(self.stopped_at, self.now, self.idle_pass, bool(self.stalled))
 
     def _loop(self) -> None:
         self.draining.schedule_leaves(self.push)

@@ -17,8 +17,8 @@ The loads AISimulate documents (docs/replay/workloads.md, "Agentic load controls
   keeps them out of the outputs and counts the measured requests' times from the barrier (agentic_measured.py).
 - `agentic_profile`: a lane whose play ended takes the next play of the corpus (wrapping; a new incarnation
   with fresh block identities) until the admission deadline (`duration` after the barrier, or after 0); no
-  request is released after it, and the run stops `response_grace` after it (requests still running are
-  canceled: incomplete).  Its idle guards advance pending timers when a play, or the whole workload, has had
+  request is released after it, and the run stops `response_grace` after it (requests still open then are
+  canceled by their engine's rule: shell/arrivals.py `cancel_open`).  Its idle guards advance pending timers when a play, or the whole workload, has had
   no outstanding request for `tree_idle_cap` / `global_idle_cap` (agentic_idle.py).
 """
 from __future__ import annotations
@@ -80,6 +80,8 @@ class AgenticTraffic:
         self.deadline_ns = None if self.profile is None else self.profile.duration_ns
         self.stop_ns = traffic.stop_ns if self.profile is None else self.deadline_ns + self.profile.response_grace_ns
         self.cursor = 0  # the profile's corpus cursor: the next play a lane takes
+        # the profile cancels the requests still open when the run stops (response_grace after the deadline)
+        self.cancels_at_stop = self.profile is not None
         self.guards = None if self.profile is None else IdleGuards(self, self.profile)
 
     def bind(self, replay) -> None:
