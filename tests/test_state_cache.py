@@ -89,6 +89,29 @@ def test_positions_of_a_prompts_snapshots():
     assert StateSnapshots.positions(100, 1536, 128) == ()
 
 
+def test_a_preempted_request_is_recomputed_as_one_prompt_of_its_known_tokens():
+    """Align mode's chunks (64-token blocks, unit 64) for a 2,100-token prompt: fresh, 0-2,048-2,100 (its
+    snapshot positions).  Preempted with 63 tokens of output (2,163 known), it is recomputed as one prompt of
+    2,163 tokens: 0-2,112-2,163 (one pass past the prompt's end, not one chunk more for its output); resumed at
+    2,048 with 77 (2,177 known): 2,048-2,176-2,177.  AISimulate's times for explicit-sessions-unit-g1-200 (facts
+    §45) follow only from these chunks."""
+    from types import SimpleNamespace
+    snapshots = StateSnapshots(SimpleNamespace(prefix_match_unit=64, snapshot_rule="prompt_ends", blocks_per_request=2))
+    rank = SimpleNamespace(block_size=64, chunked=True)
+
+    def chunks(known: int, start: int) -> list[int]:
+        request = SimpleNamespace(num_tokens=known, spec=SimpleNamespace(prompt_len=2100))
+        ends = [start]
+        while ends[-1] < known:
+            ends.append(ends[-1] + snapshots.chunk(rank, request, ends[-1], known - ends[-1]))
+        return ends
+
+    assert chunks(2100, 0) == [0, 2048, 2100]
+    assert chunks(2163, 0) == [0, 2112, 2163]
+    assert chunks(2177, 2048) == [2048, 2176, 2177]
+    assert chunks(2177, 2000) == [2000, 2048, 2176, 2177]  # (from inside a block: its end first)
+
+
 def test_the_spec_example_resumes_a_request_sharing_23700_tokens_at_23040(tmp_path):
     """"With block_size: 1536 and prefix_match_unit: 128, a cold 24,300-token prompt keeps snapshots at 23,040
     and 24,192 tokens.  A later request sharing 23,700 tokens resumes at 23,040."
@@ -410,13 +433,18 @@ def test_a_decode_that_ends_on_a_block_boundary_allocates_fresh_state(tmp_path):
     reach 3,200, a block boundary: each needs a token block and 2 fresh state blocks, and scheduled one after the
     other (each frees the state its last pass read just before it allocates) the second one preempts session 7,
     which recomputes from 0 at 556 ms; at 629 ms their decodes reach 3,264, another boundary with no snapshot,
-    and preempt it again (readmitted at 630 ms).  AISimulate's requests.jsonl: the same three admissions (it
-    then resumes session 7 at 2,048 at 674 ms where kvreplay recomputes at 663: open, facts §36)."""
+    and preempt it again (readmitted at 630 ms, 63 tokens of output known).  It is recomputed as one prompt of
+    2,163 tokens (0-2,112-2,163: two passes, its 2,048 snapshot taken on the way), decodes to 2,176 and is
+    preempted a third time at 655 ms; its cached blocks and snapshot are now kept copies (the recompute's), so it
+    waits for them (5 new blocks + 32 cached + 2 snapshot blocks > 38 free) until the three finish at 674 ms and
+    resumes at 2,048 (2,048-2,176-2,177).  AISimulate's requests.jsonl: every admission and time the same."""
     path = tmp_path / "c.yaml"
     path.write_text((ROOT / "docs/reference-runs/state/explicit-sessions-unit-g1-200.yaml").read_text())
     from .test_replay import replay as replay_config
     summary, records = replay_config(path, tmp_path / "out")
     turn = next(r for r in records if r["input_length"] == 2100 and r["arrival_time_ms"] == 545.0)
-    assert [(a["at_ms"], a["reused_input_tokens"]) for a in turn["admission_history"]][:3] == [
-        (545.0, 960), (556.0, 0), (630.0, 0)]
-    assert summary["duration_ms"] == 812.0  # AISimulate 811.0
+    assert [(a["at_ms"], a["reused_input_tokens"]) for a in turn["admission_history"]] == [
+        (545.0, 960), (556.0, 0), (630.0, 0), (674.0, 2048)]
+    assert turn["last_token_ms"] == 702.0
+    assert summary["duration_ms"] == 811.0  # AISimulate 811.0
+    assert round(summary["prefix_cache_reused_ratio"], 5) == 0.45841  # AISimulate 0.45841

@@ -134,13 +134,15 @@ class RunPool(BlockPool):
         its block."""
         if not self.caching:
             return
-        cached, key_of = self.cached, self.key_of
+        cached, key_of, copies = self.cached, self.key_of, self.copies
         stored = []
         for key, block in zip(keys[start:stop], blocks[start:stop]):
             if key not in cached:
                 cached[key] = block
                 key_of[block] = key
                 stored.append(key)
+            elif copies is not None and key_of[block] is None:
+                self._add_copy(key, block)
         if self.events is not None and stored:
             self.events.append(("Stored", stored))
 

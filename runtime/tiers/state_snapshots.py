@@ -34,6 +34,7 @@ class WholeBlocks:
     owed: dict = {}  # (never written: no request of such a rank owes state blocks or holds a snapshot's)
     sources: dict = {}
     fusable = True  # fused decode passes (shell/macro.py) need nothing of this policy
+    keeps_copies = False  # (StateSnapshots: its rank's vLLM pool keeps every copy of a key, BlockPool.keep_copies)
 
     def resume(self, rank, request, hits: list[int]) -> tuple[list[int], int, list[int]]:
         """The blocks reused, the tokens they cover, and the snapshot's blocks the admission holds."""
@@ -92,6 +93,9 @@ class StateSnapshots(WholeBlocks):
         self.resumes = 0  # admissions that resumed from a snapshot
         self.resumed_tokens = 0  # prompt tokens those admissions did not compute
         self.resumed_at: dict[int, int] = {}  # position -> admissions resumed there
+
+    # a resume at a snapshot recomputes the cached token blocks past it: those copies stay cached, as the mocker's
+    keeps_copies = True
 
     @property
     def fusable(self) -> bool:
@@ -161,13 +165,14 @@ class StateSnapshots(WholeBlocks):
     def chunk(self, rank, request, computed: int, new: int) -> int:
         """`prompt_ends` (vLLM align mode, AISimulate with `prefix_match_unit`): a prefill chunk ends at the next
         block boundary (from a resume inside a block), at the prompt's last full block boundary and at its last
-        unit boundary, so the state is computed exactly where its snapshots are kept."""
-        prompt = request.spec.prompt_len
-        if self.rule != "prompt_ends" or computed >= prompt or not rank.chunked:
+        unit boundary, so the state is computed exactly where its snapshots are kept.  A preempted request is
+        recomputed as one prompt of every token it knows, its output so far included: its chunks stop at that
+        sequence's two positions and then run to its end (its snapshots stay the prompt's, `reached`; facts §45)."""
+        known = request.num_tokens
+        if self.rule != "prompt_ends" or computed >= known - 1 or not rank.chunked:
             return new
-        stops = (-(-computed // rank.block_size) * rank.block_size,
-                 *self.positions(prompt, rank.block_size, self.unit))
-        end = min((stop for stop in stops if stop > computed), default=prompt)
+        stops = (-(-computed // rank.block_size) * rank.block_size, *self.positions(known, rank.block_size, self.unit))
+        end = min((stop for stop in stops if stop > computed), default=known)
         return min(new, end - computed)
 
     @staticmethod
