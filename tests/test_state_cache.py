@@ -112,6 +112,39 @@ def test_a_preempted_request_is_recomputed_as_one_prompt_of_its_known_tokens():
     assert chunks(2177, 2000) == [2000, 2048, 2176, 2177]  # (from inside a block: its end first)
 
 
+def test_a_chunk_the_budget_cuts_short_ends_on_a_block_boundary():
+    """vLLM's align mode (`_mamba_block_aligned_split`), Kimi K3's 1,536-token blocks and unit 128, a 4,096-token
+    prompt: with the budget it runs to its stop (3,072); a budget of 2,046 tokens cuts it to 1,536, one of 1,534 to
+    nothing (it waits for the next pass); from a resume at 4,096 inside a block (an 8,448-token prompt) 300 tokens
+    do not reach 4,608: nothing.  A pass whose whole budget (1,024) is shorter than the block cuts anywhere."""
+    from types import SimpleNamespace
+    snapshots = StateSnapshots(SimpleNamespace(prefix_match_unit=128, snapshot_rule="prompt_ends",
+                                               blocks_per_request=3))
+    rank = SimpleNamespace(block_size=1536, chunked=True, max_batched=8192)
+    fresh = SimpleNamespace(num_tokens=4096, spec=SimpleNamespace(prompt_len=4096))
+    assert [snapshots.chunk(rank, fresh, 0, new) for new in (4096, 2046, 1534)] == [3072, 1536, 0]
+    assert snapshots.chunk(rank, fresh, 1536, 2046) == 1536 and snapshots.chunk(rank, fresh, 3072, 1024) == 1024
+    turn = SimpleNamespace(num_tokens=8448, spec=SimpleNamespace(prompt_len=8448))
+    assert snapshots.chunk(rank, turn, 4096, 300) == 0 and snapshots.chunk(rank, turn, 4096, 600) == 512
+    small = SimpleNamespace(block_size=1536, chunked=True, max_batched=1024)
+    assert snapshots.chunk(small, fresh, 0, 1024) == 1024
+
+
+def test_kimi_k3_under_a_small_g1_admits_whole_block_chunks(tmp_path):
+    """docs/reference-runs/state/heldout-kimi-g1-100-fixed (Kimi K3, 100 blocks of 1,536, 8 sessions, 8,192 tokens a
+    pass, 50 ms a pass with prefill): the first pass runs 3,072 + 3,072 + 1,536 (not 2,048: cut to a block), so
+    the eight first turns get their first tokens at 100, 100, 170, 170, 240, 240, 310, 380 ms (the seventh waits at
+    100 ms: 1,534 tokens of budget make no block).  AISimulate: every request's admissions and times the same."""
+    path = tmp_path / "c.yaml"
+    path.write_text((ROOT / "docs/reference-runs/state/heldout-kimi-g1-100-fixed.yaml").read_text())
+    from .test_replay import replay as replay_config
+    summary, records = replay_config(path, tmp_path / "out")
+    first = sorted(r["first_token_ms"] for r in records if r["turn_index"] == 0)[:8]
+    assert first == [100.0, 100.0, 170.0, 170.0, 240.0, 240.0, 310.0, 380.0]
+    assert round(summary["prefix_cache_reused_ratio"], 5) == 0.04040  # AISimulate 0.04040 (kvreplay 0.05051 before)
+    assert summary["duration_ms"] == 35210.0  # AISimulate 35,210
+
+
 def test_the_spec_example_resumes_a_request_sharing_23700_tokens_at_23040(tmp_path):
     """"With block_size: 1536 and prefix_match_unit: 128, a cold 24,300-token prompt keeps snapshots at 23,040
     and 24,192 tokens.  A later request sharing 23,700 tokens resumes at 23,040."

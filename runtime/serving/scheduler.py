@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import deque
 
 from ..tiers import offload
+from ..tiers.offload import DEFER
 from ..tiers.chain import NO_TIERS
 from ..tiers.g1 import BlockPool
 from ..tiers.state_snapshots import WHOLE_BLOCKS
@@ -128,6 +129,8 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     if not rank.chunked and new > budget:
         return 0
     new = rank.snapshots.chunk(rank, request, computed, min(new, budget))
+    if not new:
+        return DEFER
     need = rank.blocks_for(computed + new) - len(hits) + rank.state_blocks
     if not rank.pool.can_allocate(rank.admission(rank, request, hits, need), hits + source if source else hits):
         return 0
@@ -244,6 +247,9 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
             i += 1
             continue
         new = rank.snapshots.chunk(rank, request, computed, new)
+        if not new:
+            i += 1
+            continue
         reserve = request.num_computed + new + _drafts_kv(request, new, lookahead)
         while not _fits(rank, request, reserve):
             victim = running.pop()

@@ -165,15 +165,23 @@ class StateSnapshots(WholeBlocks):
     def chunk(self, rank, request, computed: int, new: int) -> int:
         """`prompt_ends` (vLLM align mode, AISimulate with `prefix_match_unit`): a prefill chunk ends at the next
         block boundary (from a resume inside a block), at the prompt's last full block boundary and at its last
-        unit boundary, so the state is computed exactly where its snapshots are kept.  A preempted request is
-        recomputed as one prompt of every token it knows, its output so far included: its chunks stop at that
-        sequence's two positions and then run to its end (its snapshots stay the prompt's, `reached`; facts §45)."""
+        unit boundary, so the state is computed exactly where its snapshots are kept; a chunk the budget cuts
+        short of its stop ends on a block boundary (vLLM's `_mamba_block_aligned_split`: 0 tokens, the request
+        waits for the next pass, when that boundary is not past `computed`), unless the pass's whole budget is
+        shorter than that.  A preempted request is recomputed as one prompt of every token it knows, its output
+        so far included: its chunks stop at that sequence's two positions and then run to its end (its
+        snapshots stay the prompt's, `reached`; facts §45)."""
         known = request.num_tokens
         if self.rule != "prompt_ends" or computed >= known - 1 or not rank.chunked:
             return new
-        stops = (-(-computed // rank.block_size) * rank.block_size, *self.positions(known, rank.block_size, self.unit))
-        end = min((stop for stop in stops if stop > computed), default=known)
-        return min(new, end - computed)
+        size = rank.block_size
+        stops = (-(-computed // size) * size, *self.positions(known, size, self.unit))
+        end = min(min((stop for stop in stops if stop > computed), default=known), known)
+        if new >= end - computed:
+            return end - computed
+        if new >= rank.max_batched:
+            return new  # (a budget shorter than the chunk's block: cut anywhere, or it would never run)
+        return max(0, (computed + new) // size * size - computed)
 
     @staticmethod
     def pass_end_positions(prompt_len: int, block_size: int, computed: int, tokens: int) -> range:
