@@ -481,3 +481,18 @@ def test_a_decode_that_ends_on_a_block_boundary_allocates_fresh_state(tmp_path):
     assert turn["last_token_ms"] == 702.0
     assert summary["duration_ms"] == 811.0  # AISimulate 811.0
     assert round(summary["prefix_cache_reused_ratio"], 5) == 0.45841  # AISimulate 0.45841
+
+
+def test_kimi_k3_with_native_mtp_resumes_where_it_does_without(tmp_path):
+    """Kimi K3 with `nextn: 1` (1,536-token blocks and unit: speculation needs whole-block matching): align mode
+    resumes at a snapshot, so no matched block is dropped for the drafter as without a state cache; turn 1
+    (8,208 tokens) resumes at 3,072 and turn 2 (12,320) at 7,680, the positions of a run without speculation,
+    with 3 state blocks either way.  AISimulate (reference-runs/state/kimi-k3-nextn): the same resumes and state
+    blocks; kvreplay resumed at 0 and 3,072 before (the last hit dropped)."""
+    text = KIMI.replace("UNIT", ", prefix_match_unit: 1536").replace("block_size: 128", "block_size: 1536").replace(
+        "turns: 2", "turns: 3").replace("kvcache_quant_mode: fp8\n", "kvcache_quant_mode: fp8\n  nextn: 1\n  nextn_accepted: 0.8\n")
+    single, records = replay(tmp_path, [], text)
+    assert [r["reused_input_tokens"] for r in sorted(records, key=lambda r: r["turn_index"])] == [0, 3072, 7680]
+    section = summary_sections(single)["state_cache"]["aggregated"]
+    assert (section["block_size"], section["state_blocks_per_request"], section["resumed_from"]) == (
+        1536, 3, {"3072": 1, "7680": 1})

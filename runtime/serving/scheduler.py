@@ -117,8 +117,9 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     rank.pool.advance(request.spec.index)
     limit = rank.reuse_limit(rank, request)
     hits = rank.pool.match(request.keys, limit)
-    if rank.speculation is not None and hits:  # as vLLM with EAGLE/MTP drafts (and AISimulate for any kind):
-        hits = hits[:-1]  # the last matched block is recomputed, the drafter needs its hidden states
+    if rank.speculation is not None and hits and rank.snapshots.drafts_drop_last_hit:  # as vLLM with EAGLE/MTP
+        hits = hits[:-1]  # drafts (and AISimulate for any kind): the last matched block is recomputed, the drafter
+        # needs its hidden states (not in align mode, which resumes at a snapshot: state_snapshots.py)
     if not request.tier.preloaded:
         outcome = rank.chain.restore(rank, request, hits, limit)
         if outcome:

@@ -35,6 +35,8 @@ class WholeBlocks:
     sources: dict = {}
     fusable = True  # fused decode passes (shell/macro.py) need nothing of this policy
     keeps_copies = False  # (StateSnapshots: its rank's vLLM pool keeps every copy of a key, BlockPool.keep_copies)
+    # under speculation the last matched block is recomputed (its drafter needs the hidden states)
+    drafts_drop_last_hit = True
 
     def resume(self, rank, request, hits: list[int]) -> tuple[list[int], int, list[int]]:
         """The blocks reused, the tokens they cover, and the snapshot's blocks the admission holds."""
@@ -96,6 +98,13 @@ class StateSnapshots(WholeBlocks):
 
     # a resume at a snapshot recomputes the cached token blocks past it: those copies stay cached, as the mocker's
     keeps_copies = True
+
+    @property
+    def drafts_drop_last_hit(self) -> bool:
+        """Align mode resumes at a snapshot, before the last matched block anyway: AISimulate drops no block there
+        under speculation (Kimi K3 with `nextn`: the same resumes as without, 3,072 and 7,680; facts §45), where
+        `pass_ends` (DeepSeek V4) drops it as a model without state does."""
+        return self.rule != "prompt_ends"
 
     @property
     def fusable(self) -> bool:
