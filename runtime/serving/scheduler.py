@@ -144,7 +144,7 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     request.max_blocks = len(hits)
     request.num_computed = computed
     readmission = bool(request.admissions)
-    prompt_reused = min(cached, request.spec.prompt_len)
+    prompt_reused = cached  # (a readmission may reuse its own output too: AISimulate counts it, past input_length)
     host_reused = min(restored, prompt_reused)
     request.admissions.append({
         "admission_ordinal": len(request.admissions), "pool": rank.chain.name if host_reused else rank.name,
