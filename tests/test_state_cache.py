@@ -323,9 +323,12 @@ def test_deepseek_v4_resumes_where_a_pass_left_a_request_on_a_block_boundary(tmp
     assert summary_sections(single)["state_cache"]["aggregated"]["snapshot_rule"] == "pass_ends"
 
 
-@pytest.mark.parametrize("overrides, rows", [((), 26), (("engine.nextn=1", "engine.nextn_accepted=0.7"), 30)])
+@pytest.mark.parametrize("overrides, rows", [((), 26), (("engine.nextn=1", "engine.nextn_accepted=0.7"), 30),
+                                             (("engine.speculation.kind=ngram",
+                                               "engine.speculation.num_speculative_tokens=1"), 30)])
 def test_deepseek_v4_reserves_26_state_rows_30_with_one_draft_token(tmp_path, overrides, rows):
-    """"a 26-row state for its sliding-window groups ... one draft token gives 30 rows": each rank's state."""
+    """"a 26-row state for its sliding-window groups ... Speculative decoding (`nextn` or `speculation`) widens
+    each sliding window by the draft tokens, so one draft token gives 30 rows": each rank's state, either kind."""
     text = DSV4.replace("OUT", "10").replace("      timing: {type: fixed, prefill_ms: 20.0, decode_ms: 10.0}\n", "")
     result = compile_bytes(text.encode(), str(tmp_path / "dsv4.yaml"), overrides)
     assert result.plan is not None, [str(d) for d in result.diagnostics]
@@ -374,6 +377,23 @@ def test_pd_prefill_resumes_from_its_snapshots_and_decode_skips_resident_token_k
     section = summary_sections(single)["state_cache"]
     assert (section["prefill"]["snapshots_stored"], section["prefill"]["resumed_from"]) == (2, {"12": 1})
     assert section["decode"]["snapshots_stored"] == 0
+
+
+@pytest.mark.parametrize("decode_blocks, status", [(4, "completed"), (3, "rejected")])
+def test_the_decode_worker_reserves_the_prompt_blocks_plus_one_state(tmp_path, decode_blocks, status):
+    """State cache: "The decode worker reserves the prompt blocks plus one state when it accepts a request".  A
+    14-token prompt (2 blocks of 8) and the decode role's 3,000,000-byte state (2 blocks of 2,000,000 B): a decode
+    G1 of 4 blocks takes it (the prefill ends at 30 ms, 0-8-12-14; its 16 tokens of KV and the prefill role's
+    1,500,000-byte state travel 22 ms at 0.25 GB/s: admitted at 52 ms, last token at 54); one of 3 never can."""
+    text = PD.replace("kv_cache: {block_size: 8, bytes_per_token: 250000, capacity: {type: fixed, blocks: 64},\n"
+                      "                 state_cache: {bytes_per_request: 3000000}}",
+                      "kv_cache: {block_size: 8, bytes_per_token: 250000, capacity: {type: fixed, blocks: %d},\n"
+                      "                 state_cache: {bytes_per_request: 3000000}}" % decode_blocks)
+    assert text != PD
+    single, (record,) = replay(tmp_path, [trace_row(0, 14, 2, [1, 2, 3, 4], 4)], text)
+    assert record["terminal_status"] == status
+    if status == "completed":
+        assert (record["prefill_done_ms"], record["decode_admit_ms"], record["last_token_ms"]) == (30.0, 52.0, 54.0)
 
 
 def test_deepseek_v4_under_mtp_keeps_the_boundaries_accepted_drafts_cross(tmp_path):
