@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections import deque
 
 from ..tiers import offload
-from ..tiers.offload import DEFER
 from ..tiers.chain import NO_TIERS
 from ..tiers.g1 import BlockPool
 from ..tiers.state_snapshots import WHOLE_BLOCKS
@@ -118,8 +117,7 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     limit = rank.reuse_limit(rank, request)
     hits = rank.pool.match(request.keys, limit)
     if rank.speculation is not None and hits and rank.snapshots.drafts_drop_last_hit:  # as vLLM with EAGLE/MTP
-        hits = hits[:-1]  # drafts (and AISimulate for any kind): the last matched block is recomputed, the drafter
-        # needs its hidden states (not in align mode, which resumes at a snapshot: state_snapshots.py)
+        hits = hits[:-1]  # drafts (AISimulate: any kind, not align mode): the drafter needs the last hit's states
     if not request.tier.preloaded:
         outcome = rank.chain.restore(rank, request, hits, limit)
         if outcome:
@@ -130,8 +128,8 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     if not rank.chunked and new > budget:
         return 0
     new = rank.snapshots.chunk(rank, request, computed, min(new, budget))
-    if not new:
-        return DEFER
+    if not new:  # (align mode: the budget left makes no whole block; the next request is tried)
+        return offload.DEFER
     need = rank.blocks_for(computed + new) - len(hits) + rank.state_blocks
     if not rank.pool.can_allocate(rank.admission(rank, request, hits, need), hits + source if source else hits):
         return 0
@@ -242,13 +240,8 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
             budget -= 1
             i += 1
             continue
-        if new > budget:
-            new = budget
-        if not rank.chunked and new < request.num_tokens - request.num_computed:
-            i += 1
-            continue
-        new = rank.snapshots.chunk(rank, request, computed, new)
-        if not new:
+        new = rank.snapshots.chunk(rank, request, computed, min(new, budget))  # (0: align mode's whole blocks)
+        if not new or not rank.chunked and new < request.num_tokens - computed:
             i += 1
             continue
         reserve = request.num_computed + new + _drafts_kv(request, new, lookahead)
