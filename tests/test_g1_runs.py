@@ -15,15 +15,28 @@ from kvreplay.runtime.tiers.g1_runs import RunPool
 
 def state(pool) -> tuple:
     return (list(pool.free), pool.free_count, dict(pool.cached), pool.evictions, list(pool.events or ()),
-            pool.ref[:pool.created], pool.key_of[:pool.created])
+            pool.ref[:pool.created], pool.key_of[:pool.created], pool.copies)
+
+
+def check_copies(pool) -> None:
+    """Every keyed block is its key's first copy or one of its other copies (test_g1_copies.py)."""
+    keyed = [(key, block) for block, key in enumerate(pool.key_of[:pool.created]) if key is not None]
+    copies = pool.copies or {}
+    assert sorted(keyed) == sorted([(key, block) for key, block in pool.cached.items()]
+                                   + [(key, block) for key, blocks in copies.items() for block in blocks])
+    assert all(blocks for blocks in copies.values()) and set(copies) <= set(pool.cached)
 
 
 def drive(seed: int, capacity: int, steps: int, prompts: int, prompt_blocks: int, caching: bool = True,
-          events: bool = True) -> int:
+          events: bool = True, copies: bool = False) -> int:
     """Mirror random traffic on both pools, comparing after every step; returns the evictions seen.  Without
-    `events` RunPool takes its paths that build no lists of stored and evicted keys."""
+    `events` RunPool takes its paths that build no lists of stored and evicted keys; with `copies` both keep
+    copies and hits are cut short at random, so cached blocks are computed again."""
     rng = random.Random(seed)
     plain, runs = BlockPool(capacity, caching), RunPool(capacity, caching)
+    if copies:
+        plain.keep_copies()
+        runs.keep_copies()
     if events:
         plain.events, runs.events = [], []
     # a few shared prompt chains (keys k * 1000 + i), so requests hit each other's prefixes
@@ -42,6 +55,8 @@ def drive(seed: int, capacity: int, steps: int, prompts: int, prompt_blocks: int
             keys = chains[rng.randrange(prompts)][:rng.randint(1, prompt_blocks)]
             hits = plain.match(keys, len(keys) - 1)
             assert runs.match(keys, len(keys) - 1) == hits
+            if copies:
+                hits = hits[:rng.randint(0, len(hits))]
             need = len(keys) - len(hits) + rng.randint(0, 2)  # (+ blocks a decode or a partial block takes)
             if not plain.can_allocate(need, hits):
                 assert not runs.can_allocate(need, hits)
@@ -56,6 +71,7 @@ def drive(seed: int, capacity: int, steps: int, prompts: int, prompt_blocks: int
             runs.register_run(blocks, keys, len(hits), stop)
             live.append(blocks)
         assert state(runs) == state(plain)
+        check_copies(plain)
     return plain.evictions
 
 
@@ -113,3 +129,9 @@ def test_allocation_takes_the_front_of_a_run_and_leaves_the_rest_in_order():
     assert sorted(pool.cached) == [10, 11, 12, 13]
     assert pool.allocate(3) == [2, 1, 0]
     assert pool.free_count == 0 and pool.evictions == 5
+
+
+def test_run_pool_matches_with_copies_and_without_kv_events():
+    # the no-events fast paths must give way to the general ones when copies are kept
+    for seed in range(4):
+        assert drive(seed, capacity=48, steps=400, prompts=5, prompt_blocks=12, events=False, copies=True) > 0

@@ -370,6 +370,20 @@ def test_preemption_and_readmission_by_hand(tmp_path):
     assert summary["duration_ms"] == 142.0
 
 
+def test_a_readmission_counts_the_reuse_of_its_own_output(tmp_path):
+    """docs/reference-runs/fidelity/s01-vllm-pressure-b32 (1,000-token prompts, 32-token blocks, preemption): two
+    preempted requests come back to find their prompt and part of their output cached, 35 and 33 whole blocks, and
+    reuse 1,120 and 1,056 tokens, more than their input, as AISimulate counts them (its requests.jsonl: the same
+    two readmissions and values; prefix reuse 0.18880 in both, 0.18440 when capped at the prompt; facts §45)."""
+    config = tmp_path / "c.yaml"
+    config.write_text((ROOT / "docs/reference-runs/fidelity/s01-vllm-pressure-b32.yaml").read_text())
+    summary, records = replay(config, tmp_path / "out")
+    past = [(r["input_length"], [a["reused_input_tokens"] for a in r["admission_history"]], r["reused_input_tokens"])
+            for r in records if r["reused_input_tokens"] > r["input_length"]]
+    assert past == [(1000, [0, 1120], 1120), (1000, [0, 1056], 1056)]
+    assert round(summary["prefix_cache_reused_ratio"], 5) == 0.18880
+
+
 @pytest.mark.parametrize("with_g2", [True, False], ids=["as-is", "without-g2"])
 def test_host_offload_example_matches_aisimulate_cache_numbers(with_g2, tmp_path):
     """AISimulate 0.13 on the spec's host-offload example (docs/reference-facts.md section 8): 64 requests,

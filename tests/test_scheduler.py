@@ -256,8 +256,8 @@ def test_preempted_request_keeps_its_cached_hashes_and_reuses_them_on_readmissio
 
 def test_readmission_after_decode_reuses_blocks_with_its_own_output():
     """Preempted after 2 tokens (9 known tokens), a request reuses both its full blocks (8 tokens, including a
-    generated one) when readmitted and recomputes only the last known token; the readmission's reused prompt
-    tokens are capped at the prompt length (7)."""
+    generated one) when readmitted and recomputes only the last known token; the readmission's reused tokens are
+    those 8, past the 7-token prompt, as AISimulate counts them (facts §45; capped at 7 before)."""
     rank = make_rank(5, budget=100)
     a, b = make_request(0, 7, 3), make_request(1, 7, 6)
     rank.waiting.extend([a, b])
@@ -269,7 +269,7 @@ def test_readmission_after_decode_reuses_blocks_with_its_own_output():
     items, now, _, work = step(rank, now)
     assert items == [(1, 1)]
     assert b.blocks == [2, 3, 4]
-    assert b.admissions[1]["reused_input_tokens"] == 7 and b.admissions[1]["is_readmission"]
+    assert b.admissions[1]["reused_input_tokens"] == 8 and b.admissions[1]["is_readmission"]
     assert b.generated == 3
 
 

@@ -89,6 +89,62 @@ def test_positions_of_a_prompts_snapshots():
     assert StateSnapshots.positions(100, 1536, 128) == ()
 
 
+def test_a_preempted_request_is_recomputed_as_one_prompt_of_its_known_tokens():
+    """Align mode's chunks (64-token blocks, unit 64) for a 2,100-token prompt: fresh, 0-2,048-2,100 (its
+    snapshot positions).  Preempted with 63 tokens of output (2,163 known), it is recomputed as one prompt of
+    2,163 tokens: 0-2,112-2,163 (one pass past the prompt's end, not one chunk more for its output); resumed at
+    2,048 with 77 (2,177 known): 2,048-2,176-2,177.  AISimulate's times for explicit-sessions-unit-g1-200 (facts
+    §45) follow only from these chunks."""
+    from types import SimpleNamespace
+    snapshots = StateSnapshots(SimpleNamespace(prefix_match_unit=64, snapshot_rule="prompt_ends", blocks_per_request=2))
+    rank = SimpleNamespace(block_size=64, chunked=True)
+
+    def chunks(known: int, start: int) -> list[int]:
+        request = SimpleNamespace(num_tokens=known, spec=SimpleNamespace(prompt_len=2100))
+        ends = [start]
+        while ends[-1] < known:
+            ends.append(ends[-1] + snapshots.chunk(rank, request, ends[-1], known - ends[-1]))
+        return ends
+
+    assert chunks(2100, 0) == [0, 2048, 2100]
+    assert chunks(2163, 0) == [0, 2112, 2163]
+    assert chunks(2177, 2048) == [2048, 2176, 2177]
+    assert chunks(2177, 2000) == [2000, 2048, 2176, 2177]  # (from inside a block: its end first)
+
+
+def test_a_chunk_the_budget_cuts_short_ends_on_a_block_boundary():
+    """vLLM's align mode (`_mamba_block_aligned_split`), Kimi K3's 1,536-token blocks and unit 128, a 4,096-token
+    prompt: with the budget it runs to its stop (3,072); a budget of 2,046 tokens cuts it to 1,536, one of 1,534 to
+    nothing (it waits for the next pass); from a resume at 4,096 inside a block (an 8,448-token prompt) 300 tokens
+    do not reach 4,608: nothing.  A pass whose whole budget (1,024) is shorter than the block cuts anywhere."""
+    from types import SimpleNamespace
+    snapshots = StateSnapshots(SimpleNamespace(prefix_match_unit=128, snapshot_rule="prompt_ends",
+                                               blocks_per_request=3))
+    rank = SimpleNamespace(block_size=1536, chunked=True, max_batched=8192)
+    fresh = SimpleNamespace(num_tokens=4096, spec=SimpleNamespace(prompt_len=4096))
+    assert [snapshots.chunk(rank, fresh, 0, new) for new in (4096, 2046, 1534)] == [3072, 1536, 0]
+    assert snapshots.chunk(rank, fresh, 1536, 2046) == 1536 and snapshots.chunk(rank, fresh, 3072, 1024) == 1024
+    turn = SimpleNamespace(num_tokens=8448, spec=SimpleNamespace(prompt_len=8448))
+    assert snapshots.chunk(rank, turn, 4096, 300) == 0 and snapshots.chunk(rank, turn, 4096, 600) == 512
+    small = SimpleNamespace(block_size=1536, chunked=True, max_batched=1024)
+    assert snapshots.chunk(small, fresh, 0, 1024) == 1024
+
+
+def test_kimi_k3_under_a_small_g1_admits_whole_block_chunks(tmp_path):
+    """docs/reference-runs/state/heldout-kimi-g1-100-fixed (Kimi K3, 100 blocks of 1,536, 8 sessions, 8,192 tokens a
+    pass, 50 ms a pass with prefill): the first pass runs 3,072 + 3,072 + 1,536 (not 2,048: cut to a block), so
+    the eight first turns get their first tokens at 100, 100, 170, 170, 240, 240, 310, 380 ms (the seventh waits at
+    100 ms: 1,534 tokens of budget make no block).  AISimulate: every request's admissions and times the same."""
+    path = tmp_path / "c.yaml"
+    path.write_text((ROOT / "docs/reference-runs/state/heldout-kimi-g1-100-fixed.yaml").read_text())
+    from .test_replay import replay as replay_config
+    summary, records = replay_config(path, tmp_path / "out")
+    first = sorted(r["first_token_ms"] for r in records if r["turn_index"] == 0)[:8]
+    assert first == [100.0, 100.0, 170.0, 170.0, 240.0, 240.0, 310.0, 380.0]
+    assert round(summary["prefix_cache_reused_ratio"], 5) == 0.04040  # AISimulate 0.04040 (kvreplay 0.05051 before)
+    assert summary["duration_ms"] == 35210.0  # AISimulate 35,210
+
+
 def test_the_spec_example_resumes_a_request_sharing_23700_tokens_at_23040(tmp_path):
     """"With block_size: 1536 and prefix_match_unit: 128, a cold 24,300-token prompt keeps snapshots at 23,040
     and 24,192 tokens.  A later request sharing 23,700 tokens resumes at 23,040."
@@ -267,9 +323,12 @@ def test_deepseek_v4_resumes_where_a_pass_left_a_request_on_a_block_boundary(tmp
     assert summary_sections(single)["state_cache"]["aggregated"]["snapshot_rule"] == "pass_ends"
 
 
-@pytest.mark.parametrize("overrides, rows", [((), 26), (("engine.nextn=1", "engine.nextn_accepted=0.7"), 30)])
+@pytest.mark.parametrize("overrides, rows", [((), 26), (("engine.nextn=1", "engine.nextn_accepted=0.7"), 30),
+                                             (("engine.speculation.kind=ngram",
+                                               "engine.speculation.num_speculative_tokens=1"), 30)])
 def test_deepseek_v4_reserves_26_state_rows_30_with_one_draft_token(tmp_path, overrides, rows):
-    """"a 26-row state for its sliding-window groups ... one draft token gives 30 rows": each rank's state."""
+    """"a 26-row state for its sliding-window groups ... Speculative decoding (`nextn` or `speculation`) widens
+    each sliding window by the draft tokens, so one draft token gives 30 rows": each rank's state, either kind."""
     text = DSV4.replace("OUT", "10").replace("      timing: {type: fixed, prefill_ms: 20.0, decode_ms: 10.0}\n", "")
     result = compile_bytes(text.encode(), str(tmp_path / "dsv4.yaml"), overrides)
     assert result.plan is not None, [str(d) for d in result.diagnostics]
@@ -318,6 +377,23 @@ def test_pd_prefill_resumes_from_its_snapshots_and_decode_skips_resident_token_k
     section = summary_sections(single)["state_cache"]
     assert (section["prefill"]["snapshots_stored"], section["prefill"]["resumed_from"]) == (2, {"12": 1})
     assert section["decode"]["snapshots_stored"] == 0
+
+
+@pytest.mark.parametrize("decode_blocks, status", [(4, "completed"), (3, "rejected")])
+def test_the_decode_worker_reserves_the_prompt_blocks_plus_one_state(tmp_path, decode_blocks, status):
+    """State cache: "The decode worker reserves the prompt blocks plus one state when it accepts a request".  A
+    14-token prompt (2 blocks of 8) and the decode role's 3,000,000-byte state (2 blocks of 2,000,000 B): a decode
+    G1 of 4 blocks takes it (the prefill ends at 30 ms, 0-8-12-14; its 16 tokens of KV and the prefill role's
+    1,500,000-byte state travel 22 ms at 0.25 GB/s: admitted at 52 ms, last token at 54); one of 3 never can."""
+    text = PD.replace("kv_cache: {block_size: 8, bytes_per_token: 250000, capacity: {type: fixed, blocks: 64},\n"
+                      "                 state_cache: {bytes_per_request: 3000000}}",
+                      "kv_cache: {block_size: 8, bytes_per_token: 250000, capacity: {type: fixed, blocks: %d},\n"
+                      "                 state_cache: {bytes_per_request: 3000000}}" % decode_blocks)
+    assert text != PD
+    single, (record,) = replay(tmp_path, [trace_row(0, 14, 2, [1, 2, 3, 4], 4)], text)
+    assert record["terminal_status"] == status
+    if status == "completed":
+        assert (record["prefill_done_ms"], record["decode_admit_ms"], record["last_token_ms"]) == (30.0, 52.0, 54.0)
 
 
 def test_deepseek_v4_under_mtp_keeps_the_boundaries_accepted_drafts_cross(tmp_path):
@@ -410,13 +486,33 @@ def test_a_decode_that_ends_on_a_block_boundary_allocates_fresh_state(tmp_path):
     reach 3,200, a block boundary: each needs a token block and 2 fresh state blocks, and scheduled one after the
     other (each frees the state its last pass read just before it allocates) the second one preempts session 7,
     which recomputes from 0 at 556 ms; at 629 ms their decodes reach 3,264, another boundary with no snapshot,
-    and preempt it again (readmitted at 630 ms).  AISimulate's requests.jsonl: the same three admissions (it
-    then resumes session 7 at 2,048 at 674 ms where kvreplay recomputes at 663: open, facts §36)."""
+    and preempt it again (readmitted at 630 ms, 63 tokens of output known).  It is recomputed as one prompt of
+    2,163 tokens (0-2,112-2,163: two passes, its 2,048 snapshot taken on the way), decodes to 2,176 and is
+    preempted a third time at 655 ms; its cached blocks and snapshot are now kept copies (the recompute's), so it
+    waits for them (5 new blocks + 32 cached + 2 snapshot blocks > 38 free) until the three finish at 674 ms and
+    resumes at 2,048 (2,048-2,176-2,177).  AISimulate's requests.jsonl: every admission and time the same."""
     path = tmp_path / "c.yaml"
     path.write_text((ROOT / "docs/reference-runs/state/explicit-sessions-unit-g1-200.yaml").read_text())
     from .test_replay import replay as replay_config
     summary, records = replay_config(path, tmp_path / "out")
     turn = next(r for r in records if r["input_length"] == 2100 and r["arrival_time_ms"] == 545.0)
-    assert [(a["at_ms"], a["reused_input_tokens"]) for a in turn["admission_history"]][:3] == [
-        (545.0, 960), (556.0, 0), (630.0, 0)]
-    assert summary["duration_ms"] == 812.0  # AISimulate 811.0
+    assert [(a["at_ms"], a["reused_input_tokens"]) for a in turn["admission_history"]] == [
+        (545.0, 960), (556.0, 0), (630.0, 0), (674.0, 2048)]
+    assert turn["last_token_ms"] == 702.0
+    assert summary["duration_ms"] == 811.0  # AISimulate 811.0
+    assert round(summary["prefix_cache_reused_ratio"], 5) == 0.45841  # AISimulate 0.45841
+
+
+def test_kimi_k3_with_native_mtp_resumes_where_it_does_without(tmp_path):
+    """Kimi K3 with `nextn: 1` (1,536-token blocks and unit: speculation needs whole-block matching): align mode
+    resumes at a snapshot, so no matched block is dropped for the drafter as without a state cache; turn 1
+    (8,208 tokens) resumes at 3,072 and turn 2 (12,320) at 7,680, the positions of a run without speculation,
+    with 3 state blocks either way.  AISimulate (reference-runs/state/kimi-k3-nextn): the same resumes and state
+    blocks; kvreplay resumed at 0 and 3,072 before (the last hit dropped)."""
+    text = KIMI.replace("UNIT", ", prefix_match_unit: 1536").replace("block_size: 128", "block_size: 1536").replace(
+        "turns: 2", "turns: 3").replace("kvcache_quant_mode: fp8\n", "kvcache_quant_mode: fp8\n  nextn: 1\n  nextn_accepted: 0.8\n")
+    single, records = replay(tmp_path, [], text)
+    assert [r["reused_input_tokens"] for r in sorted(records, key=lambda r: r["turn_index"])] == [0, 3072, 7680]
+    section = summary_sections(single)["state_cache"]["aggregated"]
+    assert (section["block_size"], section["state_blocks_per_request"], section["resumed_from"]) == (
+        1536, 3, {"3072": 1, "7680": 1})

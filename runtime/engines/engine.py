@@ -60,7 +60,10 @@ class Engine:
         return None
 
     def equip(self, rank, role=None) -> None:
-        """Give a built rank what this engine decides for it (vLLM: the scheduler's own defaults)."""
+        """Give a built rank what this engine decides for it (vLLM: the scheduler's own defaults; a state cache's
+        pool keeps every copy of a key, as the mocker's vLLM pool does)."""
+        if rank.snapshots.keeps_copies:
+            rank.pool.keep_copies()
 
 
 VLLM = Engine()

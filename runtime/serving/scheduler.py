@@ -119,8 +119,8 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     rank.pool.advance(request.spec.index)
     limit = rank.reuse_limit(rank, request)
     hits = rank.pool.match(request.keys, limit)
-    if rank.speculation is not None and hits:  # as vLLM with EAGLE/MTP drafts (and AISimulate for any kind):
-        hits = hits[:-1]  # the last matched block is recomputed, the drafter needs its hidden states
+    if rank.speculation is not None and hits and rank.snapshots.drafts_drop_last_hit:  # as vLLM with EAGLE/MTP
+        hits = hits[:-1]  # drafts (AISimulate: any kind, not align mode): the drafter needs the last hit's states
     if not request.tier.preloaded:
         outcome = rank.chain.restore(rank, request, hits, limit)
         if outcome:
@@ -131,6 +131,8 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     if not rank.chunked and new > budget:
         return 0
     new = rank.snapshots.chunk(rank, request, computed, min(new, budget))
+    if not new:  # (align mode: the budget left makes no whole block; the next request is tried)
+        return offload.DEFER
     need = rank.blocks_for(computed + new) - len(hits) + rank.state_blocks
     if not rank.pool.can_allocate(rank.admission(rank, request, hits, need), hits + source if source else hits):
         return 0
@@ -143,7 +145,7 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     request.max_blocks = len(hits)
     request.num_computed = computed
     readmission = bool(request.admissions)
-    prompt_reused = min(cached, request.spec.prompt_len)
+    prompt_reused = cached  # (a readmission may reuse its own output too: AISimulate counts it, past input_length)
     host_reused = min(restored, prompt_reused)
     request.admissions.append({
         "admission_ordinal": len(request.admissions), "pool": rank.chain.name if host_reused else rank.name,
@@ -241,12 +243,10 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
             budget -= 1
             i += 1
             continue
-        if new > budget:
-            new = budget
-        if not rank.chunked and new < request.num_tokens - request.num_computed:
+        new = rank.snapshots.chunk(rank, request, computed, min(new, budget))  # (0: align mode's whole blocks)
+        if not new or not rank.chunked and new < request.num_tokens - computed:
             i += 1
             continue
-        new = rank.snapshots.chunk(rank, request, computed, new)
         reserve = request.num_computed + new + _drafts_kv(request, new, lookahead)
         while not _fits(rank, request, reserve):
             victim = running.pop()

@@ -31,7 +31,7 @@ def consume(iterator) -> None:
 
 class BlockPool:
     __slots__ = ("capacity", "caching", "cached", "free", "ref", "key_of", "created", "events", "evictions",
-                 "copying", "awaited")
+                 "copying", "awaited", "copies")
     # what opal's GPU APC (apc.py) has besides: vLLM's pool has no eviction monitor and no TTL, tells no one of its
     # evictions, and stamps nothing with a time (fused passes need not say when each change happens: `at`)
     proactive_evictions = 0
@@ -53,6 +53,9 @@ class BlockPool:
         # still holds cannot be handed out, so copies of held blocks are not tracked here
         self.copying: set[int] = set()
         self.awaited: set[int] = set()  # copying blocks handed to a new owner, who must wait for the copy
+        # key -> its other cached copies, oldest first (None: a key keeps one block, a recomputed copy holds none);
+        # see keep_copies
+        self.copies: dict[int, list[int]] | None = None
 
     # ------------------------------------------------------------------ queries
     @property
@@ -114,11 +117,12 @@ class BlockPool:
                 block = taken[0]
                 key = self.key_of[block]
                 if key is not None:
-                    del self.cached[key]
                     self.key_of[block] = None
-                    self.evictions += 1
-                    if self.events is not None:
-                        self.events.append(("Removed", [key]))
+                    if self.copies is None or self._last_copy(key, block):
+                        del self.cached[key]
+                        self.evictions += 1
+                        if self.events is not None:
+                            self.events.append(("Removed", [key]))
                 self.ref[block] = 1
                 if self.copying and block in self.copying:
                     self.awaited.add(block)
@@ -130,12 +134,14 @@ class BlockPool:
             cached, key_of, ref = self.cached, self.key_of, self.ref
             evicted = []
             # one plain loop per block (CPython 3.11 runs it faster than maps of bound methods over the list)
+            copies = self.copies
             for block in taken:
                 key = key_of[block]
-                if key is not None:  # only the block a key maps to has it
-                    del cached[key]
+                if key is not None:  # only the blocks a key maps to have it
                     key_of[block] = None
-                    evicted.append(key)
+                    if copies is None or self._last_copy(key, block):
+                        del cached[key]
+                        evicted.append(key)
                 ref[block] = 1
             self.evictions += len(evicted)
             if self.events is not None and evicted:
@@ -144,6 +150,31 @@ class BlockPool:
                 self.awaited |= self.copying.intersection(taken)
             out.extend(taken)
         return out
+
+    def keep_copies(self) -> None:
+        """Keep every computed copy of a key cached, as the mocker's vLLM pool does ("a cached hash may have several
+        physical copies"): a block recomputed while its key is cached (a state cache resumes only at a snapshot, so
+        the token blocks past it are computed again) is found once the older copy is evicted, and waits in the LRU
+        queue as a cached block, not as empty memory.  Only ranks with state snapshots keep copies (facts §45)."""
+        self.copies = {}
+
+    def _add_copy(self, key: int, block: int) -> None:
+        """`block` holds another copy of `key`, whose first copy is cached elsewhere."""
+        self.key_of[block] = key
+        self.copies.setdefault(key, []).append(block)
+
+    def _last_copy(self, key: int, block: int) -> bool:
+        """`block`, a copy of `key`, is evicted: was it the last one (else the oldest left is the one found)?"""
+        others = self.copies.get(key)
+        if not others:
+            return True
+        if self.cached[key] == block:
+            self.cached[key] = others.pop(0)
+        else:
+            others.remove(block)
+        if not others:
+            del self.copies[key]
+        return False
 
     def _take(self, count: int) -> list[int]:
         """The first `count` blocks of the free queue, taken out of it (g1_runs.RunPool keeps the queue otherwise)."""
@@ -171,6 +202,8 @@ class BlockPool:
         # a key cached already keeps its block; the run's blocks are new here, so "got my block" means "stored"
         stored = list(map(eq, map(self.cached.setdefault, run_keys, run_blocks), run_blocks))
         consume(map(self.key_of.__setitem__, compress(run_blocks, stored), compress(run_keys, stored)))
+        if self.copies is not None and not all(stored):
+            consume(map(self._add_copy, compress(run_keys, map(not_, stored)), compress(run_blocks, map(not_, stored))))
         if self.events is not None and any(stored):
             self.events.append(("Stored", list(compress(run_keys, stored))))
 

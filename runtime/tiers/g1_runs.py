@@ -96,7 +96,7 @@ class RunPool(BlockPool):
     def allocate(self, count: int) -> list[int]:
         """As BlockPool's; without KV events, blocks taken from the queue evict their keys with no list of them
         built (the evictions are counted from the cached map's size)."""
-        if count == 1 or self.created < self.capacity or self.events is not None:
+        if count == 1 or self.created < self.capacity or self.events is not None or self.copies is not None:
             return super().allocate(count)
         taken = self._take(count)
         cached, key_of, ref = self.cached, self.key_of, self.ref
@@ -153,8 +153,8 @@ class RunPool(BlockPool):
         its block."""
         if not self.caching:
             return
-        cached, key_of = self.cached, self.key_of
-        if self.events is None:  # (no list of the stored keys built)
+        cached, key_of, copies = self.cached, self.key_of, self.copies
+        if self.events is None and copies is None:  # (no list of the stored keys built)
             for key, block in zip(keys[start:stop], blocks[start:stop]):
                 if key not in cached:
                     cached[key] = block
@@ -166,6 +166,8 @@ class RunPool(BlockPool):
                 cached[key] = block
                 key_of[block] = key
                 stored.append(key)
+            elif copies is not None and key_of[block] is None:
+                self._add_copy(key, block)
         if self.events is not None and stored:
             self.events.append(("Stored", stored))
 

@@ -34,6 +34,9 @@ class WholeBlocks:
     owed: dict = {}  # (never written: no request of such a rank owes state blocks or holds a snapshot's)
     sources: dict = {}
     fusable = True  # fused decode passes (shell/macro.py) need nothing of this policy
+    keeps_copies = False  # (StateSnapshots: its rank's vLLM pool keeps every copy of a key, BlockPool.keep_copies)
+    # under speculation the last matched block is recomputed (its drafter needs the hidden states)
+    drafts_drop_last_hit = True
 
     def resume(self, rank, request, hits: list[int]) -> tuple[list[int], int, list[int]]:
         """The blocks reused, the tokens they cover, and the snapshot's blocks the admission holds."""
@@ -92,6 +95,16 @@ class StateSnapshots(WholeBlocks):
         self.resumes = 0  # admissions that resumed from a snapshot
         self.resumed_tokens = 0  # prompt tokens those admissions did not compute
         self.resumed_at: dict[int, int] = {}  # position -> admissions resumed there
+
+    # a resume at a snapshot recomputes the cached token blocks past it: those copies stay cached, as the mocker's
+    keeps_copies = True
+
+    @property
+    def drafts_drop_last_hit(self) -> bool:
+        """Align mode resumes at a snapshot, before the last matched block anyway: AISimulate drops no block there
+        under speculation (Kimi K3 with `nextn`: the same resumes as without, 3,072 and 7,680; facts §45), where
+        `pass_ends` (DeepSeek V4) drops it as a model without state does."""
+        return self.rule != "prompt_ends"
 
     @property
     def fusable(self) -> bool:
@@ -161,14 +174,23 @@ class StateSnapshots(WholeBlocks):
     def chunk(self, rank, request, computed: int, new: int) -> int:
         """`prompt_ends` (vLLM align mode, AISimulate with `prefix_match_unit`): a prefill chunk ends at the next
         block boundary (from a resume inside a block), at the prompt's last full block boundary and at its last
-        unit boundary, so the state is computed exactly where its snapshots are kept."""
-        prompt = request.spec.prompt_len
-        if self.rule != "prompt_ends" or computed >= prompt or not rank.chunked:
+        unit boundary, so the state is computed exactly where its snapshots are kept; a chunk the budget cuts
+        short of its stop ends on a block boundary (vLLM's `_mamba_block_aligned_split`: 0 tokens, the request
+        waits for the next pass, when that boundary is not past `computed`), unless the pass's whole budget is
+        shorter than that.  A preempted request is recomputed as one prompt of every token it knows, its output
+        so far included: its chunks stop at that sequence's two positions and then run to its end (its
+        snapshots stay the prompt's, `reached`; facts §45)."""
+        known = request.num_tokens
+        if self.rule != "prompt_ends" or computed >= known - 1 or not rank.chunked:
             return new
-        stops = (-(-computed // rank.block_size) * rank.block_size,
-                 *self.positions(prompt, rank.block_size, self.unit))
-        end = min((stop for stop in stops if stop > computed), default=prompt)
-        return min(new, end - computed)
+        size = rank.block_size
+        stops = (-(-computed // size) * size, *self.positions(known, size, self.unit))
+        end = min(min((stop for stop in stops if stop > computed), default=known), known)
+        if new >= end - computed:
+            return end - computed
+        if new >= rank.max_batched:
+            return new  # (a budget shorter than the chunk's block: cut anywhere, or it would never run)
+        return max(0, (computed + new) // size * size - computed)
 
     @staticmethod
     def pass_end_positions(prompt_len: int, block_size: int, computed: int, tokens: int) -> range:
