@@ -434,6 +434,23 @@ def test_a_decode_preemption_is_an_admission_of_the_decode_rank(tmp_path):
     assert run.field("terminal_status") == ["completed", "completed"]
 
 
+def test_a_decode_rank_readmission_recomputes_in_a_decode_pass(tmp_path):
+    """Dynamo's mocker (`schedule_request`): a decode worker never adds prompt tokens to its pass's prefill batch
+    (`worker_type != Decode`), so a readmission's recompute there costs no prefill time; the readmitted request
+    is ready in the same pass and samples its next token at the pass end, like any decode.
+
+    (PREEMPT_ROWS.)  At 27 ms both hold 4 blocks (16 tokens); R0 needs a 5th and the newest, R1, is preempted
+    after 9 tokens (19 ... 27).  R0's last token is at 38; R1 is readmitted then with its 17 known tokens, 4
+    reused: the pass 38-39 is one 1 ms decode (with the prefill cost it was 38-49), so R1's 10th token is at 39
+    and its 20th at 49.  AISimulate: the same rule on `docs/reference-runs/configs/pd-decode-pressure.yaml`
+    (facts section 43)."""
+    run = replay_pd(tmp_path, PREEMPT_ROWS, decode_blocks=8, prefill_sequences=2)
+    assert run.tokens(0) == [19.0 + k for k in range(20)]
+    assert run.tokens(1) == [19.0 + k for k in range(9)] + [39.0 + k for k in range(11)]
+    assert [h["at_ms"] for h in run[1]["admission_history"]] == [0.0, 18.0, 38.0]
+    assert run[1]["last_token_ms"] == 49.0
+
+
 def test_reused_input_tokens_ignore_decode_readmissions(tmp_path):
     """GPU cache (G1) field table: `reused_input_tokens` is the "largest reuse across the request's prefill
     admissions, or across all admissions without a prefill stage".  P/D requests have a prefill stage, so R1's
@@ -494,13 +511,17 @@ def test_a_decode_rank_queues_landed_handoffs_behind_readmissions_and_reserves_a
     first (else nothing could ever free A's blocks: AISimulate stops there with an invariant error) and samples
     29..40.  C's prefill ends at 30: it reserves its block at once although A waits ahead of it, and lands at 34
     (4 tokens at 1 ms each).  Landed, C waits behind A while B runs; at 40 B ends, A recomputes its 17 tokens in a
-    pass with C's activation (40-51: 10 ms of prefill and 1 of decode), so C's first token comes at 51."""
+    pass with C's activation; on a decode rank a recompute is no prefill work (the mocker), so the pass is one
+    decode (40-41) and both sample their next token at 41.  C's second token needs a 2nd block with all 6 held
+    (A 5, C 1): C, the newest, is preempted, readmitted when A ends at 43 (its cached block reused) and samples
+    it at 44."""
     run = replay_pd(tmp_path, QUEUE_ROWS, decode_blocks=6)
     assert run.field("decode_admit_ms") == [18.0, 28.0, 40.0]
     assert run.field("source_released_ms") == [20.0, 30.0, 34.0]  # B's at the end of C's prefill pass
     assert run.tokens(1) == [29.0 + k for k in range(12)]
-    assert run.tokens(0) == [19.0 + k for k in range(9)] + [51.0, 52.0, 53.0]
-    assert run.tokens(2)[0] == 51.0
+    assert run.tokens(0) == [19.0 + k for k in range(9)] + [41.0, 42.0, 43.0]
+    assert run.tokens(2) == [41.0, 44.0]
+    assert [h["at_ms"] for h in run[2]["admission_history"]] == [20.0, 40.0, 43.0]
     assert [h["at_ms"] for h in run[0]["admission_history"]] == [0.0, 18.0, 40.0]  # prefill, activation, readmission
 
 
@@ -601,13 +622,13 @@ def test_g2_on_the_decode_role(tmp_path):
 
     G2 stores prompt blocks as the rank computes them.  The decode rank computes no prompt block of a handoff
     (the KV arrives over the transfer), so nothing is stored until R1's readmission recomputes its prompt: it
-    reuses its first block from G1 and recomputes the second (38-48 ms).  Having loaded nothing, it offers its
+    reuses its first block from G1 and recomputes the second (38-39 ms, a decode pass on a decode rank).  Having loaded nothing, it offers its
     blocks from block 0 (vLLM's OffloadingConnector), so both are stored (2 MB): the domain then holds exactly
     those two blocks."""
     run = replay_pd(tmp_path, PREEMPT_ROWS, decode_blocks=8, prefill_sequences=2, decode_extra=G2)
     assert run.field("terminal_status") == ["completed", "completed"]
     assert run.field("readmission_count") == [0, 1]
-    assert run.field("last_token_ms") == [38.0, 58.0]
+    assert run.field("last_token_ms") == [38.0, 49.0]
     (domain,) = domain_summaries(run.replay)
     assert domain == {"name": "g2.decode.worker0.dp0", "scope": "dp_rank_local", "capacity_blocks": 16,
                       "block_bytes": 1_000_000, "resident_blocks": 2, "stores": 2, "restores": 0, "evictions": 0,

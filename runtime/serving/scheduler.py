@@ -24,6 +24,7 @@ from ..tiers.g1 import BlockPool
 from ..tiers.state_snapshots import WHOLE_BLOCKS
 from ..timing import PassWork
 from . import handoff, pass_results
+from .pass_work import work_of
 from .requests import Request
 
 
@@ -264,7 +265,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
             budget = admit_waiting(rank, budget, items, now_ns)
     if not items:
         return None
-    return Batch(items, work_of(items, rank.speculation))
+    return Batch(items, work_of(items, rank.speculation, rank.role == "decode"))
 
 
 def _drafts_kv(request: Request, new: int, lookahead: int) -> int:
@@ -286,22 +287,3 @@ def _fits(rank: Rank, request: Request, tokens: int) -> bool:
     if fresh:
         rank.snapshots.swap(rank, request, new_blocks[needed:])
     return True
-
-
-def work_of(items: list[tuple[Request, int]], speculation=None) -> PassWork:
-    """The pass's work; under speculation each decode also verifies the drafts (`speculation.work`)."""
-    chunks, decodes, context = [], 0, 0
-    for request, new in items:
-        # a decode: one token after the first; or the first, of a prompt whose KV was all reused (TensorRT-LLM)
-        if new == 1 and request.num_computed == request.num_tokens - 1 and (
-                request.generated or request.first_reused_tokens == request.spec.prompt_len):
-            decodes += 1
-            context += request.num_computed + 1
-        elif not new:  # a handed-off request's first pass on its decode rank: a decode over its prompt
-            decodes += 1
-            context += request.num_tokens
-        else:
-            chunks.append((new, request.num_computed))
-    if speculation is None:
-        return PassWork(tuple(chunks), decodes, context)
-    return speculation.work(tuple(chunks), decodes, context)
