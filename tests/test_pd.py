@@ -12,8 +12,9 @@ What is checked (REFERENCE.md "engine.kv_transfer" and the P/D fields of per-req
   only the blocks the decode rank does not hold as a cached prefix; a null bandwidth means no delay; a state
   cache's state (the prefill role's `bytes_per_request`) is charged once per request in either mode;
 - source-first (vLLM, TensorRT-LLM): the decode rank is chosen and reserves its prompt blocks after the
-  prefill, and the source holds its blocks until the transfer ends (including the wait for decode blocks), or
-  until the end of the pass the source is running then;
+  prefill, and the source holds its blocks until the decode worker activates the landed request (at the
+  landing, or at the end of the decode pass running then; including the wait for decode blocks), or until the
+  end of the pass the source is running then;
   destination-first (SGLang): the decode rank reserves its blocks before the prefill starts;
 - landed handoffs are admitted before other waiting requests, in FCFS order;
 - auto `kv_transfer.bytes_per_token`; token-only P/D with G2 on either role; determinism.
@@ -51,7 +52,7 @@ from .support import read_outputs
 QWEN3_8B_KV_PER_TOKEN = 36 * 8 * 128 * 2 * 2  # layers x KV heads x head_dim x (K, V) x bf16 = 147,456 B
 
 PD_FIELDS = ("prefill_worker_idx", "decode_worker_idx", "prefill_admit_ms", "prefill_done_ms", "decode_admit_ms",
-             "source_released_ms", "source_hold_ms", "decode_reused_input_tokens", "kv_transfer_tokens")
+             "source_released_ms", "source_hold_ms", "decode_cached_input_tokens", "kv_transfer_tokens")
 
 
 def with_hold(records: list[dict]) -> list[dict]:
@@ -146,7 +147,7 @@ def test_transfer_of_a_cold_prompt_takes_tokens_times_bytes_over_bandwidth(tmp_p
     a = run[0]
     assert run.pd(0) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 0.0,
                          "prefill_done_ms": 10.0, "decode_admit_ms": 18.0, "source_released_ms": 18.0,
-                         "source_hold_ms": 8.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
+                         "source_hold_ms": 8.0, "decode_cached_input_tokens": 0, "kv_transfer_tokens": 8}
     assert run.tokens(0) == [19.0, 20.0, 21.0]
     assert (a["ttft_ms"], a["ttst_ms"], a["e2e_latency_ms"], a["itl_ms"]) == (19.0, 1.0, 21.0, 1.0)
     assert (a["first_admit_ms"], a["first_token_ms"], a["last_token_ms"], a["terminal_time_ms"]) == \
@@ -168,12 +169,12 @@ def test_timing_mode_full_prompt_vs_destination_missing(tmp_path, timing_mode, t
 
     (PREFIX_ROWS.)  On the decode rank B finds blocks 1, 2 (8 tokens) and C its whole 8-token prompt, so
     destination_missing moves 4 and 0 tokens where full_prompt moves 12 and 8.  The decode-side prefix is
-    reported as decode_reused_input_tokens in both modes; TTFT = prefill (10 ms) + transfer + one 1 ms decode
+    reported as decode_cached_input_tokens in both modes; TTFT = prefill (10 ms) + transfer + one 1 ms decode
     pass."""
     run = replay_pd(tmp_path, PREFIX_ROWS, timing_mode=timing_mode)
     assert run.field("kv_transfer_tokens") == transferred
     assert run.field("source_hold_ms") == held
-    assert run.field("decode_reused_input_tokens") == [0, 8, 8]
+    assert run.field("decode_cached_input_tokens") == [0, 8, 8]
     assert run.field("prefill_done_ms") == [10.0, 60.0, 110.0]
     assert run.field("decode_admit_ms") == [done + h for done, h in zip([10.0, 60.0, 110.0], held)]
     assert run.field("ttft_ms") == [h + 11 for h in held]
@@ -244,7 +245,7 @@ def test_state_bytes_are_charged_once_per_request_in_either_mode(tmp_path, timin
     assert run.field("source_hold_ms") == held
     assert run.field("ttft_ms") == [h + 11 for h in held]
     assert run.field("kv_transfer_tokens") == ([8, 12, 8] if timing_mode == "full_prompt" else [8, 4, 0])
-    assert run.field("decode_reused_input_tokens") == [0, 8, 8]
+    assert run.field("decode_cached_input_tokens") == [0, 8, 8]
     assert run.field("terminal_status") == ["completed"] * 3
 
 
@@ -276,7 +277,7 @@ def test_a_lone_request_has_the_same_timeline_with_either_handoff_order(tmp_path
     released = 24.0
     assert run.pd(0) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 0.0,
                          "prefill_done_ms": 10.0, "decode_admit_ms": 18.0, "source_released_ms": released,
-                         "source_hold_ms": released - 10, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
+                         "source_hold_ms": released - 10, "decode_cached_input_tokens": 0, "kv_transfer_tokens": 8}
     assert run.tokens(0) == [19.0 + i for i in range(10)]
 
 
@@ -290,7 +291,7 @@ def test_source_first_prefills_at_once_and_holds_the_source_while_decode_blocks_
     run = replay_pd(tmp_path, FULL_DECODE_ROWS, backend=backend, decode_blocks=5)
     assert run.pd(1) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 14.0,
                          "prefill_done_ms": 24.0, "decode_admit_ms": 36.0, "source_released_ms": 36.0,
-                         "source_hold_ms": 12.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
+                         "source_hold_ms": 12.0, "decode_cached_input_tokens": 0, "kv_transfer_tokens": 8}
     assert run.tokens(1) == [37.0, 38.0, 39.0]
     assert (run[1]["ttft_ms"], run[1]["ttst_ms"], run[1]["e2e_latency_ms"]) == (23.0, 1.0, 25.0)
 
@@ -306,7 +307,7 @@ def test_destination_first_a_full_decode_rank_delays_the_prefill(tmp_path):
     run = replay_pd(tmp_path, rows, backend="sglang", decode_blocks=5)
     assert run.pd(1) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 28.0,
                          "prefill_done_ms": 38.0, "decode_admit_ms": 46.0, "source_released_ms": 46.0,
-                         "source_hold_ms": 8.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
+                         "source_hold_ms": 8.0, "decode_cached_input_tokens": 0, "kv_transfer_tokens": 8}
     assert run.tokens(1) == [47.0, 48.0, 49.0]
     assert (run[1]["first_admit_ms"], run[1]["ttft_ms"], run[1]["ttst_ms"], run[1]["e2e_latency_ms"]) == \
         (28.0, 23.0, 1.0, 25.0)
@@ -394,7 +395,9 @@ def test_source_held_while_waiting_for_decode_blocks_blocks_the_next_prefill(tmp
 
 def test_reused_input_tokens_count_prefill_admissions_and_decode_reuse_is_separate(tmp_path):
     """GPU cache (G1): `reused_input_tokens` is the largest reuse across the request's prefill admissions;
-    `decode_reused_input_tokens` is the prefix the decode rank already held.
+    `decode_cached_input_tokens` is the prefix the decode rank already held; `decode_reused_input_tokens`
+    (AISimulate's field: the largest reuse of the request's decode-rank readmissions) is 0 without a readmission, as in
+    AISimulate's records of `t21-syn-pd-missing` (facts section 43).
 
     Two prefill workers (round robin), one decode worker.  A (1, 2) prefills on prefill worker 0; B (1, 2, 3)
     on prefill worker 1, which holds nothing (reused 0) while the decode rank holds A's 8 tokens; C (1, 2, 4)
@@ -405,7 +408,8 @@ def test_reused_input_tokens_count_prefill_admissions_and_decode_reuse_is_separa
     assert run.field("decode_worker_idx") == [2, 2, 2]
     assert run.field("reused_input_tokens") == [0, 0, 8]
     assert run.field("first_admission_reused_input_tokens") == [0, 0, 8]
-    assert run.field("decode_reused_input_tokens") == [0, 8, 8]
+    assert run.field("decode_cached_input_tokens") == [0, 8, 8]
+    assert run.field("decode_reused_input_tokens") == [0, 0, 0]
     assert run.field("kv_transfer_tokens") == [8, 4, 4]
     assert run.field("ttft_ms") == [19.0, 15.0, 15.0]  # prefill 10 + transfer 8, 4, 4 + one decode pass
 
@@ -430,7 +434,10 @@ def test_a_decode_preemption_is_an_admission_of_the_decode_rank(tmp_path):
                                                   ("decode.worker0.dp0", 38.0, 4, True)]
     assert [h["admission_ordinal"] for h in r1["admission_history"]] == [0, 1, 2]
     assert (r0["admission_count"], r1["admission_count"]) == (2, 3)
-    assert (r1["first_admission_reused_input_tokens"], r1["decode_reused_input_tokens"]) == (0, 0)
+    # decode_reused_input_tokens (AISimulate's field): the largest reuse of its decode-rank readmissions
+    assert (r1["first_admission_reused_input_tokens"], r1["decode_reused_input_tokens"]) == (0, 4)
+    assert (r0["decode_reused_input_tokens"], r0["decode_cached_input_tokens"], r1["decode_cached_input_tokens"]) \
+        == (0, 0, 0)
     assert run.field("terminal_status") == ["completed", "completed"]
 
 
@@ -464,7 +471,9 @@ def test_reused_input_tokens_ignore_decode_readmissions(tmp_path):
 # sequences (X lands at 14 ms, while A's and B's prefill runs: its source is let go at that pass's end, 20 ms).
 # A (12 tokens) and B (4 tokens) arrive at 1 ms, prefill together 10-20 ms and enter the decode queue in that
 # order; the decode rank reserves for both at its next pass start (34 ms); B's 4-token transfer lands at 38 ms,
-# A's 12-token one at 46 ms, both while X's pass 34-54 ms runs.  At 54 ms one slot is free.
+# A's 12-token one at 46 ms, both while X's pass 34-54 ms runs.  At 54 ms one slot is free.  The decode worker
+# activates both when that pass ends, and only then do their sources let go (the prefill worker is idle): 54 ms
+# for both (Dynamo's mocker: ReleaseSource follows ActivateDestination, each applied between its worker's passes).
 LANDING_ROWS = [row(0, 4, 10, [9]), row(1, 12, 3, [1, 2, 3]), row(1, 4, 3, [5])]
 
 
@@ -474,7 +483,7 @@ def test_landed_handoffs_are_admitted_before_other_waiting_requests(tmp_path):
     (LANDING_ROWS.)  Both handoffs have landed at 54 ms: one is admitted then, the other only when a slot is
     free again (after the first's 3 decode passes, at 114 ms)."""
     run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4, decode_extra=G2)
-    assert run.field("source_released_ms") == [20.0, 46.0, 38.0]
+    assert run.field("source_released_ms") == [20.0, 54.0, 54.0]
     assert sorted(run.field("decode_admit_ms")[1:]) == [54.0, 114.0]
 
 
@@ -492,7 +501,7 @@ def test_without_g2_a_landed_handoff_joins_the_back_of_the_queue(tmp_path):
     """Without G2 (Dynamo's mocker: an activated destination is pushed to the back of the waiting queue) landed
     handoffs are admitted in the order they landed: B (landed at 38 ms) at 54 ms, A (46 ms) when B ends at 114."""
     run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4)
-    assert run.field("source_released_ms") == [20.0, 46.0, 38.0]
+    assert run.field("source_released_ms") == [20.0, 54.0, 54.0]
     assert run.field("decode_admit_ms")[1:] == [114.0, 54.0]
 
 
@@ -758,7 +767,7 @@ def test_pd_outputs_are_byte_identical_across_runs_and_with_single_step(tmp_path
     records = [orjson.loads(line) for line in first["requests.jsonl"].splitlines()]
     assert {r["prefill_worker_idx"] for r in records} == {0, 1}
     assert all(r["decode_worker_idx"] == 2 for r in records)
-    assert sum(r["decode_reused_input_tokens"] for r in records) > 0
+    assert sum(r["decode_cached_input_tokens"] for r in records) > 0
 
 
 PREFILL_TOO_SMALL = """engine:

@@ -256,8 +256,10 @@ def test_preempted_request_keeps_its_cached_hashes_and_reuses_them_on_readmissio
 
 def test_readmission_after_decode_reuses_blocks_with_its_own_output():
     """Preempted after 2 tokens (9 known tokens), a request reuses both its full blocks (8 tokens, including a
-    generated one) when readmitted and recomputes only the last known token; the readmission's reused prompt
-    tokens are capped at the prompt length (7)."""
+    generated one) when readmitted and recomputes only the last known token.  The readmission reuses 8 tokens,
+    more than the 7-token prompt: only the first admission counts prompt tokens (the spec's field table), and
+    AISimulate's readmissions count what the request computed, output included (s01: 1,120 of a 1,000-token
+    prompt; facts section 43), so `reused_input_tokens` is 8 too."""
     rank = make_rank(5, budget=100)
     a, b = make_request(0, 7, 3), make_request(1, 7, 6)
     rank.waiting.extend([a, b])
@@ -269,7 +271,8 @@ def test_readmission_after_decode_reuses_blocks_with_its_own_output():
     items, now, _, work = step(rank, now)
     assert items == [(1, 1)]
     assert b.blocks == [2, 3, 4]
-    assert b.admissions[1]["reused_input_tokens"] == 7 and b.admissions[1]["is_readmission"]
+    assert b.admissions[1]["reused_input_tokens"] == 8 and b.admissions[1]["is_readmission"]
+    assert (b.reused_tokens, b.first_reused_tokens) == (8, 0)
     assert b.generated == 3
 
 

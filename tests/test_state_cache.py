@@ -310,7 +310,7 @@ def test_pd_prefill_resumes_from_its_snapshots_and_decode_skips_resident_token_k
     rows = [trace_row(0, 14, 2, [1, 2, 3, 4], 4), trace_row(100, 14, 2, [1, 2, 3, 5], 4)]
     single, records = replay(tmp_path, rows, PD)
     assert [r["reused_input_tokens"] for r in records] == [0, 12]
-    assert [r["decode_reused_input_tokens"] for r in records] == [0, 8]
+    assert [r["decode_cached_input_tokens"] for r in records] == [0, 8]
     assert [r["kv_transfer_tokens"] for r in records] == [16, 16]
     assert records[1]["prefill_done_ms"] == 110.0 and records[1]["decode_admit_ms"] == 132.0
     prefill, decode = single.ranks()

@@ -210,13 +210,24 @@ def release_source(request: Request, now_ns: int) -> None:
 
 
 def landed(rank, request: Request, now_ns: int, source_busy: bool = False) -> None:
-    """The KV arrived: the decode rank knows the prompt; the source lets go of its blocks now, or at the end of
-    the pass it is running (`source_busy`: AISimulate's mocker applies the release between the source's passes)."""
-    state = request.pd
+    """The KV arrived and the destination is active at once (destination-first): the source lets go of its blocks
+    now, or at the end of the pass it is running (`source_busy`: AISimulate's mocker applies the release between
+    the source's passes)."""
+    activated(request, now_ns, source_busy)
+    arrived(rank, request)
+
+
+def activated(request: Request, now_ns: int, source_busy: bool) -> None:
+    """The destination is active: the source lets go of its blocks now, or at the end of the pass it runs."""
     if source_busy:
-        state.source_rank.releases.append(request)
+        request.pd.source_rank.releases.append(request)
     else:
         release_source(request, now_ns)
+
+
+def arrived(rank, request: Request) -> None:
+    """The KV arrived: the decode rank knows the prompt and queues the request for its first decode pass."""
+    state = request.pd
     rank.handoff_kv.land(rank, request)
     state.phase = "arrived"
     waiting = rank.waiting

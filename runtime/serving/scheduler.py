@@ -141,7 +141,9 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     request.max_blocks = len(hits)
     request.num_computed = computed
     readmission = bool(request.admissions)
-    prompt_reused = min(cached, request.spec.prompt_len)
+    # a readmission reuses what the request itself computed, its output included: the spec's field table counts
+    # "prompt tokens" for the first admission only, and AISimulate's entries and reused_input_tokens are not cut
+    prompt_reused = cached if readmission else min(cached, request.spec.prompt_len)
     host_reused = min(restored, prompt_reused)
     request.admissions.append({
         "admission_ordinal": len(request.admissions), "pool": rank.chain.name if host_reused else rank.name,
