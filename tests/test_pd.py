@@ -8,8 +8,8 @@ What is checked (REFERENCE.md "engine.kv_transfer" and the P/D fields of per-req
   it includes the transfer and any wait for a decode slot, as AISimulate stamps it; the prefill's own sampled
   token is not counted);
 - transfer time = (tokens x bytes_per_token + state bytes) / (bandwidth x 1e9) s (+ a ReplaySpec
-  `handoff_latency_ms`), tokens in whole blocks; `full_prompt` moves the whole prompt, `destination_missing`
-  only the blocks the decode rank does not hold as a cached prefix; a null bandwidth means no delay; a state
+  `handoff_latency_ms`); `full_prompt` moves the prompt's tokens, `destination_missing` only the blocks (whole
+  blocks) the decode rank does not hold as a cached prefix; a null bandwidth means no delay; a state
   cache's state (the prefill role's `bytes_per_request`) is charged once per request in either mode;
 - source-first (vLLM, TensorRT-LLM): the decode rank is chosen and reserves its prompt blocks after the
   prefill, and the source holds its blocks until the decode worker activates the landed request (at the
@@ -596,14 +596,14 @@ def test_g2_on_the_prefill_role(tmp_path):
 
     A (1, 2) stores its 2 prompt blocks; B (3, 4, 5, 6 + a partial block) stores 4 and evicts A's blocks from
     G1; C (1, 2 + a partial block) arrives at 80 ms, restores 1, 2 from G2 (2 ms) and prefills 82-92 ms
-    (done at 92).  The decode side is unaffected: C's 3 blocks still travel whole (12 tokens: 12 ms), and its
-    first token comes one decode pass after it lands (TTFT 92 + 12 + 1 - 80 = 25)."""
+    (done at 92).  The decode side is unaffected: C's whole prompt travels (full_prompt: its 9 tokens, 9 ms), and
+    its first token comes one decode pass after it lands (TTFT 92 + 9 + 1 - 80 = 22)."""
     rows = [row(0, 8, 2, [1, 2]), row(20, 19, 2, [3, 4, 5, 6, 7]), row(80, 9, 2, [1, 2, 8])]
     run = replay_pd(tmp_path, rows, prefill_blocks=5, prefill_extra=G2)
     assert run.field("terminal_status") == ["completed"] * 3
     c = run[2]
     assert (c["first_admission_g1_reused_input_tokens"], c["first_admission_host_reused_input_tokens"]) == (0, 8)
-    assert (c["prefill_admit_ms"], c["ttft_ms"], c["source_hold_ms"], c["ttst_ms"]) == (82.0, 25.0, 12.0, 1.0)
+    assert (c["prefill_admit_ms"], c["ttft_ms"], c["source_hold_ms"], c["ttst_ms"]) == (82.0, 22.0, 9.0, 1.0)
     (domain,) = domain_summaries(run.replay)
     assert domain == {"name": "g2.prefill.worker0.dp0", "scope": "dp_rank_local", "capacity_blocks": 16,
                       "block_bytes": 1_000_000, "resident_blocks": 6, "stores": 6, "restores": 2, "evictions": 0,

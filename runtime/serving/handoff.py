@@ -164,8 +164,10 @@ def reserved(request: Request, handoff: Handoff, hits: int, prompt_blocks: int, 
     state = request.pd
     state.decode_hits = hits
     state.decode_reused_tokens = hits * size
-    # KV travels in whole blocks (AISimulate's mocker: the reservation's transferable prompt blocks x block size)
-    state.transfer_tokens = (prompt_blocks if handoff.timing_mode == "full_prompt" else prompt_blocks - hits) * size
+    # AISimulate's mocker: full_prompt moves the prompt's tokens (`full_prompt_tokens`: its input length),
+    # destination_missing the reservation's transferable blocks (whole blocks x block size)
+    state.transfer_tokens = request.spec.prompt_len if handoff.timing_mode == "full_prompt" \
+        else (prompt_blocks - hits) * size
 
 
 def reserve_pending(rank) -> bool:
