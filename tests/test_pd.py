@@ -469,22 +469,33 @@ def test_reused_input_tokens_ignore_decode_readmissions(tmp_path):
 
 # X (4 tokens, 10 output) decodes alone on a decode rank whose passes take 20 ms and which runs at most 2
 # sequences (X lands at 14 ms, while A's and B's prefill runs: its source is let go at that pass's end, 20 ms).
-# A (12 tokens) and B (4 tokens) arrive at 1 ms, prefill together 10-20 ms and enter the decode queue in that
-# order; the decode rank reserves for both at its next pass start (34 ms); B's 4-token transfer lands at 38 ms,
-# A's 12-token one at 46 ms, both while X's pass 34-54 ms runs.  At 54 ms one slot is free.  The decode worker
-# activates both when that pass ends, and only then do their sources let go (the prefill worker is idle): 54 ms
-# for both (Dynamo's mocker: ReleaseSource follows ActivateDestination, each applied between its worker's passes).
-LANDING_ROWS = [row(0, 4, 10, [9]), row(1, 12, 3, [1, 2, 3]), row(1, 4, 3, [5])]
+# A (32 tokens) and B (4 tokens) arrive at 1 ms, prefill together 10-20 ms and enter the decode queue in that
+# order while X's pass 14-34 runs.  The mocker tries the reservation queue's head once per trigger: X's pass
+# completion at 34 ms reserves A (32 tokens: lands at 66), the next one at 54 ms B (lands at 58).  Both land
+# while the pass 54-74 runs; the decode worker activates them when it ends, and only then do their sources let go
+# (the prefill worker is idle): 74 ms for both (ReleaseSource follows ActivateDestination, each applied between
+# its worker's passes).  At 74 ms one slot is free.
+LANDING_ROWS = [row(0, 4, 10, [9]), row(1, 32, 3, [1, 2, 3, 4, 5, 6, 7, 8]), row(1, 4, 3, [10])]
 
 
 def test_landed_handoffs_are_admitted_before_other_waiting_requests(tmp_path):
     """Host offload (G2): a decode rank admits requests whose handoff has arrived before other waiting ones.
 
-    (LANDING_ROWS.)  Both handoffs have landed at 54 ms: one is admitted then, the other only when a slot is
-    free again (after the first's 3 decode passes, at 114 ms)."""
+    (LANDING_ROWS.)  Both handoffs are active at 74 ms: one is admitted then, the other only when a slot is
+    free again (after the first's 3 decode passes, at 134 ms)."""
     run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4, decode_extra=G2)
-    assert run.field("source_released_ms") == [20.0, 54.0, 54.0]
-    assert sorted(run.field("decode_admit_ms")[1:]) == [54.0, 114.0]
+    assert run.field("source_released_ms") == [20.0, 74.0, 74.0]
+    assert sorted(run.field("decode_admit_ms")[1:]) == [74.0, 134.0]
+
+
+def test_a_decode_rank_reserves_one_handoff_per_trigger(tmp_path):
+    """Dynamo's mocker (`retry_pending_destinations_at`): each trigger (a pass completion, a handoff joining an
+    idle worker, an activation) tries the head of the reservation queue once, so A and B, queued together at
+    20 ms, reserve at 34 and 54 ms (their KV lands at 34 + 32 and 54 + 4)."""
+    run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4)
+    assert run.field("prefill_done_ms") == [10.0, 20.0, 20.0]
+    assert run.field("kv_transfer_tokens") == [4, 32, 4]
+    assert run.field("source_hold_ms") == [10.0, 54.0, 54.0]  # both held until their activation at 74
 
 
 def test_landed_handoffs_keep_fcfs_order_among_themselves(tmp_path):
@@ -492,18 +503,18 @@ def test_landed_handoffs_keep_fcfs_order_among_themselves(tmp_path):
     is in flight in their queue order (it re-prepends the skipped ones in order), so among landed handoffs the
     one that entered the decode queue first goes first, whichever transfer ended first.
 
-    (LANDING_ROWS.)  A entered the decode queue before B; A is admitted at 54 ms, B when A ends at 114 ms."""
+    (LANDING_ROWS.)  A entered the decode queue before B and landed after it; A is admitted at 74 ms, B when A
+    ends at 134 ms."""
     run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4, decode_extra=G2)
-    assert run.field("decode_admit_ms")[1:] == [54.0, 114.0]
+    assert run.field("decode_admit_ms")[1:] == [74.0, 134.0]
 
 
 def test_without_g2_a_landed_handoff_joins_the_back_of_the_queue(tmp_path):
     """Without G2 (Dynamo's mocker: an activated destination is pushed to the back of the waiting queue) landed
-    handoffs are admitted in the order they landed: B (landed at 38 ms) at 54 ms, A (46 ms) when B ends at 114."""
+    handoffs are admitted in the order they landed: B (landed at 58 ms) at 74 ms, A (66 ms) when B ends at 134."""
     run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4)
-    assert run.field("source_released_ms") == [20.0, 54.0, 54.0]
-    assert run.field("decode_admit_ms")[1:] == [114.0, 54.0]
-
+    assert run.field("source_released_ms") == [20.0, 74.0, 74.0]
+    assert run.field("decode_admit_ms")[1:] == [134.0, 74.0]
 
 
 # A and B (8 tokens, 12 output each) and C (4 tokens, 2 output, at 20 ms) on a decode rank of 6 blocks, no G2.

@@ -45,6 +45,8 @@ class Disaggregation:
             return
         rank = self.router.place("decode", now, request.spec.dp_rank, request.spec.worker_idx)
         handoff.to_decode(request, rank, self.next_seq())
+        if not self._busy(rank.worker, now):  # (the mocker: a reservation command on an idle worker tries at once)
+            handoff.add_try(rank)
 
     def start_transfer(self, rank, job: handoff.HandoffTransfer, now: int, moved: dict | None = None) -> bool:
         request = job.request
@@ -71,12 +73,18 @@ class Disaggregation:
             self.activating.setdefault(decode.worker, []).append(request)
         else:
             handoff.landed(decode, request, now, self._busy(request.pd.source_rank.worker, now))
+            handoff.add_try(decode)  # (an activation tries the reservations once more)
 
     def worker_pass_ended(self, worker, now: int) -> None:
-        """After-pass hook: a decode worker's pass ended; the destinations that landed during it are activated."""
+        """After-pass hook: a decode worker's pass ended; the destinations that landed during it are activated, and
+        its ranks may try their pending reservations (handoff.reserve_pending)."""
         landed = self.activating.pop(worker.index, None) if self.activating else None
         for request in landed or ():
             handoff.activated(request, now, self._busy(request.pd.source_rank.worker, now))
+            handoff.add_try(request.pd.decode_rank)  # (each activation tries the reservations once more)
+        for rank in worker.ranks:
+            if rank.role == "decode":
+                handoff.add_try(rank)  # (the pass's completion tries them once)
 
     def _busy(self, index: int, now: int) -> bool:
         worker = self.router.workers[index]

@@ -173,17 +173,31 @@ def reserved(request: Request, handoff: Handoff, hits: int, prompt_blocks: int, 
 def reserve_pending(rank) -> bool:
     """A decode rank's source-first handoffs still to reserve try to, in the order they joined, and the KV of each
     that gets its blocks starts to travel; the first one short of blocks stops the others.  True when one is left
-    without its reservation (Dynamo's mocker keeps them in a queue of their own, retried as blocks free up)."""
+    without its reservation (Dynamo's mocker keeps them in a queue of their own, retried as blocks free up).
+
+    The mocker tries the queue's head once per trigger (`retry_pending_destinations_at` reserves at most one):
+    when the decode worker's pass completes, when a handoff joins an idle worker, when a destination is
+    activated.  `rank.reserve_tries` counts the triggers due now (`add_try`); unused ones lapse.  A rank that runs
+    nothing always tries (else nothing would try again)."""
     waiting = rank.waiting
+    tries, rank.reserve_tries = rank.reserve_tries, 0
+    if not rank.running:
+        tries = max(tries, 1)
     position = 0
     while position < len(waiting) and len(rank.running) < rank.max_sequences:
         request = waiting[position]
         position += 1
         if request.pd is not None and request.pd.phase == "pending":
-            if not reserve(rank, request, rank.handoff):
+            if not tries or not reserve(rank, request, rank.handoff):
                 return True
+            tries -= 1
             start_transfer(rank, request)
     return any(r.pd is not None and r.pd.phase == "pending" for r in islice(waiting, position, None))
+
+
+def add_try(rank, count: int = 1) -> None:
+    """`count` more triggers for the rank's next reservation attempts (see reserve_pending)."""
+    rank.reserve_tries += count
 
 
 def reserve_first(rank, request: Request) -> bool:

@@ -32,7 +32,7 @@ class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
                  "role", "handoff", "admission", "reservation", "reuse_limit", "misses", "releases", "speculation",
-                 "handoff_kv", "snapshots", "rejecting", "held_back")
+                 "handoff_kv", "snapshots", "rejecting", "held_back", "reserve_tries")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -68,6 +68,7 @@ class Rank:
         # the waiting request this pass's admission stopped at for want of blocks, while others run (None: it did
         # not stop so); shell/macro.py may then fuse decode passes that leave it waiting
         self.held_back: Request | None = None
+        self.reserve_tries = 0  # decode ranks: attempts at the handoff reservations due now (handoff.reserve_pending)
 
     @property
     def busy(self) -> bool:
