@@ -32,6 +32,9 @@ def work_of(items: list[tuple[Request, int]], speculation=None, decode_rank: boo
                 context += request.num_tokens
         else:
             chunks.append((new, request.num_computed))
+            if request.generated and request.num_computed + new == request.num_tokens:
+                decodes += 1  # a readmission's recompute that ends samples its next token: a decode of this pass
+                context += request.num_tokens  # too (the mocker's emit_ready_tokens times every ready request)
     if speculation is None:
         return PassWork(tuple(chunks), decodes, context)
     return speculation.work(tuple(chunks), decodes, context)
