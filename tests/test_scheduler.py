@@ -291,10 +291,10 @@ def test_a_readmission_that_samples_a_token_adds_a_decode_to_its_pass():
     assert (a.generated, a.num_tokens) == (2, 9)
     rank.running.remove(a)
     preempt(rank, a)
-    readmitted = work_of([(a, a.num_tokens)])  # all 9 known tokens recomputed (none reused)
+    readmitted = work_of([(a, a.num_tokens)], vllm=True)  # all 9 known tokens recomputed (none reused)
     assert (readmitted.prefill_chunks, readmitted.decode_requests, readmitted.decode_context) == (((9, 0),), 1, 9)
     assert TIMING(readmitted) == 11 * MS
-    fresh = work_of([(b, 7)])
+    fresh = work_of([(b, 7)], vllm=True)
     assert (fresh.decode_requests, TIMING(fresh)) == (0, 10 * MS)
 
 

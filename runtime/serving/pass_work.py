@@ -9,13 +9,15 @@ from ..timing import PassWork
 from .requests import Request
 
 
-def work_of(items: list[tuple[Request, int]], speculation=None, decode_rank: bool = False) -> PassWork:
+def work_of(items: list[tuple[Request, int]], speculation=None, decode_rank: bool = False,
+            vllm: bool = False) -> PassWork:
     """The pass's work; under speculation each decode also verifies the drafts (`speculation.work`).
 
     On a decode rank a readmission's recompute is no prefill: the mocker (`schedule_request`) counts prompt
     tokens into the pass's prefill batch only when `worker_type != Decode`, so a recompute that reaches the end
     of its known sequence is one more decode (it samples its next token in this pass), and a chunk that does not
-    costs nothing."""
+    costs nothing.  With `vllm` (the vLLM core's scheduler, not SGLang's, whose engine times its own way) a
+    readmission's recompute that samples its next token is a decode of the pass as well as a prefill."""
     chunks, decodes, context = [], 0, 0
     for request, new in items:
         # a decode: one token after the first; or the first, of a prompt whose KV was all reused (TensorRT-LLM)
@@ -32,7 +34,7 @@ def work_of(items: list[tuple[Request, int]], speculation=None, decode_rank: boo
                 context += request.num_tokens
         else:
             chunks.append((new, request.num_computed))
-            if request.generated and request.num_computed + new == request.num_tokens:
+            if vllm and request.generated and request.num_computed + new == request.num_tokens:
                 decodes += 1  # a readmission's recompute that ends samples its next token: a decode of this pass
                 context += request.num_tokens  # too (the mocker's emit_ready_tokens times every ready request)
     if speculation is None:

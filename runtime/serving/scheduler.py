@@ -268,7 +268,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
             budget = admit_waiting(rank, budget, items, now_ns)
     if not items:
         return None
-    return Batch(items, work_of(items, rank.speculation, rank.role == "decode"))
+    return Batch(items, work_of(items, rank.speculation, rank.role == "decode", vllm=True))
 
 
 def _drafts_kv(request: Request, new: int, lookahead: int) -> int:
