@@ -96,7 +96,7 @@ def check_sums(out) -> None:
         if "admission_history" in r:
             # (a P/D decode activation, neither the first admission nor a readmission, computes nothing)
             computing = [a for a in admissions if a["admission_ordinal"] == 0 or a["is_readmission"]]
-            # (a readmission may reuse its own output too, past input_length: it then misses nothing)
+            # (a readmission may reuse more than the prompt, its own output too: it then misses no prompt token)
             missed = sum(max(0, r["input_length"] - a["reused_input_tokens"]) for a in computing)
             assert sum(r["miss_classes"].values()) == missed, r["index"]
 

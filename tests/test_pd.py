@@ -8,12 +8,13 @@ What is checked (REFERENCE.md "engine.kv_transfer" and the P/D fields of per-req
   it includes the transfer and any wait for a decode slot, as AISimulate stamps it; the prefill's own sampled
   token is not counted);
 - transfer time = (tokens x bytes_per_token + state bytes) / (bandwidth x 1e9) s (+ a ReplaySpec
-  `handoff_latency_ms`), tokens in whole blocks; `full_prompt` moves the whole prompt, `destination_missing`
-  only the blocks the decode rank does not hold as a cached prefix; a null bandwidth means no delay; a state
+  `handoff_latency_ms`); `full_prompt` moves the prompt's tokens, `destination_missing` only the blocks (whole
+  blocks) the decode rank does not hold as a cached prefix; a null bandwidth means no delay; a state
   cache's state (the prefill role's `bytes_per_request`) is charged once per request in either mode;
 - source-first (vLLM, TensorRT-LLM): the decode rank is chosen and reserves its prompt blocks after the
-  prefill, and the source holds its blocks until the transfer ends (including the wait for decode blocks), or
-  until the end of the pass the source is running then;
+  prefill, and the source holds its blocks until the decode worker activates the landed request (at the
+  landing, or at the end of the decode pass running then; including the wait for decode blocks), or until the
+  end of the pass the source is running then;
   destination-first (SGLang): the decode rank reserves its blocks before the prefill starts;
 - landed handoffs are admitted before other waiting requests, in FCFS order;
 - auto `kv_transfer.bytes_per_token`; token-only P/D with G2 on either role; determinism.
@@ -51,7 +52,7 @@ from .support import read_outputs
 QWEN3_8B_KV_PER_TOKEN = 36 * 8 * 128 * 2 * 2  # layers x KV heads x head_dim x (K, V) x bf16 = 147,456 B
 
 PD_FIELDS = ("prefill_worker_idx", "decode_worker_idx", "prefill_admit_ms", "prefill_done_ms", "decode_admit_ms",
-             "source_released_ms", "source_hold_ms", "decode_reused_input_tokens", "kv_transfer_tokens")
+             "source_released_ms", "source_hold_ms", "decode_cached_input_tokens", "kv_transfer_tokens")
 
 
 def with_hold(records: list[dict]) -> list[dict]:
@@ -146,7 +147,7 @@ def test_transfer_of_a_cold_prompt_takes_tokens_times_bytes_over_bandwidth(tmp_p
     a = run[0]
     assert run.pd(0) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 0.0,
                          "prefill_done_ms": 10.0, "decode_admit_ms": 18.0, "source_released_ms": 18.0,
-                         "source_hold_ms": 8.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
+                         "source_hold_ms": 8.0, "decode_cached_input_tokens": 0, "kv_transfer_tokens": 8}
     assert run.tokens(0) == [19.0, 20.0, 21.0]
     assert (a["ttft_ms"], a["ttst_ms"], a["e2e_latency_ms"], a["itl_ms"]) == (19.0, 1.0, 21.0, 1.0)
     assert (a["first_admit_ms"], a["first_token_ms"], a["last_token_ms"], a["terminal_time_ms"]) == \
@@ -168,12 +169,12 @@ def test_timing_mode_full_prompt_vs_destination_missing(tmp_path, timing_mode, t
 
     (PREFIX_ROWS.)  On the decode rank B finds blocks 1, 2 (8 tokens) and C its whole 8-token prompt, so
     destination_missing moves 4 and 0 tokens where full_prompt moves 12 and 8.  The decode-side prefix is
-    reported as decode_reused_input_tokens in both modes; TTFT = prefill (10 ms) + transfer + one 1 ms decode
+    reported as decode_cached_input_tokens in both modes; TTFT = prefill (10 ms) + transfer + one 1 ms decode
     pass."""
     run = replay_pd(tmp_path, PREFIX_ROWS, timing_mode=timing_mode)
     assert run.field("kv_transfer_tokens") == transferred
     assert run.field("source_hold_ms") == held
-    assert run.field("decode_reused_input_tokens") == [0, 8, 8]
+    assert run.field("decode_cached_input_tokens") == [0, 8, 8]
     assert run.field("prefill_done_ms") == [10.0, 60.0, 110.0]
     assert run.field("decode_admit_ms") == [done + h for done, h in zip([10.0, 60.0, 110.0], held)]
     assert run.field("ttft_ms") == [h + 11 for h in held]
@@ -244,7 +245,7 @@ def test_state_bytes_are_charged_once_per_request_in_either_mode(tmp_path, timin
     assert run.field("source_hold_ms") == held
     assert run.field("ttft_ms") == [h + 11 for h in held]
     assert run.field("kv_transfer_tokens") == ([8, 12, 8] if timing_mode == "full_prompt" else [8, 4, 0])
-    assert run.field("decode_reused_input_tokens") == [0, 8, 8]
+    assert run.field("decode_cached_input_tokens") == [0, 8, 8]
     assert run.field("terminal_status") == ["completed"] * 3
 
 
@@ -276,7 +277,7 @@ def test_a_lone_request_has_the_same_timeline_with_either_handoff_order(tmp_path
     released = 24.0
     assert run.pd(0) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 0.0,
                          "prefill_done_ms": 10.0, "decode_admit_ms": 18.0, "source_released_ms": released,
-                         "source_hold_ms": released - 10, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
+                         "source_hold_ms": released - 10, "decode_cached_input_tokens": 0, "kv_transfer_tokens": 8}
     assert run.tokens(0) == [19.0 + i for i in range(10)]
 
 
@@ -290,7 +291,7 @@ def test_source_first_prefills_at_once_and_holds_the_source_while_decode_blocks_
     run = replay_pd(tmp_path, FULL_DECODE_ROWS, backend=backend, decode_blocks=5)
     assert run.pd(1) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 14.0,
                          "prefill_done_ms": 24.0, "decode_admit_ms": 36.0, "source_released_ms": 36.0,
-                         "source_hold_ms": 12.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
+                         "source_hold_ms": 12.0, "decode_cached_input_tokens": 0, "kv_transfer_tokens": 8}
     assert run.tokens(1) == [37.0, 38.0, 39.0]
     assert (run[1]["ttft_ms"], run[1]["ttst_ms"], run[1]["e2e_latency_ms"]) == (23.0, 1.0, 25.0)
 
@@ -306,7 +307,7 @@ def test_destination_first_a_full_decode_rank_delays_the_prefill(tmp_path):
     run = replay_pd(tmp_path, rows, backend="sglang", decode_blocks=5)
     assert run.pd(1) == {"prefill_worker_idx": 0, "decode_worker_idx": 1, "prefill_admit_ms": 28.0,
                          "prefill_done_ms": 38.0, "decode_admit_ms": 46.0, "source_released_ms": 46.0,
-                         "source_hold_ms": 8.0, "decode_reused_input_tokens": 0, "kv_transfer_tokens": 8}
+                         "source_hold_ms": 8.0, "decode_cached_input_tokens": 0, "kv_transfer_tokens": 8}
     assert run.tokens(1) == [47.0, 48.0, 49.0]
     assert (run[1]["first_admit_ms"], run[1]["ttft_ms"], run[1]["ttst_ms"], run[1]["e2e_latency_ms"]) == \
         (28.0, 23.0, 1.0, 25.0)
@@ -394,7 +395,9 @@ def test_source_held_while_waiting_for_decode_blocks_blocks_the_next_prefill(tmp
 
 def test_reused_input_tokens_count_prefill_admissions_and_decode_reuse_is_separate(tmp_path):
     """GPU cache (G1): `reused_input_tokens` is the largest reuse across the request's prefill admissions;
-    `decode_reused_input_tokens` is the prefix the decode rank already held.
+    `decode_cached_input_tokens` is the prefix the decode rank already held; `decode_reused_input_tokens`
+    (AISimulate's field: the largest reuse of the request's decode-rank readmissions) is 0 without a readmission, as in
+    AISimulate's records of `t21-syn-pd-missing` (facts section 43).
 
     Two prefill workers (round robin), one decode worker.  A (1, 2) prefills on prefill worker 0; B (1, 2, 3)
     on prefill worker 1, which holds nothing (reused 0) while the decode rank holds A's 8 tokens; C (1, 2, 4)
@@ -405,7 +408,8 @@ def test_reused_input_tokens_count_prefill_admissions_and_decode_reuse_is_separa
     assert run.field("decode_worker_idx") == [2, 2, 2]
     assert run.field("reused_input_tokens") == [0, 0, 8]
     assert run.field("first_admission_reused_input_tokens") == [0, 0, 8]
-    assert run.field("decode_reused_input_tokens") == [0, 8, 8]
+    assert run.field("decode_cached_input_tokens") == [0, 8, 8]
+    assert run.field("decode_reused_input_tokens") == [0, 0, 0]
     assert run.field("kv_transfer_tokens") == [8, 4, 4]
     assert run.field("ttft_ms") == [19.0, 15.0, 15.0]  # prefill 10 + transfer 8, 4, 4 + one decode pass
 
@@ -430,8 +434,28 @@ def test_a_decode_preemption_is_an_admission_of_the_decode_rank(tmp_path):
                                                   ("decode.worker0.dp0", 38.0, 4, True)]
     assert [h["admission_ordinal"] for h in r1["admission_history"]] == [0, 1, 2]
     assert (r0["admission_count"], r1["admission_count"]) == (2, 3)
-    assert (r1["first_admission_reused_input_tokens"], r1["decode_reused_input_tokens"]) == (0, 0)
+    # decode_reused_input_tokens (AISimulate's field): the largest reuse of its decode-rank readmissions
+    assert (r1["first_admission_reused_input_tokens"], r1["decode_reused_input_tokens"]) == (0, 4)
+    assert (r0["decode_reused_input_tokens"], r0["decode_cached_input_tokens"], r1["decode_cached_input_tokens"]) \
+        == (0, 0, 0)
     assert run.field("terminal_status") == ["completed", "completed"]
+
+
+def test_a_decode_rank_readmission_recomputes_in_a_decode_pass(tmp_path):
+    """Dynamo's mocker (`schedule_request`): a decode worker never adds prompt tokens to its pass's prefill batch
+    (`worker_type != Decode`), so a readmission's recompute there costs no prefill time; the readmitted request
+    is ready in the same pass and samples its next token at the pass end, like any decode.
+
+    (PREEMPT_ROWS.)  At 27 ms both hold 4 blocks (16 tokens); R0 needs a 5th and the newest, R1, is preempted
+    after 9 tokens (19 ... 27).  R0's last token is at 38; R1 is readmitted then with its 17 known tokens, 4
+    reused: the pass 38-39 is one 1 ms decode (with the prefill cost it was 38-49), so R1's 10th token is at 39
+    and its 20th at 49.  AISimulate: the same rule on `docs/reference-runs/configs/pd-decode-pressure.yaml`
+    (facts section 43)."""
+    run = replay_pd(tmp_path, PREEMPT_ROWS, decode_blocks=8, prefill_sequences=2)
+    assert run.tokens(0) == [19.0 + k for k in range(20)]
+    assert run.tokens(1) == [19.0 + k for k in range(9)] + [39.0 + k for k in range(11)]
+    assert [h["at_ms"] for h in run[1]["admission_history"]] == [0.0, 18.0, 38.0]
+    assert run[1]["last_token_ms"] == 49.0
 
 
 def test_reused_input_tokens_ignore_decode_readmissions(tmp_path):
@@ -445,20 +469,33 @@ def test_reused_input_tokens_ignore_decode_readmissions(tmp_path):
 
 # X (4 tokens, 10 output) decodes alone on a decode rank whose passes take 20 ms and which runs at most 2
 # sequences (X lands at 14 ms, while A's and B's prefill runs: its source is let go at that pass's end, 20 ms).
-# A (12 tokens) and B (4 tokens) arrive at 1 ms, prefill together 10-20 ms and enter the decode queue in that
-# order; the decode rank reserves for both at its next pass start (34 ms); B's 4-token transfer lands at 38 ms,
-# A's 12-token one at 46 ms, both while X's pass 34-54 ms runs.  At 54 ms one slot is free.
-LANDING_ROWS = [row(0, 4, 10, [9]), row(1, 12, 3, [1, 2, 3]), row(1, 4, 3, [5])]
+# A (32 tokens) and B (4 tokens) arrive at 1 ms, prefill together 10-20 ms and enter the decode queue in that
+# order while X's pass 14-34 runs.  The mocker tries the reservation queue's head once per trigger: X's pass
+# completion at 34 ms reserves A (32 tokens: lands at 66), the next one at 54 ms B (lands at 58).  Both land
+# while the pass 54-74 runs; the decode worker activates them when it ends, and only then do their sources let go
+# (the prefill worker is idle): 74 ms for both (ReleaseSource follows ActivateDestination, each applied between
+# its worker's passes).  At 74 ms one slot is free.
+LANDING_ROWS = [row(0, 4, 10, [9]), row(1, 32, 3, [1, 2, 3, 4, 5, 6, 7, 8]), row(1, 4, 3, [10])]
 
 
 def test_landed_handoffs_are_admitted_before_other_waiting_requests(tmp_path):
     """Host offload (G2): a decode rank admits requests whose handoff has arrived before other waiting ones.
 
-    (LANDING_ROWS.)  Both handoffs have landed at 54 ms: one is admitted then, the other only when a slot is
-    free again (after the first's 3 decode passes, at 114 ms)."""
+    (LANDING_ROWS.)  Both handoffs are active at 74 ms: one is admitted then, the other only when a slot is
+    free again (after the first's 3 decode passes, at 134 ms)."""
     run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4, decode_extra=G2)
-    assert run.field("source_released_ms") == [20.0, 46.0, 38.0]
-    assert sorted(run.field("decode_admit_ms")[1:]) == [54.0, 114.0]
+    assert run.field("source_released_ms") == [20.0, 74.0, 74.0]
+    assert sorted(run.field("decode_admit_ms")[1:]) == [74.0, 134.0]
+
+
+def test_a_decode_rank_reserves_one_handoff_per_trigger(tmp_path):
+    """Dynamo's mocker (`retry_pending_destinations_at`): each trigger (a pass completion, a handoff joining an
+    idle worker, an activation) tries the head of the reservation queue once, so A and B, queued together at
+    20 ms, reserve at 34 and 54 ms (their KV lands at 34 + 32 and 54 + 4)."""
+    run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4)
+    assert run.field("prefill_done_ms") == [10.0, 20.0, 20.0]
+    assert run.field("kv_transfer_tokens") == [4, 32, 4]
+    assert run.field("source_hold_ms") == [10.0, 54.0, 54.0]  # both held until their activation at 74
 
 
 def test_landed_handoffs_keep_fcfs_order_among_themselves(tmp_path):
@@ -466,18 +503,18 @@ def test_landed_handoffs_keep_fcfs_order_among_themselves(tmp_path):
     is in flight in their queue order (it re-prepends the skipped ones in order), so among landed handoffs the
     one that entered the decode queue first goes first, whichever transfer ended first.
 
-    (LANDING_ROWS.)  A entered the decode queue before B; A is admitted at 54 ms, B when A ends at 114 ms."""
+    (LANDING_ROWS.)  A entered the decode queue before B and landed after it; A is admitted at 74 ms, B when A
+    ends at 134 ms."""
     run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4, decode_extra=G2)
-    assert run.field("decode_admit_ms")[1:] == [54.0, 114.0]
+    assert run.field("decode_admit_ms")[1:] == [74.0, 134.0]
 
 
 def test_without_g2_a_landed_handoff_joins_the_back_of_the_queue(tmp_path):
     """Without G2 (Dynamo's mocker: an activated destination is pushed to the back of the waiting queue) landed
-    handoffs are admitted in the order they landed: B (landed at 38 ms) at 54 ms, A (46 ms) when B ends at 114."""
+    handoffs are admitted in the order they landed: B (landed at 58 ms) at 74 ms, A (66 ms) when B ends at 134."""
     run = replay_pd(tmp_path, LANDING_ROWS, decode_ms=20, decode_sequences=2, prefill_sequences=4)
-    assert run.field("source_released_ms") == [20.0, 46.0, 38.0]
-    assert run.field("decode_admit_ms")[1:] == [114.0, 54.0]
-
+    assert run.field("source_released_ms") == [20.0, 74.0, 74.0]
+    assert run.field("decode_admit_ms")[1:] == [134.0, 74.0]
 
 
 # A and B (8 tokens, 12 output each) and C (4 tokens, 2 output, at 20 ms) on a decode rank of 6 blocks, no G2.
@@ -494,13 +531,17 @@ def test_a_decode_rank_queues_landed_handoffs_behind_readmissions_and_reserves_a
     first (else nothing could ever free A's blocks: AISimulate stops there with an invariant error) and samples
     29..40.  C's prefill ends at 30: it reserves its block at once although A waits ahead of it, and lands at 34
     (4 tokens at 1 ms each).  Landed, C waits behind A while B runs; at 40 B ends, A recomputes its 17 tokens in a
-    pass with C's activation (40-51: 10 ms of prefill and 1 of decode), so C's first token comes at 51."""
+    pass with C's activation; on a decode rank a recompute is no prefill work (the mocker), so the pass is one
+    decode (40-41) and both sample their next token at 41.  C's second token needs a 2nd block with all 6 held
+    (A 5, C 1): C, the newest, is preempted, readmitted when A ends at 43 (its cached block reused) and samples
+    it at 44."""
     run = replay_pd(tmp_path, QUEUE_ROWS, decode_blocks=6)
     assert run.field("decode_admit_ms") == [18.0, 28.0, 40.0]
     assert run.field("source_released_ms") == [20.0, 30.0, 34.0]  # B's at the end of C's prefill pass
     assert run.tokens(1) == [29.0 + k for k in range(12)]
-    assert run.tokens(0) == [19.0 + k for k in range(9)] + [51.0, 52.0, 53.0]
-    assert run.tokens(2)[0] == 51.0
+    assert run.tokens(0) == [19.0 + k for k in range(9)] + [41.0, 42.0, 43.0]
+    assert run.tokens(2) == [41.0, 44.0]
+    assert [h["at_ms"] for h in run[2]["admission_history"]] == [20.0, 40.0, 43.0]
     assert [h["at_ms"] for h in run[0]["admission_history"]] == [0.0, 18.0, 40.0]  # prefill, activation, readmission
 
 
@@ -566,14 +607,14 @@ def test_g2_on_the_prefill_role(tmp_path):
 
     A (1, 2) stores its 2 prompt blocks; B (3, 4, 5, 6 + a partial block) stores 4 and evicts A's blocks from
     G1; C (1, 2 + a partial block) arrives at 80 ms, restores 1, 2 from G2 (2 ms) and prefills 82-92 ms
-    (done at 92).  The decode side is unaffected: C's 3 blocks still travel whole (12 tokens: 12 ms), and its
-    first token comes one decode pass after it lands (TTFT 92 + 12 + 1 - 80 = 25)."""
+    (done at 92).  The decode side is unaffected: C's whole prompt travels (full_prompt: its 9 tokens, 9 ms), and
+    its first token comes one decode pass after it lands (TTFT 92 + 9 + 1 - 80 = 22)."""
     rows = [row(0, 8, 2, [1, 2]), row(20, 19, 2, [3, 4, 5, 6, 7]), row(80, 9, 2, [1, 2, 8])]
     run = replay_pd(tmp_path, rows, prefill_blocks=5, prefill_extra=G2)
     assert run.field("terminal_status") == ["completed"] * 3
     c = run[2]
     assert (c["first_admission_g1_reused_input_tokens"], c["first_admission_host_reused_input_tokens"]) == (0, 8)
-    assert (c["prefill_admit_ms"], c["ttft_ms"], c["source_hold_ms"], c["ttst_ms"]) == (82.0, 25.0, 12.0, 1.0)
+    assert (c["prefill_admit_ms"], c["ttft_ms"], c["source_hold_ms"], c["ttst_ms"]) == (82.0, 22.0, 9.0, 1.0)
     (domain,) = domain_summaries(run.replay)
     assert domain == {"name": "g2.prefill.worker0.dp0", "scope": "dp_rank_local", "capacity_blocks": 16,
                       "block_bytes": 1_000_000, "resident_blocks": 6, "stores": 6, "restores": 2, "evictions": 0,
@@ -601,13 +642,13 @@ def test_g2_on_the_decode_role(tmp_path):
 
     G2 stores prompt blocks as the rank computes them.  The decode rank computes no prompt block of a handoff
     (the KV arrives over the transfer), so nothing is stored until R1's readmission recomputes its prompt: it
-    reuses its first block from G1 and recomputes the second (38-48 ms).  Having loaded nothing, it offers its
+    reuses its first block from G1 and recomputes the second (38-39 ms, a decode pass on a decode rank).  Having loaded nothing, it offers its
     blocks from block 0 (vLLM's OffloadingConnector), so both are stored (2 MB): the domain then holds exactly
     those two blocks."""
     run = replay_pd(tmp_path, PREEMPT_ROWS, decode_blocks=8, prefill_sequences=2, decode_extra=G2)
     assert run.field("terminal_status") == ["completed", "completed"]
     assert run.field("readmission_count") == [0, 1]
-    assert run.field("last_token_ms") == [38.0, 58.0]
+    assert run.field("last_token_ms") == [38.0, 49.0]
     (domain,) = domain_summaries(run.replay)
     assert domain == {"name": "g2.decode.worker0.dp0", "scope": "dp_rank_local", "capacity_blocks": 16,
                       "block_bytes": 1_000_000, "resident_blocks": 2, "stores": 2, "restores": 0, "evictions": 0,
@@ -737,7 +778,7 @@ def test_pd_outputs_are_byte_identical_across_runs_and_with_single_step(tmp_path
     records = [orjson.loads(line) for line in first["requests.jsonl"].splitlines()]
     assert {r["prefill_worker_idx"] for r in records} == {0, 1}
     assert all(r["decode_worker_idx"] == 2 for r in records)
-    assert sum(r["decode_reused_input_tokens"] for r in records) > 0
+    assert sum(r["decode_cached_input_tokens"] for r in records) > 0
 
 
 PREFILL_TOO_SMALL = """engine:

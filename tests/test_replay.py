@@ -342,8 +342,9 @@ def test_preemption_and_readmission_by_hand(tmp_path):
     evicts request 1's 5th block.  Request 1 (81 tokens, 4 cached blocks) cannot come back while request 0
     runs (2 more blocks needed, 0 left once its 4 cached blocks are taken back); request 0 takes its 7th
     block at 97 tokens, evicting request 1's 4th block, and finishes at 10 + 39 * 2 = 88 ms.  Request 1 is
-    readmitted at 88 ms with 48 tokens reused, recomputes 33 tokens (10 ms: its 18th token at 98 ms) and
-    decodes 22 more tokens: 142 ms.
+    readmitted at 88 ms with 48 tokens reused, recomputes 33 tokens and samples its 18th token in that pass,
+    which is therefore a prefill and a decode (10 + 2 ms: at 100 ms), and decodes 22 more tokens: 144 ms.
+    AISimulate on the same config: 88 and 144 ms, max ITL 58 ms, mean TPOT 2.71795 (facts §43).
     """
     config = write_config(tmp_path, _traffic("{type: synthetic, input_tokens: 64, output_tokens: 40}",
                                              "{type: concurrency, concurrency: 2}", "{requests: 2}"),
@@ -356,18 +357,18 @@ def test_preemption_and_readmission_by_hand(tmp_path):
         [(0.0, 0, False), (88.0, 48, True)]
     assert second["first_admission_reused_input_tokens"] == 0
     assert second["reused_input_tokens"] == 48  # raised by the readmission, first admission unchanged
-    assert (second["ttft_ms"], second["ttst_ms"], second["e2e_latency_ms"]) == (10.0, 2.0, 142.0)
-    # 16 gaps of 2 ms, the 56 ms gap of the preemption (42 -> 98 ms), 22 gaps of 2 ms
-    assert second["itl_ms"] == pytest.approx((16 * 2 + 56 + 22 * 2) / 39)
-    assert summary["num_itl_samples"] == 78 and summary["max_itl_ms"] == 56.0
-    assert summary["mean_tpot_ms"] == pytest.approx((78 / 39 + 132 / 39) / 2)
+    assert (second["ttft_ms"], second["ttst_ms"], second["e2e_latency_ms"]) == (10.0, 2.0, 144.0)
+    # 16 gaps of 2 ms, the 58 ms gap of the preemption (42 -> 100 ms), 22 gaps of 2 ms
+    assert second["itl_ms"] == pytest.approx((16 * 2 + 58 + 22 * 2) / 39)
+    assert summary["num_itl_samples"] == 78 and summary["max_itl_ms"] == 58.0
+    assert summary["mean_tpot_ms"] == pytest.approx((78 / 39 + 134 / 39) / 2)
     # committed prefill counts the readmission: 64 + 64 + (64 - 48)
     assert summary["total_input_tokens"] == 128
     assert summary["committed_prefill_tokens"] == 144
     # each request once, with its largest reuse (spec's field table): 0 and 48 of 64 + 64 prompt tokens
     assert summary["prefix_cache_reused_ratio"] == (0 + 48) / 128
     assert summary["first_admission_prefix_cache_reused_ratio"] == 0.0
-    assert summary["duration_ms"] == 142.0
+    assert summary["duration_ms"] == 144.0
 
 
 def test_a_readmission_counts_the_reuse_of_its_own_output(tmp_path):

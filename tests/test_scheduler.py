@@ -23,7 +23,8 @@ from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.runtime.build import build
 from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
 from kvreplay.runtime.serving.pass_results import finish_pass
-from kvreplay.runtime.serving.scheduler import Rank, schedule
+from kvreplay.runtime.serving.pass_work import work_of
+from kvreplay.runtime.serving.scheduler import Rank, preempt, schedule
 from kvreplay.runtime.timing import PassWork
 from kvreplay.runtime.timing.fixed import fixed_timing
 
@@ -244,7 +245,8 @@ def test_preempted_request_keeps_its_cached_hashes_and_reuses_them_on_readmissio
     assert rank.pool.match(c.keys, 3) == [3]  # still discoverable while C waits
     items, now, finished, work = step(rank, now)  # 11 ms -> 22 ms
     assert items == [(0, 1), (2, 4), (3, 4)]
-    assert work.prefill_chunks == ((4, 4), (4, 0)) and work.decode_requests == 1
+    # C's recompute ends its known sequence and samples its next token: a decode of the pass too (facts §43)
+    assert work.prefill_chunks == ((4, 4), (4, 0)) and work.decode_requests == 2
     assert c.blocks == [3, 2]
     assert finished == [3]
     assert [(h["admission_ordinal"], h["at_ns"], h["reused_input_tokens"], h["is_readmission"])
@@ -256,8 +258,10 @@ def test_preempted_request_keeps_its_cached_hashes_and_reuses_them_on_readmissio
 
 def test_readmission_after_decode_reuses_blocks_with_its_own_output():
     """Preempted after 2 tokens (9 known tokens), a request reuses both its full blocks (8 tokens, including a
-    generated one) when readmitted and recomputes only the last known token; the readmission's reused tokens are
-    those 8, past the 7-token prompt, as AISimulate counts them (facts §45; capped at 7 before)."""
+    generated one) when readmitted and recomputes only the last known token.  The readmission reuses 8 tokens,
+    more than the 7-token prompt: only the first admission counts prompt tokens (the spec's field table), and
+    AISimulate's readmissions count what the request computed, output included (s01: 1,120 of a 1,000-token
+    prompt; facts section 43), so `reused_input_tokens` is 8 too."""
     rank = make_rank(5, budget=100)
     a, b = make_request(0, 7, 3), make_request(1, 7, 6)
     rank.waiting.extend([a, b])
@@ -270,7 +274,28 @@ def test_readmission_after_decode_reuses_blocks_with_its_own_output():
     assert items == [(1, 1)]
     assert b.blocks == [2, 3, 4]
     assert b.admissions[1]["reused_input_tokens"] == 8 and b.admissions[1]["is_readmission"]
+    assert (b.reused_tokens, b.first_reused_tokens) == (8, 0)
     assert b.generated == 3
+
+
+def test_a_readmission_that_samples_a_token_adds_a_decode_to_its_pass():
+    """Dynamo's mocker times every request that samples a token in a pass (`emit_ready_tokens`), so a readmitted
+    request whose recompute reaches the end of its known tokens is a decode of that pass as well as a prefill:
+    alone, its pass costs prefill + decode (10 + 1 ms), where a fresh prompt's pass costs 10 ms.  AISimulate's
+    s01 (facts §43): the passes that readmit take 60 ms at 50 / 10 ms, and every later instant agrees."""
+    rank = make_rank(8, budget=100)
+    a, b = make_request(0, 7, 6), make_request(1, 7, 3)
+    rank.waiting.append(a)
+    step(rank, 0)
+    step(rank, 10 * MS)
+    assert (a.generated, a.num_tokens) == (2, 9)
+    rank.running.remove(a)
+    preempt(rank, a)
+    readmitted = work_of([(a, a.num_tokens)], vllm=True)  # all 9 known tokens recomputed (none reused)
+    assert (readmitted.prefill_chunks, readmitted.decode_requests, readmitted.decode_context) == (((9, 0),), 1, 9)
+    assert TIMING(readmitted) == 11 * MS
+    fresh = work_of([(b, 7)], vllm=True)
+    assert (fresh.decode_requests, TIMING(fresh)) == (0, 10 * MS)
 
 
 def test_a_request_that_cannot_grow_preempts_itself_when_newest():

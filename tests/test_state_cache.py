@@ -363,15 +363,15 @@ traffic:
 def test_pd_prefill_resumes_from_its_snapshots_and_decode_skips_resident_token_kv(tmp_path):
     """A: 14 tokens (ids 1-4) keeps prefill snapshots at 8 and 12.  B (ids 1-3, 5; 14 tokens) resumes its prefill
     at 12; its decode rank holds A's first block (8 tokens) and skips it, but the state (the prefill role's
-    1,500,000 B = 6 ms) and the whole prompt (full_prompt: 16 tokens in 2 blocks, 16 ms) still travel: B's
-    prefill ends at 110 ms, the KV lands at 132 ms.  B stores no snapshot (its 8 is A's, its 12 it resumed
+    1,500,000 B = 6 ms) and the whole prompt (full_prompt: its 14 tokens, 14 ms, as AISimulate's
+    `full_prompt_tokens`) still travel: B's prefill ends at 110 ms, the KV lands at 130 ms.  B stores no snapshot (its 8 is A's, its 12 it resumed
     from); the decode rank computes no prompt: it stores none either."""
     rows = [trace_row(0, 14, 2, [1, 2, 3, 4], 4), trace_row(100, 14, 2, [1, 2, 3, 5], 4)]
     single, records = replay(tmp_path, rows, PD)
     assert [r["reused_input_tokens"] for r in records] == [0, 12]
-    assert [r["decode_reused_input_tokens"] for r in records] == [0, 8]
-    assert [r["kv_transfer_tokens"] for r in records] == [16, 16]
-    assert records[1]["prefill_done_ms"] == 110.0 and records[1]["decode_admit_ms"] == 132.0
+    assert [r["decode_cached_input_tokens"] for r in records] == [0, 8]
+    assert [r["kv_transfer_tokens"] for r in records] == [14, 14]
+    assert records[1]["prefill_done_ms"] == 110.0 and records[1]["decode_admit_ms"] == 130.0
     prefill, decode = single.ranks()
     assert (prefill.state_blocks, decode.state_blocks) == (1, 2)  # 2,000,000-byte blocks: each role its own state
     section = summary_sections(single)["state_cache"]

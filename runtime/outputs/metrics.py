@@ -120,7 +120,13 @@ def _pd_fields(request: Request, pd) -> dict:
         # when the source began to hold the prompt's blocks for the transfer (its prefill's end), as AISimulate's
         # field (an instant; the spec does not define it): the hold lasts until source_released_ms
         "source_held_ms": _ms(pd.prefill_done_ns) if pd.source_released_ns is not None else None,
-        "decode_reused_input_tokens": pd.decode_reused_tokens,
+        # AISimulate's field (the spec's table is silent): the largest reuse of the request's readmissions on the
+        # decode rank (its activation reuses nothing), 0 without one; what the decode rank held when it reserved
+        # is kvreplay's decode_cached_input_tokens (the prefix destination_missing does not transfer)
+        "decode_reused_input_tokens": None if pd.decode_reused_tokens is None else max(
+            (a["reused_input_tokens"] for a in request.admissions if a["at_ns"] > (pd.decode_admit_ns or 0)
+             and pd.decode_admit_ns is not None), default=0),
+        "decode_cached_input_tokens": pd.decode_reused_tokens,
         "kv_transfer_tokens": pd.transfer_tokens if pd.decode_reused_tokens is not None else None,
     }
 

@@ -18,6 +18,7 @@ class Disaggregation:
         self.router = router
         self.push = push
         self.next_seq = next_seq  # the replay's counter (orders landed handoffs on a decode rank)
+        self.activating: dict[int, list] = {}  # decode worker index -> landed during its pass, activated at its end
 
     @property
     def first_role(self) -> str:
@@ -44,6 +45,8 @@ class Disaggregation:
             return
         rank = self.router.place("decode", now, request.spec.dp_rank, request.spec.worker_idx)
         handoff.to_decode(request, rank, self.next_seq())
+        if not self._busy(rank.worker, now):  # (the mocker: a reservation command on an idle worker tries at once)
+            handoff.add_try(rank)
 
     def start_transfer(self, rank, job: handoff.HandoffTransfer, now: int, moved: dict | None = None) -> bool:
         request = job.request
@@ -60,14 +63,36 @@ class Disaggregation:
         return True
 
     def landed(self, request, now: int) -> None:
-        """Event handler: the KV arrived on the decode rank."""
-        source = self.router.workers[request.pd.source_rank.worker]
-        busy = source.batches is not None and bool(source.pass_ends) and source.pass_ends[0] > now
-        handoff.landed(request.pd.decode_rank, request, now, busy)
+        """Event handler: the KV arrived on the decode rank.  Source-first, the decode worker activates the
+        destination between its passes (at once when idle, else when its pass ends) and only then lets the source
+        go (AISimulate's mocker: ReleaseSource follows ActivateDestination, each deferred while its worker is
+        busy); destination-first lets the source go when the KV lands (not compared yet)."""
+        decode = request.pd.decode_rank
+        if not self.config.destination_first and self._busy(decode.worker, now):
+            handoff.arrived(decode, request)
+            self.activating.setdefault(decode.worker, []).append(request)
+        else:
+            handoff.landed(decode, request, now, self._busy(request.pd.source_rank.worker, now))
+            handoff.add_try(decode)  # (an activation tries the reservations once more)
+
+    def worker_pass_ended(self, worker, now: int) -> None:
+        """After-pass hook: a decode worker's pass ended; the destinations that landed during it are activated, and
+        its ranks may try their pending reservations (handoff.reserve_pending)."""
+        landed = self.activating.pop(worker.index, None) if self.activating else None
+        for request in landed or ():
+            handoff.activated(request, now, self._busy(request.pd.source_rank.worker, now))
+            handoff.add_try(request.pd.decode_rank)  # (each activation tries the reservations once more)
+        for rank in worker.ranks:
+            if rank.role == "decode":
+                handoff.add_try(rank)  # (the pass's completion tries them once)
+
+    def _busy(self, index: int, now: int) -> bool:
+        worker = self.router.workers[index]
+        return worker.batches is not None and bool(worker.pass_ends) and worker.pass_ends[0] > now
 
     @staticmethod
     def pass_ended(rank, now: int) -> None:
-        """A prefill rank's pass ended: it lets go of the source blocks of handoffs that landed during it."""
+        """A prefill rank's pass ended: it lets go of the source blocks of handoffs activated during it."""
         for request in rank.releases:
             handoff.release_source(request, now)
         rank.releases = []

@@ -164,24 +164,40 @@ def reserved(request: Request, handoff: Handoff, hits: int, prompt_blocks: int, 
     state = request.pd
     state.decode_hits = hits
     state.decode_reused_tokens = hits * size
-    # KV travels in whole blocks (AISimulate's mocker: the reservation's transferable prompt blocks x block size)
-    state.transfer_tokens = (prompt_blocks if handoff.timing_mode == "full_prompt" else prompt_blocks - hits) * size
+    # AISimulate's mocker: full_prompt moves the prompt's tokens (`full_prompt_tokens`: its input length),
+    # destination_missing the reservation's transferable blocks (whole blocks x block size)
+    state.transfer_tokens = request.spec.prompt_len if handoff.timing_mode == "full_prompt" \
+        else (prompt_blocks - hits) * size
 
 
 def reserve_pending(rank) -> bool:
     """A decode rank's source-first handoffs still to reserve try to, in the order they joined, and the KV of each
     that gets its blocks starts to travel; the first one short of blocks stops the others.  True when one is left
-    without its reservation (Dynamo's mocker keeps them in a queue of their own, retried as blocks free up)."""
+    without its reservation (Dynamo's mocker keeps them in a queue of their own, retried as blocks free up).
+
+    The mocker tries the queue's head once per trigger (`retry_pending_destinations_at` reserves at most one):
+    when the decode worker's pass completes, when a handoff joins an idle worker, when a destination is
+    activated.  `rank.reserve_tries` counts the triggers due now (`add_try`); unused ones lapse.  A rank that runs
+    nothing always tries (else nothing would try again)."""
     waiting = rank.waiting
+    tries, rank.reserve_tries = rank.reserve_tries, 0
+    if not rank.running:
+        tries = max(tries, 1)
     position = 0
     while position < len(waiting) and len(rank.running) < rank.max_sequences:
         request = waiting[position]
         position += 1
         if request.pd is not None and request.pd.phase == "pending":
-            if not reserve(rank, request, rank.handoff):
+            if not tries or not reserve(rank, request, rank.handoff):
                 return True
+            tries -= 1
             start_transfer(rank, request)
     return any(r.pd is not None and r.pd.phase == "pending" for r in islice(waiting, position, None))
+
+
+def add_try(rank, count: int = 1) -> None:
+    """`count` more triggers for the rank's next reservation attempts (see reserve_pending)."""
+    rank.reserve_tries += count
 
 
 def reserve_first(rank, request: Request) -> bool:
@@ -210,13 +226,24 @@ def release_source(request: Request, now_ns: int) -> None:
 
 
 def landed(rank, request: Request, now_ns: int, source_busy: bool = False) -> None:
-    """The KV arrived: the decode rank knows the prompt; the source lets go of its blocks now, or at the end of
-    the pass it is running (`source_busy`: AISimulate's mocker applies the release between the source's passes)."""
-    state = request.pd
+    """The KV arrived and the destination is active at once (destination-first): the source lets go of its blocks
+    now, or at the end of the pass it is running (`source_busy`: AISimulate's mocker applies the release between
+    the source's passes)."""
+    activated(request, now_ns, source_busy)
+    arrived(rank, request)
+
+
+def activated(request: Request, now_ns: int, source_busy: bool) -> None:
+    """The destination is active: the source lets go of its blocks now, or at the end of the pass it runs."""
     if source_busy:
-        state.source_rank.releases.append(request)
+        request.pd.source_rank.releases.append(request)
     else:
         release_source(request, now_ns)
+
+
+def arrived(rank, request: Request) -> None:
+    """The KV arrived: the decode rank knows the prompt and queues the request for its first decode pass."""
+    state = request.pd
     rank.handoff_kv.land(rank, request)
     state.phase = "arrived"
     waiting = rank.waiting

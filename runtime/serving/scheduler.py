@@ -24,6 +24,7 @@ from ..tiers.g1 import BlockPool
 from ..tiers.state_snapshots import WHOLE_BLOCKS
 from ..timing import PassWork
 from . import handoff, pass_results
+from .pass_work import work_of
 from .requests import Request
 
 
@@ -31,7 +32,7 @@ class Rank:
     __slots__ = ("index", "worker", "pool", "waiting", "running", "block_size", "max_batched", "max_sequences",
                  "chunked", "state_blocks", "preemptions", "name", "chain", "jobs", "waits", "transfers_in_flight",
                  "role", "handoff", "admission", "reservation", "reuse_limit", "misses", "releases", "speculation",
-                 "handoff_kv", "snapshots", "rejecting", "held_back", "pass_owed")
+                 "handoff_kv", "snapshots", "rejecting", "held_back", "pass_owed", "reserve_tries")
 
     def __init__(self, index: int, worker: int, pool: BlockPool, block_size: int, max_batched: int,
                  max_sequences: int, chunked: bool, state_blocks: int = 0, name: str = ""):
@@ -70,6 +71,7 @@ class Rank:
         # a pass the engine runs although nothing waits or runs (SGLang's overlap loop: the decode it decided
         # for requests that have since finished, sglang_overlap.py)
         self.pass_owed = False
+        self.reserve_tries = 0  # decode ranks: attempts at the handoff reservations due now (handoff.reserve_pending)
 
     @property
     def busy(self) -> bool:
@@ -145,7 +147,9 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     request.max_blocks = len(hits)
     request.num_computed = computed
     readmission = bool(request.admissions)
-    prompt_reused = cached  # (a readmission may reuse its own output too: AISimulate counts it, past input_length)
+    # a readmission reuses what the request itself computed, its output included: the spec's field table counts
+    # "prompt tokens" for the first admission only, and AISimulate's entries and reused_input_tokens are not cut
+    prompt_reused = cached if readmission else min(cached, request.spec.prompt_len)
     host_reused = min(restored, prompt_reused)
     request.admissions.append({
         "admission_ordinal": len(request.admissions), "pool": rank.chain.name if host_reused else rank.name,
@@ -267,7 +271,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
             budget = admit_waiting(rank, budget, items, now_ns)
     if not items:
         return None
-    return Batch(items, work_of(items, rank.speculation))
+    return Batch(items, work_of(items, rank.speculation, rank.role == "decode", vllm=True))
 
 
 def _drafts_kv(request: Request, new: int, lookahead: int) -> int:
@@ -289,22 +293,3 @@ def _fits(rank: Rank, request: Request, tokens: int) -> bool:
     if fresh:
         rank.snapshots.swap(rank, request, new_blocks[needed:])
     return True
-
-
-def work_of(items: list[tuple[Request, int]], speculation=None) -> PassWork:
-    """The pass's work; under speculation each decode also verifies the drafts (`speculation.work`)."""
-    chunks, decodes, context = [], 0, 0
-    for request, new in items:
-        # a decode: one token after the first; or the first, of a prompt whose KV was all reused (TensorRT-LLM)
-        if new == 1 and request.num_computed == request.num_tokens - 1 and (
-                request.generated or request.first_reused_tokens == request.spec.prompt_len):
-            decodes += 1
-            context += request.num_computed + 1
-        elif not new:  # a handed-off request's first pass on its decode rank: a decode over its prompt
-            decodes += 1
-            context += request.num_tokens
-        else:
-            chunks.append((new, request.num_computed))
-    if speculation is None:
-        return PassWork(tuple(chunks), decodes, context)
-    return speculation.work(tuple(chunks), decodes, context)

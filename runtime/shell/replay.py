@@ -65,7 +65,7 @@ class Replay:
         self.handoffs = Disaggregation(handoff, self.router, self.push, self._next_seq)
         self.draining = Draining(workers)
         # what else happens at the end of a pass and of an instant (KVCR pulls, see peer_fetch.attach; draining)
-        self.after_pass: list = []
+        self.after_pass: list = [self.handoffs.worker_pass_ended] if handoff is not None else []
         self.after_instant: list = [self.draining.remove_drained] if self.draining.any_leave else []
         # each kind of job a rank may ask for -> who starts it (True: it moved a request to another worker)
         self.starters = {Copy: self.copies.ask, HandoffTransfer: self.handoffs.start_transfer,

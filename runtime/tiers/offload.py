@@ -139,7 +139,9 @@ def offer_after_pass(rank, batch) -> None:
             upto = (request.num_computed + new) // size
             if upto > request.tier.stored_upto:
                 offer(rank, request, min(upto, len(request.keys)))
-    elif batch.work.prefill_chunks:  # prompt blocks only: a pass of decodes alone computes none
+    # prompt blocks only: a pass of decodes alone computes none (a decode rank's recompute is timed as a decode,
+    # scheduler.work_of, but computes its blocks all the same)
+    elif batch.work.prefill_chunks or rank.role == "decode":
         for request, new in batch.items:
             computed, prompt = request.num_computed, request.spec.prompt_len
             if computed >= prompt:

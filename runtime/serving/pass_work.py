@@ -1,0 +1,42 @@
+"""What one vLLM-style pass computes, as the step-time providers see it (`timing.PassWork`).
+
+A decode is one token after the first; a handed-off request's first pass on its decode rank is a decode over its
+prompt; anything else is a prefill chunk, except on a decode rank (see `work_of`).
+"""
+from __future__ import annotations
+
+from ..timing import PassWork
+from .requests import Request
+
+
+def work_of(items: list[tuple[Request, int]], speculation=None, decode_rank: bool = False,
+            vllm: bool = False) -> PassWork:
+    """The pass's work; under speculation each decode also verifies the drafts (`speculation.work`).
+
+    On a decode rank a readmission's recompute is no prefill: the mocker (`schedule_request`) counts prompt
+    tokens into the pass's prefill batch only when `worker_type != Decode`, so a recompute that reaches the end
+    of its known sequence is one more decode (it samples its next token in this pass), and a chunk that does not
+    costs nothing.  With `vllm` (the vLLM core's scheduler, not SGLang's, whose engine times its own way) a
+    readmission's recompute that samples its next token is a decode of the pass as well as a prefill."""
+    chunks, decodes, context = [], 0, 0
+    for request, new in items:
+        # a decode: one token after the first; or the first, of a prompt whose KV was all reused (TensorRT-LLM)
+        if new == 1 and request.num_computed == request.num_tokens - 1 and (
+                request.generated or request.first_reused_tokens == request.spec.prompt_len):
+            decodes += 1
+            context += request.num_computed + 1
+        elif not new:  # a handed-off request's first pass on its decode rank: a decode over its prompt
+            decodes += 1
+            context += request.num_tokens
+        elif decode_rank:
+            if request.num_computed + new == request.num_tokens:
+                decodes += 1
+                context += request.num_tokens
+        else:
+            chunks.append((new, request.num_computed))
+            if vllm and request.generated and request.num_computed + new == request.num_tokens:
+                decodes += 1  # a readmission's recompute that ends samples its next token: a decode of this pass
+                context += request.num_tokens  # too (the mocker's emit_ready_tokens times every ready request)
+    if speculation is None:
+        return PassWork(tuple(chunks), decodes, context)
+    return speculation.work(tuple(chunks), decodes, context)
