@@ -54,3 +54,10 @@ def tier_rules(profile: ConnectorProfile) -> TierRules:
     return TierRules(in_flight_hit=profile.in_flight_store_hit, reading_hit="defer" if profile.loading_hit == "defer"
                      else "read", touch_hits=False, landing_newest=profile.eviction == "fifo",
                      read_done_newest=profile.refresh_on_load_done, all_or_nothing=bool(profile.store_delay_passes))
+
+
+def order_kind(profile: ConnectorProfile) -> str:
+    """The G2 order this connector needs (chain_build.TierSpec.order): simple_cpu's keys only ever move to the end
+    (a landing, a completed load, a dropped pin) and nothing refreshes a prompt, so one insertion-ordered map
+    ("lru") keeps its order; the others refresh whole prompts, which `run_order.RunOrder` does per run."""
+    return "lru" if profile.eviction == "fifo" else "runs"

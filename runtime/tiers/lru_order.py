@@ -11,8 +11,8 @@ eviction stops at the first key still inside its window.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
-from itertools import compress, filterfalse
+from collections import OrderedDict, deque
+from itertools import compress, filterfalse, islice
 
 
 class LruOrder:
@@ -87,6 +87,11 @@ class LruOrder:
     def evict(self, wanted: int, in_flight, reading: dict, pinned: dict, since: int = 0) -> list:
         """Drop up to `wanted` keys, oldest first, passing over those in flight, being read or pinned."""
         victims, ttl = [], self.ttl_ns
+        if not ttl:  # the oldest `wanted` keys, when none is busy (the usual: busy keys are the newest)
+            head = list(islice(self._keys, wanted))
+            if in_flight.isdisjoint(head) and reading.keys().isdisjoint(head) and pinned.keys().isdisjoint(head):
+                deque(map(self._keys.pop, head), 0)
+                return head
         protected_from = self.clock.now - ttl if ttl else None
         for key in self._keys:
             if key in in_flight or key in reading or key in pinned:
