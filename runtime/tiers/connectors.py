@@ -57,7 +57,8 @@ def tier_rules(profile: ConnectorProfile) -> TierRules:
 
 
 def order_kind(profile: ConnectorProfile) -> str:
-    """The G2 order this connector needs (chain_build.TierSpec.order): simple_cpu's keys only ever move to the end
-    (a landing, a completed load, a dropped pin) and nothing refreshes a prompt, so one insertion-ordered map
-    ("lru") keeps its order; the others refresh whole prompts, which `run_order.RunOrder` does per run."""
-    return "lru" if profile.eviction == "fifo" else "runs"
+    """The G2 order this connector needs (chain_build.TierSpec.order).  One that refreshes a prompt at every lookup
+    (offloading_v0_24: a waiting request looks up each pass) needs `run_order.RunOrder`, which moves a refreshed
+    prompt as one run; the others move keys to the end once per store, landing, load or completion, which one
+    insertion-ordered map ("lru": `lru_order.LruOrder`) does at a lower cost per key."""
+    return "runs" if profile.refresh_on_lookup else "lru"
