@@ -53,11 +53,10 @@ class LruOrder:
 
     def refresh(self, keys: list, upto: int) -> None:
         """The held keys of keys[:upto] become the newest, the first newest of all."""
-        held, to_end = self._keys, self._keys.move_to_end
-        for key in reversed(keys[:upto]):
-            if key in held:
-                to_end(key)
-        self._use(key for key in keys[:upto] if key in held)
+        held = self._keys
+        deque(map(held.move_to_end, filter(held.__contains__, reversed(keys[:upto]))), 0)  # (in C: once a key)
+        if self.ttl_ns:
+            self._use(key for key in keys[:upto] if key in held)
 
     def known_distinct(self, keys: list, upto: int) -> bool:
         return False
@@ -79,9 +78,7 @@ class LruOrder:
 
     def append(self, keys: list) -> None:
         """Move held `keys` to the end, in this order."""
-        to_end = self._keys.move_to_end
-        for key in keys:
-            to_end(key)
+        deque(map(self._keys.move_to_end, keys), 0)
         self._use(keys)
 
     def evict(self, wanted: int, in_flight, reading: dict, pinned: dict, since: int = 0) -> list:
