@@ -22,7 +22,7 @@ from .tiers import peer_fetch
 from .tiers.apc_monitor import use_apc
 from .tiers.belady import BeladyPool, future_uses
 from .tiers.chain_build import TierSpec, attach_chains
-from .tiers.connectors import PROFILES, tier_rules
+from .tiers.connectors import PROFILES, order_kind, tier_rules
 from .tiers.g1 import RestoredOnlyPool
 from .tiers import kvc
 from .tiers.kvc_chain import attach_kvc
@@ -44,7 +44,7 @@ def host_tier_spec(host) -> TierSpec:
     """G2 (the plan's `TierPlan`): one pool per DP rank (`dp_rank_local`) or one for all of them
     (`cluster_shared`), stored into by a vLLM connector, in the order it keeps."""
     profile = PROFILES[host.connector]
-    return TierSpec("g2", host.scope, host.shared, "rank", host.blocks, host.block_bytes, tier_rules(profile), "runs",
+    return TierSpec("g2", host.scope, host.shared, "rank", host.blocks, host.block_bytes, tier_rules(profile), order_kind(profile),
                     profile.name, write=host.write, read=host.read, section="g2_domains",
                     layout="host", kv_event_tier="host_pinned")
 

@@ -1,4 +1,4 @@
-"""Property: a G2 `Tier` (its lazy `run_order.RunOrder`) evicts exactly what a plain ordered map would.
+"""Property: a G2 `Tier` (its lazy `run_order.RunOrder`, or `lru_order.LruOrder`) evicts exactly what a plain ordered map would.
 
 `ReferencePool` keeps the held keys in one ordered dict (first = evicted next) and does every operation key by
 key, the obvious way; random programs of refreshes, stores, landings, loads and pins over a few request key
@@ -11,7 +11,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kvreplay.runtime.tiers import run_order
-from kvreplay.runtime.tiers.connectors import PROFILES, tier_rules
+from kvreplay.runtime.tiers.connectors import PROFILES, order_kind, tier_rules
+from kvreplay.runtime.tiers.lru_order import LruOrder
 from kvreplay.runtime.tiers.run_order import RunOrder
 from kvreplay.runtime.tiers.tier import Tier
 from kvreplay.runtime.links.transfers import Link
@@ -116,12 +117,25 @@ def test_host_pool_evicts_like_an_ordered_map(profile, capacity, lists, program,
         run_order._COMPACT_FLOOR = floor
 
 
-def g2_tier(connector, capacity: int) -> Tier:
-    return Tier("g2", "dp_rank_local", capacity, 1, tier_rules(connector), Link({}), Link({}), RunOrder())
+@settings(max_examples=800, deadline=None)
+@given(profile=st.sampled_from(sorted(PROFILES)), capacity=st.integers(1, 6), lists=key_lists, program=operations)
+def test_host_pool_in_one_ordered_map_evicts_like_the_reference(profile, capacity, lists, program):
+    """The same programs over `lru_order.LruOrder`, the order the connectors that refresh no prompt at each lookup
+    get (connectors.order_kind): its eviction fast path (the oldest keys all idle) and its slow one agree too."""
+    _run_program(PROFILES[profile], capacity, lists, program, LruOrder)
 
 
-def _run_program(connector, capacity: int, lists: list, program: list) -> None:
-    pool = g2_tier(connector, capacity)
+def test_each_connector_gets_the_order_its_refreshes_need():
+    assert {name: order_kind(profile) for name, profile in PROFILES.items()} == {
+        "offloading_v0_24": "runs", "offloading_v0_32": "lru", "simple_cpu_v0_32": "lru"}
+
+
+def g2_tier(connector, capacity: int, order=RunOrder) -> Tier:
+    return Tier("g2", "dp_rank_local", capacity, 1, tier_rules(connector), Link({}), Link({}), order())
+
+
+def _run_program(connector, capacity: int, lists: list, program: list, order=RunOrder) -> None:
+    pool = g2_tier(connector, capacity, order)
     pool.events = []
     reference = ReferencePool(capacity, bool(connector.store_delay_passes), connector.eviction == "fifo",
                               connector.refresh_on_load_done)
@@ -190,3 +204,24 @@ def test_the_front_keeps_what_an_eviction_scan_could_not_take():
     assert pool.reserve([6], True, True) == [6]
     assert pool.events[-1] == ("Removed", [2])
     assert pool.order.evict(3, set(), {}, {}) == [5, 4, 6]
+
+
+def test_one_ordered_map_passes_over_busy_keys_and_keeps_their_place():
+    """simple_cpu's G2 (LruOrder): an eviction takes the oldest idle keys; one being read, pinned or still stored
+    keeps its place at the front, and a completed read makes its key the newest (refresh_on_load_done)."""
+    pool = g2_tier(PROFILES["simple_cpu_v0_32"], 4, LruOrder)
+    pool.events = []
+    assert pool.reserve([1, 2, 3, 4], True, True) == [1, 2, 3, 4]
+    pool.landed([1, 2, 3])  # 4 is still being stored; landings make 1, 2, 3 the newest: order 4, 1, 2, 3
+    pool.start_read([1])
+    pool.pin([2])
+    assert pool.reserve([5], True, True) == [5]  # 4 storing, 1 read, 2 pinned: 3 goes
+    assert pool.events[-1] == ("Removed", [3])
+    pool.read_done([1])  # order 4, 1, 2, 5 -> 4, 2, 5, 1
+    pool.landed([4, 5])  # landings move 4 and 5 to the end: 2, 1, 4, 5
+    assert pool.reserve([6, 7], True, True) == [6, 7]  # 2 pinned: 1 and 4 go
+    assert pool.events[-1] == ("Removed", [1, 4])
+    pool.unpin([2])  # a dropped pin makes 2 the newest: order 2, 5, 6, 7 -> 5, 6, 7, 2 (6 and 7 storing)
+    pool.start_read([5])  # the oldest key alone is being read: an eviction of one passes over it (and 6, 7)
+    assert pool.order.evict(1, pool._flight, pool.reading, {}) == [2]
+    assert pool.order.evict(4, pool._flight, {}, {}) == [5]

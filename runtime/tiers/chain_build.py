@@ -29,7 +29,7 @@ class TierSpec:
     capacity: int  # blocks
     block_bytes: int
     rules: TierRules
-    order: str  # "runs" (vLLM's connector orders) | "lru" | "fifo" | "none"
+    order: str  # "runs" (offloading_v0_24: connectors.order_kind) | "lru" | "fifo" | "none"
     store_policy: str  # the connector storing G1 blocks into it (first tier) | "write_back" (deeper tiers)
     # each direction as the plan's link record says it: `bandwidth_gbps` per member (0 or None: unlimited),
     # `shared_bandwidth_gbps` over a shared pool's members, `latency_ns` to first byte, `slots` (I/O concurrency,

@@ -54,3 +54,11 @@ def tier_rules(profile: ConnectorProfile) -> TierRules:
     return TierRules(in_flight_hit=profile.in_flight_store_hit, reading_hit="defer" if profile.loading_hit == "defer"
                      else "read", touch_hits=False, landing_newest=profile.eviction == "fifo",
                      read_done_newest=profile.refresh_on_load_done, all_or_nothing=bool(profile.store_delay_passes))
+
+
+def order_kind(profile: ConnectorProfile) -> str:
+    """The G2 order this connector needs (chain_build.TierSpec.order).  One that refreshes a prompt at every lookup
+    (offloading_v0_24: a waiting request looks up each pass) needs `run_order.RunOrder`, which moves a refreshed
+    prompt as one run; the others move keys to the end once per store, landing, load or completion, which one
+    insertion-ordered map ("lru": `lru_order.LruOrder`) does at a lower cost per key."""
+    return "runs" if profile.refresh_on_lookup else "lru"

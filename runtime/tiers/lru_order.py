@@ -11,8 +11,8 @@ eviction stops at the first key still inside its window.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
-from itertools import compress, filterfalse
+from collections import OrderedDict, deque
+from itertools import compress, filterfalse, islice
 
 
 class LruOrder:
@@ -53,11 +53,10 @@ class LruOrder:
 
     def refresh(self, keys: list, upto: int) -> None:
         """The held keys of keys[:upto] become the newest, the first newest of all."""
-        held, to_end = self._keys, self._keys.move_to_end
-        for key in reversed(keys[:upto]):
-            if key in held:
-                to_end(key)
-        self._use(key for key in keys[:upto] if key in held)
+        held = self._keys
+        deque(map(held.move_to_end, filter(held.__contains__, reversed(keys[:upto]))), 0)  # (in C: once a key)
+        if self.ttl_ns:
+            self._use(key for key in keys[:upto] if key in held)
 
     def known_distinct(self, keys: list, upto: int) -> bool:
         return False
@@ -79,14 +78,17 @@ class LruOrder:
 
     def append(self, keys: list) -> None:
         """Move held `keys` to the end, in this order."""
-        to_end = self._keys.move_to_end
-        for key in keys:
-            to_end(key)
+        deque(map(self._keys.move_to_end, keys), 0)
         self._use(keys)
 
     def evict(self, wanted: int, in_flight, reading: dict, pinned: dict, since: int = 0) -> list:
         """Drop up to `wanted` keys, oldest first, passing over those in flight, being read or pinned."""
         victims, ttl = [], self.ttl_ns
+        if not ttl:  # the oldest `wanted` keys, when none is busy (the usual: busy keys are the newest)
+            head = list(islice(self._keys, wanted))
+            if in_flight.isdisjoint(head) and reading.keys().isdisjoint(head) and pinned.keys().isdisjoint(head):
+                deque(map(self._keys.pop, head), 0)
+                return head
         protected_from = self.clock.now - ttl if ttl else None
         for key in self._keys:
             if key in in_flight or key in reading or key in pinned:

@@ -17,7 +17,7 @@ when it has tiers.
 """
 from __future__ import annotations
 
-from itertools import compress, filterfalse
+from itertools import compress
 from operator import attrgetter
 
 from . import peer_fetch
@@ -121,7 +121,7 @@ def offer(rank, request, upto: int, hold: bool = False) -> None:
         state.stored_upto = start + next(i for i, key in enumerate(offered) if not host.holds(key))
     else:
         if not everything:
-            state.unstored.extend(filterfalse(host.holds, offered))
+            state.unstored.extend(host.lacking(offered))
         state.stored_upto = upto
 
 
@@ -162,7 +162,7 @@ def offer_on_finish(rank, request) -> None:
         return
     state = request.tier
     unstored, state.unstored = state.unstored, []
-    retry = [k for k in unstored if not host.holds(k)]
+    retry = host.lacking(unstored)
     accepted = host.reserve(retry)
     if accepted:
         position = {key: i for i, key in enumerate(request.keys)}

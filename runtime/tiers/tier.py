@@ -1,7 +1,7 @@
 """One tier behind G1: a pool of block copies by key, configured by data (G2 host memory, G3 storage, ...).
 
 A `Tier` holds copies of full blocks by key, in the order its `order` object
-keeps (first = evicted next: `RunOrder` for vLLM's connectors, `LruOrder`,
+keeps (first = evicted next: `RunOrder` for offloading_v0_24, `LruOrder` for the v0.32 connectors and G3, `FifoOrder`,
 `KeepAll`).  A key is in flight while the copy into the tier still moves (it
 holds its slot and cannot be evicted) and ready after; it may be being read
 out (by loads into G1 or reads into the tier above) or pinned.  Only ready,
