@@ -8,15 +8,19 @@ outputs report.
 """
 from __future__ import annotations
 
-import uuid
 from array import array
 from dataclasses import dataclass, field
 from itertools import chain
 
 from ..traffic import block_keys as blocks
 from ..tiers.request_state import TierState
-from ..traffic.rng import bits
+from ..traffic.rng import MASK, mix64, stream_base
 
+# A request's uuid: version-4 layout of two counter-based draws of the request index (streams 1 and 2 of seed
+# 0x6B76), formatted here rather than through uuid.UUID, which costs about 4 us a request on a million-row trace.
+UUID_HIGH, UUID_LOW = stream_base(0x6B76, 1), stream_base(0x6B76, 2)
+UUID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)  # (the version and variant bits)
+UUID_SET = (0x4000 << 64) | (0x8000 << 48)  # (version 4, RFC 4122 variant)
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,9 @@ class RequestSpec:
 
     @property
     def uuid(self) -> str:
-        return str(uuid.UUID(int=(bits(0x6B76, 1, self.index) << 64) | bits(0x6B76, 2, self.index), version=4))
+        index = self.index & MASK
+        text = "%032x" % ((((mix64(UUID_HIGH ^ index) << 64) | mix64(UUID_LOW ^ index)) & UUID_CLEAR) | UUID_SET)
+        return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
     def keys(self, block_size: int) -> list[int]:
         """Keys of every full block of prompt + output tokens, for this block size."""

@@ -127,10 +127,12 @@ class Traffic:
                            worker_idx=item.worker_idx, prefill_worker_idx=item.prefill_worker_idx,
                            kv_hints=item.kv_hints)
 
-    def _trace_row(self, position: int, arrival_ns: int | None) -> RequestSpec | None:
-        if position >= len(self.rows):
-            return None
-        row = self.rows[position]
+    def _trace_row(self, position: int, arrival_ns: int | None, row=None) -> RequestSpec | None:
+        """Trace row `position` as a request arriving at `arrival_ns` (`row`: the row itself, already read)."""
+        if row is None:
+            if position >= len(self.rows):
+                return None
+            row = self.rows[position]
         index = self._new_index()
         self.requests_made += 1
         content = Content(hash_ids=row.hash_ids, trace_block=self.source.block_size)
@@ -201,7 +203,7 @@ class Traffic:
                 arrival = row.timestamp_ns
                 if self.stop_ns is not None and arrival > self.stop_ns:
                     return
-                yield self._trace_row(position, arrival)
+                yield self._trace_row(position, arrival, row)
         else:
             yield from self._rate_arrivals(self.request_limit, self._synthetic)
 
