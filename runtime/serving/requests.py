@@ -9,7 +9,7 @@ outputs report.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from itertools import chain
 
 from ..traffic import block_keys as blocks
@@ -52,6 +52,19 @@ class RequestSpec:
     stage: int = 0  # an opal workload stage's index (outputs report per stage); 0 for every other traffic
     requested_output_len: int | None = None  # what the traffic asked for, where the context length cut it short
     _keys: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    @classmethod
+    def of_trace_row(cls, index: int, prompt_len: int, output_len: int, hash_ids: tuple, trace_block: int,
+                     arrival_ns: int | None, session_id: str | None) -> RequestSpec:
+        """The spec of a Mooncake row: equal to the one the constructor makes, its fields written at once (a
+        frozen dataclass's __init__ sets each of its 20 fields through object.__setattr__: about 3x the time, per
+        row of a million-row trace)."""
+        content = _new(Content)
+        content.__dict__.update(_CONTENT_DEFAULTS, hash_ids=hash_ids, trace_block=trace_block)
+        spec = _new(cls)
+        spec.__dict__.update(_SPEC_DEFAULTS, index=index, prompt_len=prompt_len, output_len=output_len,
+                             content=content, arrival_ns=arrival_ns, session_id=session_id, _keys={})
+        return spec
 
     @property
     def uuid(self) -> str:
@@ -114,6 +127,11 @@ class RequestSpec:
         if self.content.token_ids:
             tokens = array("I", self.content.token_ids) + tokens
         return blocks.chain_keys(tokens, block_size)
+
+
+_new = object.__new__
+_CONTENT_DEFAULTS = {f.name: f.default for f in fields(Content)}
+_SPEC_DEFAULTS = {f.name: f.default for f in fields(RequestSpec) if f.default is not MISSING}
 
 
 class Request:

@@ -135,9 +135,8 @@ class Traffic:
             row = self.rows[position]
         index = self._new_index()
         self.requests_made += 1
-        content = Content(hash_ids=row.hash_ids, trace_block=self.source.block_size)
-        return RequestSpec(index, row.input_length, row.output_length, content, arrival_ns=arrival_ns,
-                           session_id=row.session_id)
+        return RequestSpec.of_trace_row(index, row.input_length, row.output_length, row.hash_ids,
+                                        self.source.block_size, arrival_ns, row.session_id)
 
     # ------------------------------------------------------------------ arrivals
     def _rate_times(self, rate: float):
