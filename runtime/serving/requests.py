@@ -117,12 +117,12 @@ class RequestSpec:
     def _compute_keys(self, block_size: int) -> list[int]:
         total = self.prompt_len + self.output_len
         if self.content.hash_ids:
-            keys = blocks.trace_keys(list(self.content.hash_ids), self.prompt_len, self.content.trace_block,
-                                     block_size)
+            keys = blocks.trace_keys(self.content.hash_ids, self.prompt_len, self.content.trace_block, block_size)
             first_output_block = len(keys)
             # blocks holding the request's own output are never shared: negative keys, unique per request
             first = -(self.index << 24) - 1  # (key -((index << 24) + i) - 1 of output block i, as one range)
-            return keys + list(range(first - first_output_block, first - total // block_size, -1))
+            keys.extend(range(first - first_output_block, first - total // block_size, -1))
+            return keys
         tokens = blocks.segment_tokens(self.content.segments)
         if self.content.token_ids:
             tokens = array("I", self.content.token_ids) + tokens
