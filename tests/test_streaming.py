@@ -139,3 +139,15 @@ def test_a_trace_rows_spec_is_the_one_the_constructor_makes():
     # 512-token blocks hold them: keys 2h + j (0, 1, then 10); 803 tokens fill no fourth (no output key)
     assert made.keys(256) == [0, 1, 10] and made._keys is not built._keys and built._keys == {}
     assert replace(made, arrival_ns=3) == replace(built, arrival_ns=3)
+
+
+def test_the_fast_row_check_never_passes_a_row_the_full_check_refuses():
+    good = {"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [0, 1]}
+    variants = [good, {**good, "timestamp": 2.5}, {**good, "timestamp": True}, {**good, "timestamp": -1},
+                {**good, "timestamp": float("nan")}, {**good, "input_length": 0}, {**good, "input_length": 2 ** 31},
+                {**good, "output_length": 1.0}, {**good, "hash_ids": [0]}, {**good, "hash_ids": [0, -1]},
+                {**good, "hash_ids": [0, True]}, {**good, "hash_ids": (0, 1)}, {"timestamp": 0}, [good], None]
+    verdicts = [(traces._plainly_valid(row, 512), traces.check_row(row, 512) is None) for row in variants]
+    # the fast check passes exactly the first two (plain ints, or a float timestamp); the full check agrees on those
+    # and refuses every other variant here
+    assert verdicts == [(True, True), (True, True)] + [(False, False)] * (len(variants) - 2)
