@@ -43,6 +43,10 @@ class TraceTable:
         for row in other:
             self.append(*row)
 
+    def token_totals(self, count: int) -> tuple[int, int]:
+        """(prompt tokens, output tokens) of the first `count` rows, summed over the columns in C."""
+        return sum(self.inputs[:count]), sum(self.outputs[:count])
+
     def __len__(self) -> int:
         return len(self.inputs)
 

@@ -24,6 +24,7 @@ from . import work_time
 from .diagnostics import Diagnostic
 from .opal_records import RateStage, TraceStage
 from .plan_records import ReplayPlan, RequestListSource, SessionSource, SyntheticSource, TraceSource
+from .trace_table import TraceTable
 
 DEFAULT_MAX_WORK = 10**9
 WORK_PER_RANK = 10_000  # building a rank and stepping it through the run, in steps
@@ -49,7 +50,8 @@ def _traffic(plan: ReplayPlan) -> tuple[int, int, int, str]:
     if isinstance(source, TraceSource):
         rows = source.rows
         count = len(rows) if traffic.request_limit is None else min(len(rows), traffic.request_limit)
-        return (count, *_lengths(islice(rows, count)), "/traffic/source/paths")
+        totals = rows.token_totals(count) if isinstance(rows, TraceTable) else _lengths(islice(rows, count))
+        return (count, *totals, "/traffic/source/paths")
     if isinstance(source, RequestListSource):
         listed = source.requests
         return (len(listed), sum(r.input_tokens for r in listed), sum(r.output_tokens for r in listed),

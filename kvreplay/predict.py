@@ -97,8 +97,8 @@ class Progress:
 
 def run(args, config: str | None = None) -> int:
     # (the runtime is imported here, not at the top: every command builds the argument parser from this module,
-    # and `validate` or `--help` need not pay for the replay's imports, numpy among them)
-    from .runtime.analysis.explain import Explanation
+    # and `validate` or `--help` need not pay for the replay's imports; the miss analysis, with numpy, is imported
+    # only by a run that asks for it)
     from .runtime.build import ReplayUnsupported, build
 
     args.config = config or args.config
@@ -146,7 +146,11 @@ def run(args, config: str | None = None) -> int:
         progress = Progress(replay.traffic.request_limit)
         replay.on_progress = progress
     spool = None
-    explanation = Explanation(replay) if getattr(args, "explain_misses", False) else None
+    explanation = None
+    if getattr(args, "explain_misses", False):
+        from .runtime.analysis.explain import Explanation
+
+        explanation = Explanation(replay)
     try:
         if capture:
             spool = RecordSpool(outputs.partial_path(destination, "requests.jsonl"), record_of)

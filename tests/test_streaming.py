@@ -99,6 +99,7 @@ def test_a_trace_table_gives_the_rows_it_was_given():
     assert table.ids.typecode == "Q" and list(table.ids) == [0, 1, 0, 2 ** 40]
     assert len(table) == 2 and table[1] == (5, 512, 1, (0, 2 ** 40), "s") and table[0].session_id is None
     assert [row.hash_ids for row in table] == [(0, 1), (0, 2 ** 40)]
+    assert table.token_totals(2) == (600 + 512, 3 + 1) and table.token_totals(1) == (600, 3)
     with pytest.raises(IndexError):
         table[2]
     assert isinstance(TraceTable().ids, array) and TraceTable().ids.typecode == "I"
@@ -123,3 +124,30 @@ def test_a_trace_larger_than_the_limit_is_refused(tmp_path, monkeypatch):
     assert [d.code for d in error.value.diagnostics] == ["TRACE-FILE"]
     monkeypatch.setattr(traces, "MAX_TRACE_BYTES", 5000)
     assert len(traces.read_trace(path, 512)) == 10
+
+
+def test_a_trace_rows_spec_is_the_one_the_constructor_makes():
+    from dataclasses import replace
+
+    from kvreplay.runtime.serving.requests import Content, RequestSpec
+
+    made = RequestSpec.of_trace_row(7, 800, 3, (0, 5), 512, 2_000_000, "s")
+    built = RequestSpec(7, 800, 3, Content(hash_ids=(0, 5), trace_block=512), arrival_ns=2_000_000, session_id="s")
+    assert made == built and hash(made) == hash(built) and vars(made) == vars(built)
+    assert vars(made.content) == vars(built.content) and made.turn_index is None and made.kv_hints == ()
+    # its memo is its own, and keys follow the rule: 800 prompt tokens fill 3 blocks of 256, ids 0 and 5 of
+    # 512-token blocks hold them: keys 2h + j (0, 1, then 10); 803 tokens fill no fourth (no output key)
+    assert made.keys(256) == [0, 1, 10] and made._keys is not built._keys and built._keys == {}
+    assert replace(made, arrival_ns=3) == replace(built, arrival_ns=3)
+
+
+def test_the_fast_row_check_never_passes_a_row_the_full_check_refuses():
+    good = {"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [0, 1]}
+    variants = [good, {**good, "timestamp": 2.5}, {**good, "timestamp": True}, {**good, "timestamp": -1},
+                {**good, "timestamp": float("nan")}, {**good, "input_length": 0}, {**good, "input_length": 2 ** 31},
+                {**good, "output_length": 1.0}, {**good, "hash_ids": [0]}, {**good, "hash_ids": [0, -1]},
+                {**good, "hash_ids": [0, True]}, {**good, "hash_ids": (0, 1)}, {"timestamp": 0}, [good], None]
+    verdicts = [(traces._plainly_valid(row, 512), traces.check_row(row, 512) is None) for row in variants]
+    # the fast check passes exactly the first two (plain ints, or a float timestamp); the full check agrees on those
+    # and refuses every other variant here
+    assert verdicts == [(True, True), (True, True)] + [(False, False)] * (len(variants) - 2)

@@ -13,8 +13,6 @@ from pathlib import Path
 import orjson
 
 from ..compiler import work
-from . import executors, ledger, pareto, space
-from .candidates import Job
 
 EXIT_OK, EXIT_NONE, EXIT_CONFIG = 0, 1, 2
 DEFAULT_OUTPUT = "kvreplay-recommend"
@@ -43,7 +41,9 @@ def add_arguments(p) -> None:
 
 def _load(args):
     """(document with domains listed, search space, settings) or an error line."""
+    # (the search's modules are imported by the command that runs it: every other command builds this parser)
     from ..compiler.diagnostics import CompileError
+    from . import pareto, space
     from ..compiler.load import load_bytes
 
     try:
@@ -93,6 +93,9 @@ class Progress:
 
 
 def run(args) -> int:
+    from . import executors, ledger, space
+    from .candidates import Job
+
     loaded = _load(args)
     if isinstance(loaded, str):
         sys.stderr.write(loaded + "\n")
@@ -136,6 +139,7 @@ def run(args) -> int:
 
 def finish(args, document: dict, entries: list[dict], rules, folder: Path) -> int:
     """Write recommendation.json and best-plan.json, print the summary."""
+    from . import space
     from .report import recommendation, table
 
     result = recommendation(entries, rules)

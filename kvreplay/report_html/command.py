@@ -8,15 +8,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from . import page
-from .figures import PlotUnavailable
-from .load import RunDirError, load_run
-from .sections import run_sections
+# (the page's modules are imported when a page is made: every command builds the argument parser from here)
 
 EXIT_OK, EXIT_WRITE, EXIT_USAGE = 0, 1, 2
 
 
 def report_html(run) -> str:
+    from . import page
+    from .sections import run_sections
+
     subtitle = f"kvreplay run {run.name}: {run.summary.get('completed_requests')} of " \
                f"{run.summary.get('num_requests')} requests completed"
     return page.page(f"kvreplay report: {run.name}", subtitle, run_sections(run))
@@ -33,6 +33,9 @@ def _write_text(path: Path, text: str) -> bool:
 
 def write_report(folder, output: Path) -> bool:
     """`predict --report`: the page of the run just written (False, with the reason on stderr, on failure)."""
+    from .figures import PlotUnavailable
+    from .load import RunDirError, load_run
+
     try:
         text = report_html(load_run(folder))
     except (RunDirError, PlotUnavailable) as error:
@@ -42,6 +45,9 @@ def write_report(folder, output: Path) -> bool:
 
 
 def cmd_report(args) -> int:
+    from .figures import PlotUnavailable
+    from .load import RunDirError, load_run
+
     try:
         run = load_run(args.run_dir)
         text = report_html(run)
@@ -57,6 +63,8 @@ def cmd_report(args) -> int:
 
 def cmd_diff(args) -> int:
     from . import diff
+    from .figures import PlotUnavailable
+    from .load import RunDirError, load_run
 
     try:
         a, b = load_run(args.a), load_run(args.b)

@@ -61,21 +61,21 @@ def _ms(ns: int | None) -> float | None:
 
 def request_record(request: Request) -> dict:
     spec = request.spec
-    completed = request.status == "completed"
+    first, last = request.first_token_ns, request.last_token_ns
     itl = [(gap / MS, count) for gap, count in gap_runs(request.gaps)]
     gaps = sum(count for _, count in itl)
     history = admission_history(request)
-    return {
-        "uuid": spec.uuid, "index": spec.index, "id": spec.name or spec.uuid, "session_id": spec.session_id,
+    uuid = spec.uuid
+    record = {
+        "uuid": uuid, "index": spec.index, "id": spec.name or uuid, "session_id": spec.session_id,
         "turn_index": spec.turn_index,
         "arrival_time_ms": _ms(request.arrival_ns), "first_admit_ms": _ms(request.first_admit_ns),
-        "first_token_ms": _ms(request.first_token_ns), "last_token_ms": _ms(request.last_token_ns),
+        "first_token_ms": _ms(first), "last_token_ms": _ms(last),
         "terminal_time_ms": _ms(request.terminal_ns),
-        "ttft_ms": _ms(request.first_token_ns - request.arrival_ns) if request.first_token_ns is not None else None,
-        "ttst_ms": _ms(request.second_token_ns - request.first_token_ns)
-        if request.second_token_ns is not None else None,
+        "ttft_ms": (first - request.arrival_ns) / MS if first is not None else None,
+        "ttst_ms": (request.second_token_ns - first) / MS if request.second_token_ns is not None else None,
         "itl_ms": math.fsum(v * c for v, c in itl) / gaps if gaps else None,
-        "e2e_latency_ms": _ms(request.last_token_ns - request.arrival_ns) if completed else None,
+        "e2e_latency_ms": (last - request.arrival_ns) / MS if request.status == "completed" else None,
         "input_length": spec.prompt_len, "requested_output_length": spec.requested_output_len or spec.output_len,
         "output_length": request.generated,
         "reused_input_tokens": request.reused_tokens,
@@ -87,26 +87,34 @@ def request_record(request: Request) -> dict:
         "readmission_count": sum(1 for a in history if a["is_readmission"]),
         "terminal_status": request.status, "terminal_reason": request.reason or None,
         "dp_rank": request.rank,
-    } | (_pd_fields(request, request.pd) if request.pd is not None and request.pd.prefill_rank is not None else {})
+    }
+    if request.pd is not None and request.pd.prefill_rank is not None:
+        record.update(_pd_fields(request, request.pd))
+    return record
+
+
+def _entry(admission: dict) -> dict:
+    """An admission's record: its fields, its time in ms in place of ns."""
+    entry = admission.copy()
+    entry["at_ms"] = _ms(entry.pop("at_ns"))
+    return entry
 
 
 def admission_history(request: Request) -> list[dict]:
     """The request's admissions in time order.  In P/D the decode rank's activation of a handed-off request is one
     of them (AISimulate lists it: pool decode, nothing reused, not a readmission; the spec's field table is silent
     on it), numbered among the others; readmissions on either side follow in order (facts §33)."""
-    entries = [{**{k: v for k, v in a.items() if k != "at_ns"}, "at_ms": _ms(a["at_ns"]), "_ns": a["at_ns"]}
-               for a in request.admissions]
+    entries = list(map(_entry, request.admissions))
     pd = request.pd
     if pd is not None and pd.decode_admit_ns is not None and pd.decode_rank is not None:
         at = pd.decode_admit_ns
-        position = sum(1 for a in entries if a["_ns"] <= at)  # after the prefill admissions, before decode readmits
-        entries.insert(position, {"admission_ordinal": 0, "pool": pd.decode_rank.name, "at_ms": _ms(at), "_ns": at,
+        # after the prefill admissions, before decode readmits
+        position = sum(1 for a in request.admissions if a["at_ns"] <= at)
+        entries.insert(position, {"admission_ordinal": 0, "pool": pd.decode_rank.name, "at_ms": _ms(at),
                                   "reused_input_tokens": 0, "g1_reused_input_tokens": 0,
                                   "host_reused_input_tokens": 0, "is_readmission": False})
         for ordinal, entry in enumerate(entries):
             entry["admission_ordinal"] = ordinal
-    for entry in entries:
-        del entry["_ns"]
     return entries
 
 

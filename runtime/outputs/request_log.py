@@ -18,28 +18,29 @@ MS = 1e6
 LATENCIES = ("ttft", "ttst", "tpot", "itl", "e2e_latency")
 
 
-def _count(counts: dict, value) -> None:
-    counts[value] = counts.get(value, 0) + 1
-
-
 class LatencySamples:
     """Each latency's sample over completed requests: TTFT, TTST and E2E per request, TPOT per request of more
     than one output token, ITL every gap between consecutive tokens (all integer ns but TPOT, a ratio)."""
 
     def __init__(self):
         self.counts: dict[str, dict] = {name: {} for name in LATENCIES}
+        self.samples = tuple(self.counts.values())  # (the same dicts in LATENCIES order, for `add`)
 
     def add(self, request) -> None:
-        counts = self.counts
-        _count(counts["ttft"], request.first_token_ns - request.arrival_ns)
+        ttft, ttst, tpot, itl, e2e = self.samples
+        first, last = request.first_token_ns, request.last_token_ns
+        value = first - request.arrival_ns
+        ttft[value] = ttft.get(value, 0) + 1
         if request.second_token_ns is not None:
-            _count(counts["ttst"], request.second_token_ns - request.first_token_ns)
+            value = request.second_token_ns - first
+            ttst[value] = ttst.get(value, 0) + 1
         if request.generated > 1:
-            _count(counts["tpot"], (request.last_token_ns - request.first_token_ns) / MS / (request.generated - 1))
-        itl = counts["itl"]
+            value = (last - first) / MS / (request.generated - 1)
+            tpot[value] = tpot.get(value, 0) + 1
         for gap, count in gap_runs(request.gaps):
             itl[gap] = itl.get(gap, 0) + count
-        _count(counts["e2e_latency"], request.last_token_ns - request.arrival_ns)
+        value = last - request.arrival_ns
+        e2e[value] = e2e.get(value, 0) + 1
 
     def runs(self) -> dict[str, list[tuple[float, int]]]:
         """Each sample in ms as (value, count) runs, in the summary's order."""

@@ -69,8 +69,9 @@ def chain_keys(tokens: array, block_size: int) -> list[int]:
     return keys
 
 
-def trace_keys(hash_ids: list[int], tokens: int, trace_block: int, block_size: int) -> list[int]:
-    """Keys of the full engine blocks of a Mooncake request (`tokens` long, one id per `trace_block` tokens).
+def trace_keys(hash_ids, tokens: int, trace_block: int, block_size: int) -> list[int]:
+    """Keys of the full engine blocks of a Mooncake request (`tokens` long, one id per `trace_block` tokens; the
+    ids as a list or tuple), as a new list.
 
     Trace ids are prefix-chained, so the id of the trace block holding an engine block's last token, plus
     the engine block's offset from that trace block's start, identifies the engine block's whole prefix.

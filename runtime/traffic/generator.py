@@ -127,15 +127,16 @@ class Traffic:
                            worker_idx=item.worker_idx, prefill_worker_idx=item.prefill_worker_idx,
                            kv_hints=item.kv_hints)
 
-    def _trace_row(self, position: int, arrival_ns: int | None) -> RequestSpec | None:
-        if position >= len(self.rows):
-            return None
-        row = self.rows[position]
+    def _trace_row(self, position: int, arrival_ns: int | None, row=None) -> RequestSpec | None:
+        """Trace row `position` as a request arriving at `arrival_ns` (`row`: the row itself, already read)."""
+        if row is None:
+            if position >= len(self.rows):
+                return None
+            row = self.rows[position]
         index = self._new_index()
         self.requests_made += 1
-        content = Content(hash_ids=row.hash_ids, trace_block=self.source.block_size)
-        return RequestSpec(index, row.input_length, row.output_length, content, arrival_ns=arrival_ns,
-                           session_id=row.session_id)
+        return RequestSpec.of_trace_row(index, row.input_length, row.output_length, row.hash_ids,
+                                        self.source.block_size, arrival_ns, row.session_id)
 
     # ------------------------------------------------------------------ arrivals
     def _rate_times(self, rate: float):
@@ -201,7 +202,7 @@ class Traffic:
                 arrival = row.timestamp_ns
                 if self.stop_ns is not None and arrival > self.stop_ns:
                     return
-                yield self._trace_row(position, arrival)
+                yield self._trace_row(position, arrival, row)
         else:
             yield from self._rate_arrivals(self.request_limit, self._synthetic)
 

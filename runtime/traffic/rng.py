@@ -18,8 +18,13 @@ def mix64(value: int) -> int:
     return value ^ (value >> 31)
 
 
+def stream_base(seed: int, stream: int) -> int:
+    """What `bits` mixes a counter into: a caller drawing many counters of one stream computes it once."""
+    return mix64(mix64(seed & MASK) ^ (stream & MASK))
+
+
 def bits(seed: int, stream: int, counter: int) -> int:
-    return mix64(mix64(mix64(seed & MASK) ^ (stream & MASK)) ^ (counter & MASK))
+    return mix64(stream_base(seed, stream) ^ (counter & MASK))
 
 
 def uniform(seed: int, stream: int, counter: int) -> float:
