@@ -154,11 +154,15 @@ class ApcPool(BlockPool):
         waking for them could repeat forever) unless `looked_too` (fused passes that look them up again only at
         their last pass, shell/macro.py, must not reach their expiry either); None: nothing expires."""
         now = self.now()
-        self.queue.expire(now)
-        looked = self._looked if self._looked_at == now and not looked_too else {}
         queue = self.queue
-        start, end = queue.boundary, queue.base + len(queue.q)
-        width = 64
+        queue.expire(now)
+        start = queue.first_protected()
+        if start is None:
+            return None
+        looked = self._looked if self._looked_at == now and not looked_too else {}
+        if queue.q[start - queue.base] not in looked:
+            return queue.stamps[start - queue.base] + self.ttl_ns
+        end, width = queue.base + len(queue.q), 64
         while start < end:  # (in C, in growing windows: the looked-up blocks may be a whole prefix, or none)
             stop = min(end, start + width)
             wanted = map(and_, queue._is_live(start, stop),
