@@ -248,17 +248,14 @@ class ApcPool(BlockPool):
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
         """BlockPool's, recording for each newly keyed block which request wrote it and at which chain index."""
-        run_keys = keys[start:stop]
-        new = list(map(not_, map(self.cached.__contains__, run_keys)))
         super().register_run(blocks, keys, start, stop)
-        if not any(new):
-            return
-        new_blocks = list(compress(blocks[start:stop], new))
-        # (a key repeated inside the run keys its first block only)
-        keyed = list(map(eq, map(self.key_of.__getitem__, new_blocks), compress(run_keys, new)))
-        written = list(compress(new_blocks, keyed))
+        run_blocks = blocks[start:stop]
+        # the run's blocks are new to G1 (they held no key), so a block holding its key now got it here (a key
+        # cached already keeps its block, and one repeated inside the run keys its first block only)
+        keyed = list(map(eq, map(self.key_of.__getitem__, run_blocks), keys[start:stop]))
+        written = list(compress(run_blocks, keyed))
         consume(map(self.writer_of.__setitem__, written, repeat(writer)))
-        consume(map(self.index_of.__setitem__, written, compress(compress(range(start, stop), new), keyed)))
+        consume(map(self.index_of.__setitem__, written, compress(range(start, stop), keyed)))
 
     def release(self, blocks: list[int]) -> None:
         """Drop one reference each; a freed keyed block joins the queue's newest end (tail first), stamped now;
@@ -266,13 +263,19 @@ class ApcPool(BlockPool):
         if self.retry is not None:
             self.retry.touched(blocks)
         ref, order = self.ref, blocks[::-1]
-        left = list(map(sub, map(ref.__getitem__, order), repeat(1)))
-        consume(map(ref.__setitem__, order, left))
-        freed = list(compress(order, map(not_, left)))
+        held = list(map(ref.__getitem__, order))
+        if held.count(1) == len(held):  # the usual release: its only holder lets go, every block is freed
+            consume(map(ref.__setitem__, order, repeat(0)))
+            freed = order
+        else:
+            left = list(map(sub, held, repeat(1)))
+            consume(map(ref.__setitem__, order, left))
+            freed = list(compress(order, map(not_, left)))
         if not freed:
             return
         keyed = list(map(NOT_NONE, map(self.key_of.__getitem__, freed)))
-        self.free.update(dict.fromkeys(compress(freed, map(not_, keyed))))
+        if keyed.count(True) != len(keyed):
+            self.free.update(dict.fromkeys(compress(freed, map(not_, keyed))))
         idle = list(compress(freed, keyed))
         if idle:
             self.queue.enqueue_all(idle, self.now())
