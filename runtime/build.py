@@ -160,7 +160,7 @@ def attach_opal(replay: Replay, opal) -> None:
     use_apc(replay, opal.apc)
     for rank in replay.ranks():
         if rank.chain.tiers:
-            rank.pool.on_evict = lambda pool, evicted, rank=rank: kvc.write_through(rank, evicted)
+            rank.pool.on_evict = lambda pool, *columns, rank=rank: kvc.write_through(rank, *columns)
 
 
 def attach_peer_fetch(replay: Replay, role) -> None:

@@ -47,7 +47,7 @@ def test_a_shared_prefix_bumps_the_same_blocks_and_they_go_idle_tail_first_on_th
 def test_eviction_takes_never_used_then_free_memory_then_the_lru_end():
     apc, _ = pool(6)
     evicted = []
-    apc.on_evict = lambda p, batch: evicted.append(batch)
+    apc.on_evict = lambda p, *columns: evicted.append(list(zip(*columns)))
     a = written(apc, [10, 11, 12], "A")
     b = written(apc, [20, 21], "B")
     scratch = apc.allocate(1)  # block 5, never keyed
@@ -57,7 +57,7 @@ def test_eviction_takes_never_used_then_free_memory_then_the_lru_end():
     assert apc.idle_blocks() == [2, 1, 0, 4, 3] and list(apc.free) == [5]
     assert apc.allocate(1) == [5] and apc.inline_evictions == 0  # free memory before any idle block
     assert apc.allocate(3) == [2, 1, 0]  # then the LRU end, A's last block first
-    assert evicted == [[(12, "A", 2), (11, "A", 1), (10, "A", 0)]]  # one batch: (key, writer, chain index)
+    assert evicted == [[(12, "A", 2), (11, "A", 1), (10, "A", 0)]]  # one batch: (key, writer, chain index) columns
     assert apc.inline_evictions == 3 and apc.evictions == 3 and apc.proactive_evictions == 0
     assert 10 not in apc.cached and apc.cached == {20: 3, 21: 4}
     assert apc.match([10], 1) == []

@@ -69,7 +69,7 @@ def test_a_check_at_util_93_6_percent_evicts_36_blocks_and_comes_back_after_0_64
     replay.apc.log = []
     idle_blocks(pool, 936)
     evicted = []
-    pool.on_evict = lambda p, batch: evicted.extend(batch)
+    pool.on_evict = lambda p, *columns: evicted.extend(zip(*columns))
     replay.clock.now = 3 * S
     replay.apc.check(rank, 3 * S + 0)
     assert pool.proactive_evictions == 36 and pool.idle_count == 900 and pool.plain_free == 100
@@ -140,7 +140,7 @@ def test_macro_steps_and_single_steps_agree_with_apc(tmp_path, ttl_ms, threshold
         for rank in replay.ranks():
             rank.pool.evict_log = log
             if hooked:
-                rank.pool.on_evict = lambda p, batch, hooks=hooks: hooks.append((p.now(), tuple(batch)))
+                rank.pool.on_evict = lambda p, *columns, hooks=hooks: hooks.append((p.now(), tuple(zip(*columns))))
         replay.apc.log = []
         replay.run()
         pools = [rank.pool for rank in replay.ranks()]

@@ -11,6 +11,7 @@ wrong (see spec/opal-reference.md): `kvc_tier_tokens` counts APC hits as
 from __future__ import annotations
 
 import json
+from itertools import chain, repeat
 
 from .request_log import gap_runs
 
@@ -72,10 +73,10 @@ def _histogram(latencies: list[float]) -> list[float]:
 def _decode_values(request) -> str:
     """[TTFT, then every gap between tokens] in seconds, as `_one_line` writes that list (a run of equal gaps is
     one number's text repeated)."""
-    texts = [_number((request.first_token_ns - request.arrival_ns) / S)]
-    for gap, count in gap_runs(request.gaps):
-        texts.extend([_number(gap / S)] * count)
-    return "[" + ", ".join(texts) + "]"
+    gaps, counts = tuple(zip(*gap_runs(request.gaps))) or ((), ())
+    # (in C: a request's runs are thousands) each run's text once (`_number` is repr), repeated `count` times
+    texts = chain.from_iterable(map(repeat, map(repr, map(S.__rtruediv__, gaps)), counts))
+    return "[" + ", ".join(chain((_number((request.first_token_ns - request.arrival_ns) / S),), texts)) + "]"
 
 
 def per_second(requests: list, start_ns: int, end_ns: int, workers: list) -> tuple[list, list, list]:

@@ -139,15 +139,18 @@ class Request:
     admissions.  Written only by serving/scheduler.py and serving/pass_results.py (and its own methods); the tiers
     keep theirs in `tier` (tiers/request_state.py), a P/D handoff in `pd` (handoff.py)."""
 
-    __slots__ = ("spec", "keys", "arrival_ns", "rank", "num_tokens", "num_computed", "generated", "blocks",
-                 "status", "reason", "first_admit_ns", "first_token_ns", "second_token_ns", "last_token_ns",
+    __slots__ = ("spec", "_keys", "key_size", "arrival_ns", "rank", "num_tokens", "num_computed", "generated",
+                 "blocks", "status", "reason", "first_admit_ns", "first_token_ns", "second_token_ns", "last_token_ns",
                  "terminal_ns", "gaps", "admissions", "reused_tokens", "first_reused_tokens", "committed_prefill",
                  "max_blocks", "first_g1_tokens", "first_host_tokens", "stop_after", "tier", "pd")
 
     def __init__(self, spec: RequestSpec, arrival_ns: int, rank: int, block_size: int, hint=None,
                  stop_after: int | None = None):
         self.spec = spec
-        self.keys = spec.keys(block_size) if block_size else []  # (0: its engine matches no block keys)
+        # its keys are made when first asked for (its first admission attempt, usually): thousands of requests may
+        # wait at once, and a prompt's keys at block 16 are hundreds of ints
+        self._keys = None if block_size else []  # (0: its engine matches no block keys)
+        self.key_size = block_size
         self.arrival_ns = arrival_ns
         self.rank = rank
         self.num_tokens = spec.prompt_len  # known tokens: prompt + sampled output
@@ -174,9 +177,21 @@ class Request:
         self.tier = TierState(hint)
         self.pd = None  # handoff.HandoffState with disaggregated prefill/decode
 
+    @property
+    def keys(self) -> list[int]:
+        """The block keys of its prompt and output (its spec's, memoised there) at its rank's block size."""
+        keys = self._keys
+        if keys is None:
+            keys = self._keys = self.spec.keys(self.key_size)
+        return keys
+
+    @keys.setter
+    def keys(self, keys: list[int]) -> None:
+        self._keys = keys
+
     def forget_keys(self) -> None:
         """It is done with its keys (finished, its prompt stored): they and its spec's memoised ones go."""
-        self.keys = []
+        self._keys = []
         self.spec.forget_keys()
 
     def pack_gaps(self) -> None:

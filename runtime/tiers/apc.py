@@ -22,26 +22,24 @@ the queue is protected, the number of protected idle blocks it left in place
 asked for.  Inline evictions (for an admission) never stop short: the scheduler
 asks `can_allocate` first, so protection makes a request wait instead.
 
-`on_evict(pool, [(key, writer, position)])` per batch: the RequestSpec whose content
-wrote the block (`register_run`'s `writer`), the block's index in its chain, and
-`pool.now()` the eviction's instant: fused decode passes apply later passes early and
+`on_evict(pool, keys, writers, positions)` per batch, three columns of one entry per
+victim: its key, the RequestSpec whose content wrote the block (`register_run`'s
+`writer`) and the block's index in that chain (columns, not a tuple per block: a
+batch is up to thousands of blocks); `pool.now()` is the eviction's instant: fused decode passes apply later passes early and
 `at` tells the pool each one's instant, so stamps and evictions are single stepping's.
 """
 from __future__ import annotations
 
 from itertools import compress, islice, repeat
-from operator import add, and_, eq, itemgetter, not_, sub
+from operator import add, and_, eq, not_, sub
 
 from .apc_log import EvictStats
 from .apc_queue import IdleQueue
 from .apc_retry import Lookup
 from .g1 import NOT_NONE, BlockPool, consume
 
-NO_WRITER = (None, None)  # a block no registered run wrote (what `writer` says of it)
-
-
 class ApcPool(BlockPool):
-    __slots__ = ("clock", "ttl_ns", "advanced_to", "queue", "_looked", "_looked_at", "writer", "on_evict", "evict_log",
+    __slots__ = ("clock", "ttl_ns", "advanced_to", "queue", "_looked", "_looked_at", "writer_of", "index_of", "on_evict", "evict_log",
                  "inline_evictions", "proactive_evictions", "ttl_skipped", "retry")
 
     def __init__(self, capacity: int, clock=None, ttl_ns: int = 0):
@@ -52,8 +50,11 @@ class ApcPool(BlockPool):
         self.queue = IdleQueue(ttl_ns)  # the idle blocks, in last-access order
         self._looked: dict[int, None] = {}  # idle blocks a lookup at `_looked_at` refreshed without holding them
         self._looked_at = -1
-        self.writer: dict[int, tuple] = {}  # keyed block -> (RequestSpec that wrote it, its index in that chain)
-        self.on_evict = None  # None or callable(pool, [(key, writer, position)]) per eviction batch
+        # per block id, set whenever the block is keyed (so never stale while it is): the RequestSpec that wrote
+        # it (None: a restore) and its index in that chain
+        self.writer_of: list = [None] * capacity
+        self.index_of: list[int] = [0] * capacity
+        self.on_evict = None  # None or callable(pool, keys, writers, positions) per eviction batch
         self.evict_log: list | None = None  # set to a list to collect an EvictStats per eviction batch
         self.inline_evictions = self.proactive_evictions = self.ttl_skipped = 0
         self.retry: Lookup | None = None  # the last lookup with a TTL, while it still holds (apc_retry.py)
@@ -153,11 +154,15 @@ class ApcPool(BlockPool):
         waking for them could repeat forever) unless `looked_too` (fused passes that look them up again only at
         their last pass, shell/macro.py, must not reach their expiry either); None: nothing expires."""
         now = self.now()
-        self.queue.expire(now)
-        looked = self._looked if self._looked_at == now and not looked_too else {}
         queue = self.queue
-        start, end = queue.boundary, queue.base + len(queue.q)
-        width = 64
+        queue.expire(now)
+        start = queue.first_protected()
+        if start is None:
+            return None
+        looked = self._looked if self._looked_at == now and not looked_too else {}
+        if queue.q[start - queue.base] not in looked:
+            return queue.stamps[start - queue.base] + self.ttl_ns
+        end, width = queue.base + len(queue.q), 64
         while start < end:  # (in C, in growing windows: the looked-up blocks may be a whole prefix, or none)
             stop = min(end, start + width)
             wanted = map(and_, queue._is_live(start, stop),
@@ -224,8 +229,6 @@ class ApcPool(BlockPool):
         keys = list(map(key_of.__getitem__, victims))
         consume(map(self.cached.__delitem__, keys))
         consume(map(key_of.__setitem__, victims, repeat(None)))
-        origins = list(map(self.writer.pop, victims, repeat(NO_WRITER)))
-        evicted = list(zip(keys, map(itemgetter(0), origins), map(itemgetter(1), origins)))
         if proactive:
             self.proactive_evictions += len(victims)
         else:
@@ -239,21 +242,20 @@ class ApcPool(BlockPool):
             self.evict_log.append(EvictStats(self.now() if now is None else now, proactive, requested,
                                              len(victims), scanned, skipped, self.queue.live, pinned,
                                              pinned + self.queue.live))
-        if self.on_evict is not None and evicted:
-            self.on_evict(self, evicted)
+        if self.on_evict is not None and victims:
+            self.on_evict(self, keys, list(map(self.writer_of.__getitem__, victims)),
+                          list(map(self.index_of.__getitem__, victims)))
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
         """BlockPool's, recording for each newly keyed block which request wrote it and at which chain index."""
-        run_keys = keys[start:stop]
-        new = list(map(not_, map(self.cached.__contains__, run_keys)))
         super().register_run(blocks, keys, start, stop)
-        if not any(new):
-            return
-        new_blocks = list(compress(blocks[start:stop], new))
-        # (a key repeated inside the run keys its first block only)
-        keyed = list(map(eq, map(self.key_of.__getitem__, new_blocks), compress(run_keys, new)))
-        self.writer.update(zip(compress(new_blocks, keyed),
-                               zip(repeat(writer), compress(compress(range(start, stop), new), keyed))))
+        run_blocks = blocks[start:stop]
+        # the run's blocks are new to G1 (they held no key), so a block holding its key now got it here (a key
+        # cached already keeps its block, and one repeated inside the run keys its first block only)
+        keyed = list(map(eq, map(self.key_of.__getitem__, run_blocks), keys[start:stop]))
+        written = list(compress(run_blocks, keyed))
+        consume(map(self.writer_of.__setitem__, written, repeat(writer)))
+        consume(map(self.index_of.__setitem__, written, compress(range(start, stop), keyed)))
 
     def release(self, blocks: list[int]) -> None:
         """Drop one reference each; a freed keyed block joins the queue's newest end (tail first), stamped now;
@@ -261,13 +263,19 @@ class ApcPool(BlockPool):
         if self.retry is not None:
             self.retry.touched(blocks)
         ref, order = self.ref, blocks[::-1]
-        left = list(map(sub, map(ref.__getitem__, order), repeat(1)))
-        consume(map(ref.__setitem__, order, left))
-        freed = list(compress(order, map(not_, left)))
+        held = list(map(ref.__getitem__, order))
+        if held.count(1) == len(held):  # the usual release: its only holder lets go, every block is freed
+            consume(map(ref.__setitem__, order, repeat(0)))
+            freed = order
+        else:
+            left = list(map(sub, held, repeat(1)))
+            consume(map(ref.__setitem__, order, left))
+            freed = list(compress(order, map(not_, left)))
         if not freed:
             return
         keyed = list(map(NOT_NONE, map(self.key_of.__getitem__, freed)))
-        self.free.update(dict.fromkeys(compress(freed, map(not_, keyed))))
+        if keyed.count(True) != len(keyed):
+            self.free.update(dict.fromkeys(compress(freed, map(not_, keyed))))
         idle = list(compress(freed, keyed))
         if idle:
             self.queue.enqueue_all(idle, self.now())

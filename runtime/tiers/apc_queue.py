@@ -20,7 +20,7 @@ from .g1 import consume
 
 
 class IdleQueue:
-    __slots__ = ("ttl_ns", "q", "stamps", "base", "head", "boundary", "expired", "live", "entry")
+    __slots__ = ("ttl_ns", "q", "stamps", "base", "head", "boundary", "expired", "live", "entry", "probe")
 
     def __init__(self, ttl_ns: int = 0):
         self.ttl_ns = ttl_ns
@@ -30,6 +30,9 @@ class IdleQueue:
         self.expired = 0  # live entries in [head, boundary)
         self.live = 0  # idle blocks
         self.entry: dict[int, int] = {}  # idle block -> the absolute number of its live entry
+        # every entry in [boundary, probe) is dead: an entry never comes back to life and new ones are appended,
+        # so the search for the oldest protected live entry resumes here instead of rescanning the dead ones
+        self.probe = 0
 
     def _is_live(self, start: int, stop: int) -> list:
         """Per entry of [start, stop) (absolute numbers): is it its block's live entry?"""
@@ -58,6 +61,20 @@ class IdleQueue:
         self.expired -= sum(map(self.boundary.__gt__, numbers))
         self._maybe_compact()
 
+    def first_protected(self) -> int | None:
+        """The absolute number of the oldest live entry at or after the boundary (None: there is none), found
+        in growing windows, in C, from `probe` on (the entries before it are dead already)."""
+        start, end, width = max(self.boundary, self.probe), self.base + len(self.q), 64
+        while start < end:
+            stop = min(end, start + width)
+            first = next(compress(range(start, stop), self._is_live(start, stop)), None)
+            if first is not None:
+                self.probe = first
+                return first
+            start, width = stop, 4 * width
+        self.probe = end
+        return None
+
     def _maybe_compact(self) -> None:
         if len(self.q) - (self.head - self.base) > 2 * self.live + 64:
             self.compact()
@@ -84,7 +101,7 @@ class IdleQueue:
         self.stamps = list(compress(self.stamps[start:], live))
         self.entry.update(zip(blocks, range(first, first + len(blocks))))
         self.q, self.base, self.head = blocks, first, first
-        self.boundary = first + self.expired  # the expired live entries are the oldest ones
+        self.boundary = self.probe = first + self.expired  # the expired live entries are the oldest ones
 
     def pop_expired(self, count: int, now: int) -> list[int]:
         """Up to `count` unprotected idle blocks from the oldest end, out of the queue."""

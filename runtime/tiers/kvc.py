@@ -21,8 +21,8 @@
 from __future__ import annotations
 
 from functools import partial
-from itertools import filterfalse, groupby
-from operator import itemgetter
+from itertools import compress, filterfalse
+from operator import is_not
 
 from .closed_tier import closed
 from .copy_jobs import Copy
@@ -183,20 +183,21 @@ def retire(rank, request) -> None:
     request.forget_keys()
 
 
-def write_through(rank, evicted) -> None:
-    """APC evicted blocks ((key, writer spec, block index) each): every writer whose evicted blocks include one
+def write_through(rank, keys, writers, positions) -> None:
+    """APC evicted blocks (columns: key, writer spec, block index): every writer whose evicted blocks include one
     ending on a chunk boundary stores its prefix up to the largest such end (the first writer to ask first)."""
     chain = rank.chain
     size, chunk = rank.block_size, chain.chunk_size
     ends: dict = {}  # id(writer) -> (writer, largest aligned end): specs hash by value, which is slow
-    # a request's blocks leave in runs: one step per run of one writer's blocks, not per block
-    columns = zip(map(id, map(itemgetter(1), evicted)), map(itemgetter(2), evicted), map(itemgetter(1), evicted))
-    for number, run in groupby(columns, itemgetter(0)):
-        run = list(run)
-        writer = run[0][2]
+    # a request's blocks leave in runs: one step per run of one writer's blocks (found in C), not per block
+    count = len(writers)
+    cuts = [0, *map((1).__add__, compress(range(count - 1), map(is_not, writers[1:], writers[:-1]))), count]
+    for start, stop in zip(cuts, cuts[1:]):
+        writer = writers[start]
         if writer is None:
             continue
-        last = _last_aligned(list(map(itemgetter(1), run)), size, chunk)
+        last = _last_aligned(positions[start:stop], size, chunk)
+        number = id(writer)
         if last is not None and (last + 1) * size > ends.get(number, (None, 0))[1]:
             ends[number] = (writer, (last + 1) * size)
     for writer, end in ends.values():
