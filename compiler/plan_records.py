@@ -45,9 +45,12 @@ class RooflineTerms:
     compute_efficiency: float  # share of the tensor-core peak GEMMs reach
     attention_efficiency: float  # share of the bf16 tensor-core peak attention kernels reach
     weight_efficiency: float  # share of HBM bandwidth weight reads reach
+    expert_efficiency: float  # share of HBM bandwidth the routed experts' reads reach
     kv_efficiency: float  # share of HBM bandwidth KV reads reach
     pass_overhead_s: float  # scheduler, sampling, launch per pass
     layer_overhead_s: float  # small kernels of every layer (norms, rotary, launches)
+    mixed_layer_overhead_s: float  # per attention layer of a pass with both prefill and decode (its own decode kernel)
+    decode_token_overhead_s: float  # per decode token of a pass (its sampling, its sequence in the kernels)
     moe_layer_overhead_s: float  # routing, expert grouping and dispatch of every MoE layer
     all_reduce_latency_s: float
     all_to_all_efficiency: float  # share of NVLink bandwidth the expert dispatch and combine reach

@@ -24,28 +24,41 @@ KV_DTYPE_BY_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}
 
 
 # The roofline's terms per backend, calibrated against AISimulate 0.13's op-level (measured-kernel) estimates
-# (docs/reference-facts.md, "Default timing per backend"): efficiencies per weight precision ("high": bf16/fp16,
-# "low": block-scaled fp8/fp4), fixed costs in seconds.  The backends share the shape; only these numbers differ.
+# (docs/reference-facts.md, "Default timing per backend", "Default timing calibration"): efficiencies per weight
+# precision ("high": bf16/fp16, "low": block-scaled fp8/fp4; a low-precision weight read is the share "low_weights"
+# of the GPU's bf16 read) and KV precision (an fp8 KV cache is read at a smaller share of the bandwidth), fixed
+# costs in seconds.  The backends share the shape; only these numbers differ.
+EXPERTS = 0.83  # routed experts' reads (DeepSeek-V3's measured MoE kernels, batch 1-128; TensorRT-LLM's: 0.72)
 BACKEND_TERMS = {
-    "vllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60, "attention": 0.65,
-             "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 154e-6, "all_reduce": 10e-6, "all_to_all": 0.8},
-    "sglang": {"compute": {"high": 0.80, "low": 0.58}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60, "attention": 0.56,
-               "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 92e-6, "all_reduce": 10e-6, "all_to_all": 0.9},
-    "trtllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.68}, "kv": 0.60, "attention": 0.60,
-               "pass": 0.75e-3, "layer": 37e-6, "moe_layer": 20e-6, "all_reduce": 10e-6, "all_to_all": 1.25},
+    "vllm": {"compute": {"high": 0.80, "low": 0.56}, "low_weights": 0.773, "experts": EXPERTS, "kv": {"high": 0.92, "low": 0.65}, "attention": 0.65,
+             "pass": 0.5e-3, "layer": 37e-6, "mixed_layer": 39e-6, "decode_token": 8.1e-6, "moe_layer": 154e-6, "all_reduce": 10e-6,
+             "all_to_all": 0.8},
+    "sglang": {"compute": {"high": 0.80, "low": 0.58}, "low_weights": 0.773, "experts": EXPERTS, "kv": {"high": 0.92, "low": 0.51}, "attention": 0.56,
+               "pass": 0.5e-3, "layer": 37e-6, "mixed_layer": 39e-6, "decode_token": 5.3e-6, "moe_layer": 92e-6, "all_reduce": 10e-6,
+               "all_to_all": 0.9},
+    "trtllm": {"compute": {"high": 0.80, "low": 0.56}, "low_weights": 0.907, "experts": 0.72, "kv": {"high": 0.92, "low": 0.80}, "attention": 0.60,
+               "pass": 0.75e-3, "layer": 37e-6, "mixed_layer": 39e-6, "decode_token": 7.8e-6, "moe_layer": 20e-6, "all_reduce": 10e-6,
+               "all_to_all": 1.25},
 }
 # the share of the hopper-relative GEMM efficiency each architecture's measured kernels reach at its catalog peak
 ARCHITECTURE_COMPUTE = {"blackwell": 0.75}
+# the share of HBM bandwidth a bf16 weight read reaches, per GPU and shared by every backend: AISimulate's measured
+# decode GEMMs read a larger share of H100's 3.35 TB/s than of H200's 4.8 TB/s (facts, "Default timing calibration")
+GPU_WEIGHT_EFFICIENCY = {"h100_sxm": 0.79, "h200_sxm": 0.74, "b200_sxm": 0.76, "gb200": 0.76}
+WEIGHT_EFFICIENCY = 0.75  # a GPU without a calibrated figure (A100, inline hardware)
 
 
-def roofline_terms(backend: str, architecture: str | None, low_precision: bool) -> RooflineTerms:
+def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precision_kv: bool) -> RooflineTerms:
     t = BACKEND_TERMS[backend]
     precision = "low" if low_precision else "high"
+    weights = GPU_WEIGHT_EFFICIENCY.get(hardware.get("name"), WEIGHT_EFFICIENCY)
     return RooflineTerms(
-        compute_efficiency=t["compute"][precision] * ARCHITECTURE_COMPUTE.get(architecture, 1.0),
+        compute_efficiency=t["compute"][precision] * ARCHITECTURE_COMPUTE.get(hardware.get("architecture"), 1.0),
         attention_efficiency=t["attention"],
-        weight_efficiency=t["weights"][precision], kv_efficiency=t["kv"], pass_overhead_s=t["pass"],
-        layer_overhead_s=t["layer"], moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"],
+        weight_efficiency=weights * (t["low_weights"] if low_precision else 1.0),
+        expert_efficiency=t["experts"], kv_efficiency=t["kv"]["low" if low_precision_kv else "high"],
+        pass_overhead_s=t["pass"], layer_overhead_s=t["layer"], mixed_layer_overhead_s=t["mixed_layer"], decode_token_overhead_s=t["decode_token"],
+        moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"],
         all_to_all_efficiency=t["all_to_all"])
 
 
@@ -92,7 +105,7 @@ def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_d
     experts, per_token = model.get("num_experts", 0), model.get("experts_per_token", 0)
     routed = (1 - active_params(model) / model["params"]) / (1 - per_token / experts) if per_token else 0.0
     return RooflineTiming(
-        terms=roofline_terms(backend, hardware.get("architecture"), dtype in LOW_PRECISION),
+        terms=roofline_terms(backend, hardware, dtype in LOW_PRECISION, kv_dtype_bytes < 2),
         moe_layers=layers if routed else 0, experts=experts if routed else 0,
         experts_per_token=per_token if routed else 0, routed_weight_fraction=routed, expert_parallel=expert_parallel,
         tensor=tensor, num_layers=layers, attention_layers=model.get("kv_layers", layers), attention_heads=heads,

@@ -5,14 +5,16 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
 
     T      = sum(n_i) + R                                   tokens in the batch
     A      = sum(n_i * (c_i + n_i/2)) + C                   (query, key) pairs attended
-    t_comp = 2 * P_active * T / tp / (peak[weight precision] * e_compute)
-           + 4 * L_attn * H * D * A / tp / (peak[bf16] * e_attention)
-    B_w    = W * (1 - f_routed * (1 - k/E)^T)               MoE: T tokens leave (1 - k/E)^T of the experts unread
-    t_mem  = B_w / (HBM * e_weights) + kv_bytes_per_token * (C + sum(c_i + n_i)) / (HBM * e_kv)
+    t_gemm = max(2 * P_active * T / tp / (peak[weight precision] * e_compute),
+                 W (1 - f_routed) / (HBM * e_weights) + W f_routed (1 - (1 - k/E)^T) / (HBM * e_experts))
+                                                            MoE: T tokens leave (1 - k/E)^T of the experts unread
+    t_attn = max(4 * L_attn * H * D * A / tp / (peak[bf16] * e_attention),
+                 kv_bytes_per_token * (C + sum(c_i + n_i)) / (HBM * e_kv))
     t_ar   = 2 * L * (T * hidden * 2 B * 2(tp-1)/tp / NVLink + all_reduce_latency)      only when tp > 1
     t_a2a  = L_moe * T * 2 * k * hidden * 2 B * (ep-1)/ep / (NVLink * e_all_to_all)     only when ep > 1
-    pass   = max(t_comp, t_mem) + pass_overhead + L * layer_overhead + L_moe * moe_layer_overhead
-             + t_ar + t_a2a                                 (0 for an empty pass)
+    pass   = t_gemm + t_attn + pass_overhead + L * layer_overhead + L_moe * moe_layer_overhead
+             + R * decode_token_overhead + t_ar + t_a2a     (0 for an empty pass)
+             + L_attn * mixed_layer_overhead                only when the pass both prefills and decodes
 
 A speculative verify pass (`speculative`) counts each draft as one more decode token of its request (in T, A and
 the experts; in the KV read only when `draft_context` says each draft reads its request's KV again), and a
@@ -23,7 +25,8 @@ weights), the peaks and the KV bytes per token of one rank come from the plan's 
 (compiler/timing_inputs.py), and so do the terms ``e_*`` and the overheads: one small table per backend,
 calibrated against AISimulate 0.13's op-level estimates, which sum measured kernel times per backend
 (docs/reference-facts.md, "Default timing per backend").  What a bare roofline leaves out and these terms
-add: small kernels of every layer (norms, rotary, launches: ``layer_overhead``), MoE routing, grouping
+add: small kernels of every layer (norms, rotary, launches: ``layer_overhead``), the cost each decode token adds
+whatever its context (sampling, its row in every kernel: ``decode_token_overhead``), MoE routing, grouping
 and dispatch per MoE layer (``moe_layer_overhead``, vLLM's far larger than TensorRT-LLM's), the token
 all-to-all to the experts' GPUs (every rank holds every token under tensor-parallel attention), expert
 weights read only where tokens go, attention at the bf16 rate whatever the weights are, and Blackwell's
@@ -49,8 +52,10 @@ def default_timing(inputs) -> Timing:
     flops_per_s = inputs.peak_flops * terms.compute_efficiency
     attention_flops_per_s = inputs.attention_peak_flops * terms.attention_efficiency
     hbm = inputs.memory_bandwidth_gbps * 1e9
-    weight_s = inputs.weight_bytes / (hbm * terms.weight_efficiency)
     routed = inputs.routed_weight_fraction
+    # the routed experts are read by the MoE's grouped GEMMs, at their own share of the bandwidth
+    weight_s = inputs.weight_bytes * (1 - routed) / (hbm * terms.weight_efficiency)
+    expert_s = inputs.weight_bytes * routed / (hbm * terms.expert_efficiency)
     kv_s_per_token = inputs.kv_bytes_per_token / (hbm * terms.kv_efficiency)
     nvlink = (inputs.nvlink_bandwidth_gbps or 0) * 1e9
     if tp > 1 and nvlink:
@@ -71,11 +76,17 @@ def default_timing(inputs) -> Timing:
         + inputs.moe_layers * terms.moe_layer_overhead_s + ar_s_fixed
     miss = 1 - inputs.experts_per_token / inputs.experts if inputs.experts else 0.0
 
-    def seconds(tokens: int, pairs: float, kv_tokens: int) -> float:
-        compute = flops_per_token * tokens / flops_per_s + flops_per_pair * pairs / attention_flops_per_s
-        # routed experts: a token picks k of E, so T tokens leave a (1 - k/E)^T share of them unread
-        memory = weight_s * (1 - routed * miss ** tokens) + kv_s_per_token * kv_tokens
-        return max(compute, memory) + fixed_s + (ar_s_per_token + a2a_s_per_token) * tokens
+    per_decode_s = terms.decode_token_overhead_s
+    # a pass that prefills and decodes runs the decode attention as a kernel of its own in every attention layer
+    mixed_s = inputs.attention_layers * terms.mixed_layer_overhead_s
+
+    def seconds(tokens: int, pairs: float, kv_tokens: int, decode_tokens: int) -> float:
+        # the GEMMs and the attention are kernels of their own, each bound by its compute or its reads; routed
+        # experts: a token picks k of E, so T tokens leave a (1 - k/E)^T share of them unread
+        gemm = max(flops_per_token * tokens / flops_per_s, weight_s + expert_s * (1 - miss ** tokens))
+        attention = max(flops_per_pair * pairs / attention_flops_per_s, kv_s_per_token * kv_tokens)
+        return gemm + attention + fixed_s + (ar_s_per_token + a2a_s_per_token) * tokens + per_decode_s * decode_tokens \
+            + (mixed_s if decode_tokens and tokens > decode_tokens else 0.0)
 
     def speculative(work: PassWork) -> int:
         """A verify pass, as AISimulate's default timing prices one (facts §36): every draft is one more decode
@@ -88,7 +99,7 @@ def default_timing(inputs) -> Timing:
         pairs = work.decode_context + drafts * work.decode_context / work.decode_requests \
             + sum(n * (c + n / 2) for n, c in work.prefill_chunks)
         kv_tokens = work.decode_context + work.draft_context + sum(c + n for n, c in work.prefill_chunks)
-        pass_s = seconds(tokens, pairs, kv_tokens)
+        pass_s = seconds(tokens, pairs, kv_tokens, work.decode_requests + drafts)
         if work.draft_layers and not work.prefill_chunks:
             pass_s *= (layers + work.draft_layers) / layers
         return seconds_to_ns(pass_s)
@@ -101,6 +112,6 @@ def default_timing(inputs) -> Timing:
             return 0
         pairs = work.decode_context + sum(n * (c + n / 2) for n, c in work.prefill_chunks)
         kv_tokens = work.decode_context + sum(c + n for n, c in work.prefill_chunks)
-        return seconds_to_ns(seconds(tokens, pairs, kv_tokens))
+        return seconds_to_ns(seconds(tokens, pairs, kv_tokens, work.decode_requests))
 
     return timing
