@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .durations import ms_coefficients_to_ns, ms_to_ns
 from .geometry.kv_bytes import DTYPE_BYTES, native_bytes_per_token
-from .geometry.memory import weights_per_gpu
+from .geometry.memory import embedding_params, weights_per_gpu
 from .plan_records import FixedTiming, PolynomialTiming, RooflineTerms, RooflineTiming, Timing
 
 BACKENDS = ("vllm", "sglang", "trtllm")
@@ -30,22 +30,26 @@ KV_DTYPE_BY_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}
 # costs in seconds.  The backends share the shape; only these numbers differ.
 EXPERTS = 0.83  # routed experts' reads (DeepSeek-V3's measured MoE kernels, batch 1-128; TensorRT-LLM's: 0.72)
 BACKEND_TERMS = {
-    "vllm": {"compute": {"high": 0.80, "low": 0.56}, "low_weights": 0.773, "experts": EXPERTS, "kv": {"high": 0.92, "low": 0.65}, "attention": 0.65,
-             "pass": 0.5e-3, "layer": 37e-6, "mixed_layer": 39e-6, "decode_token": 8.1e-6, "moe_layer": 154e-6, "all_reduce": 10e-6,
+    "vllm": {"compute": {"high": 0.78, "low": 0.61}, "low_weights": 0.773, "experts": EXPERTS, "kv": {"high": 0.92, "low": 0.65}, "attention": 0.65,
+             "pass": 0.5e-3, "layer": 37e-6, "prefill_layer": 58e-6, "mixed_layer": 39e-6, "decode_token": 8.1e-6, "moe_layer": 154e-6, "all_reduce": 10e-6,
              "all_to_all": 0.8},
-    "sglang": {"compute": {"high": 0.80, "low": 0.58}, "low_weights": 0.773, "experts": EXPERTS, "kv": {"high": 0.92, "low": 0.51}, "attention": 0.56,
-               "pass": 0.5e-3, "layer": 37e-6, "mixed_layer": 39e-6, "decode_token": 5.3e-6, "moe_layer": 92e-6, "all_reduce": 10e-6,
+    "sglang": {"compute": {"high": 0.73, "low": 0.59}, "low_weights": 0.773, "experts": EXPERTS, "kv": {"high": 0.92, "low": 0.51}, "attention": 0.56,
+               "pass": 0.5e-3, "layer": 37e-6, "prefill_layer": 58e-6, "mixed_layer": 39e-6, "decode_token": 5.3e-6, "moe_layer": 92e-6, "all_reduce": 10e-6,
                "all_to_all": 0.9},
-    "trtllm": {"compute": {"high": 0.80, "low": 0.56}, "low_weights": 0.907, "experts": 0.72, "kv": {"high": 0.92, "low": 0.80}, "attention": 0.60,
-               "pass": 0.75e-3, "layer": 37e-6, "mixed_layer": 39e-6, "decode_token": 7.8e-6, "moe_layer": 20e-6, "all_reduce": 10e-6,
+    "trtllm": {"compute": {"high": 0.79, "low": 0.585}, "low_weights": 0.907, "experts": 0.72, "kv": {"high": 0.92, "low": 0.80}, "attention": 0.60,
+               "pass": 0.75e-3, "layer": 37e-6, "prefill_layer": 58e-6, "mixed_layer": 39e-6, "decode_token": 7.8e-6, "moe_layer": 20e-6, "all_reduce": 10e-6,
                "all_to_all": 1.25},
 }
 # the share of the hopper-relative GEMM efficiency each architecture's measured kernels reach at its catalog peak
-ARCHITECTURE_COMPUTE = {"blackwell": 0.75}
+ARCHITECTURE_COMPUTE = {"blackwell": 0.90}
+ARCHITECTURE_ATTENTION = {"blackwell": 0.83}  # likewise for the prefill attention kernels
 # the share of HBM bandwidth a bf16 weight read reaches, per GPU and shared by every backend: AISimulate's measured
 # decode GEMMs read a larger share of H100's 3.35 TB/s than of H200's 4.8 TB/s (facts, "Default timing calibration")
 GPU_WEIGHT_EFFICIENCY = {"h100_sxm": 0.79, "h200_sxm": 0.74, "b200_sxm": 0.76, "gb200": 0.76}
 WEIGHT_EFFICIENCY = 0.75  # a GPU without a calibrated figure (A100, inline hardware)
+# AISimulate's measured all-reduces move a pass's hidden states at about 0.44 of the per-GPU NVLink figure, nearly
+# whatever the TP degree (H100 TP4 0.41, H200 TP8 0.46, B200 TP2 0.45 at 4,096 tokens)
+ALL_REDUCE_EFFICIENCY = 0.44
 
 
 def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precision_kv: bool) -> RooflineTerms:
@@ -54,12 +58,13 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
     weights = GPU_WEIGHT_EFFICIENCY.get(hardware.get("name"), WEIGHT_EFFICIENCY)
     return RooflineTerms(
         compute_efficiency=t["compute"][precision] * ARCHITECTURE_COMPUTE.get(hardware.get("architecture"), 1.0),
-        attention_efficiency=t["attention"],
+        attention_efficiency=t["attention"] * ARCHITECTURE_ATTENTION.get(hardware.get("architecture"), 1.0),
         weight_efficiency=weights * (t["low_weights"] if low_precision else 1.0),
         expert_efficiency=t["experts"], kv_efficiency=t["kv"]["low" if low_precision_kv else "high"],
-        pass_overhead_s=t["pass"], layer_overhead_s=t["layer"], mixed_layer_overhead_s=t["mixed_layer"], decode_token_overhead_s=t["decode_token"],
+        pass_overhead_s=t["pass"], layer_overhead_s=t["layer"], prefill_layer_overhead_s=t["prefill_layer"],
+        mixed_layer_overhead_s=t["mixed_layer"], decode_token_overhead_s=t["decode_token"],
         moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"],
-        all_to_all_efficiency=t["all_to_all"])
+        all_reduce_efficiency=ALL_REDUCE_EFFICIENCY, all_to_all_efficiency=t["all_to_all"])
 
 
 def routed_params(model: dict) -> float:
@@ -108,9 +113,11 @@ def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_d
         terms=roofline_terms(backend, hardware, dtype in LOW_PRECISION, kv_dtype_bytes < 2),
         moe_layers=layers if routed else 0, experts=experts if routed else 0,
         experts_per_token=per_token if routed else 0, routed_weight_fraction=routed, expert_parallel=expert_parallel,
+        ffn_width=0 if routed else model.get("intermediate_size", 0),
         tensor=tensor, num_layers=layers, attention_layers=model.get("kv_layers", layers), attention_heads=heads,
         head_dim=model.get("head_dim") or model["hidden_size"] // heads, hidden_size=model["hidden_size"],
-        params=model["params"], active_params=active_params(model), low_precision=dtype in LOW_PRECISION,
+        params=model["params"], active_params=active_params(model),
+        gemm_params=active_params(model) - embedding_params(model), low_precision=dtype in LOW_PRECISION,
         peak_flops=peak_flops(hardware, dtype),
         attention_peak_flops=peak_flops(hardware, "bfloat16"), memory_bandwidth_gbps=hardware["memory_bandwidth_gbps"],
         nvlink_bandwidth_gbps=hardware.get("nvlink_bandwidth_gbps"),
