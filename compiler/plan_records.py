@@ -54,7 +54,8 @@ class RooflineTerms:
     decode_token_overhead_s: float  # per decode token of a pass (its sampling, its sequence in the kernels)
     moe_layer_overhead_s: float  # routing, expert grouping and dispatch of every MoE layer
     all_reduce_latency_s: float
-    all_reduce_efficiency: float  # all-reduced bytes per second as a share of the per-GPU NVLink figure, any TP
+    all_reduce_efficiency: float  # all-reduced bytes per second as a share of the per-GPU NVLink figure
+    all_reduce: bool  # False: the pass runs no tensor-parallel all-reduce of its own (fused into the MoE combine)
     all_to_all_efficiency: float  # share of NVLink bandwidth the expert dispatch and combine reach
 
 

@@ -10,7 +10,8 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
                                                             MoE: T tokens leave (1 - k/E)^T of the experts unread
     t_attn = max(4 * L_attn * H * D * A / tp / (peak[bf16] * e_attention),
                  kv_bytes_per_token * (C + sum(c_i + n_i)) / (HBM * e_kv))
-    t_ar   = 2 * L * (T * hidden * 2 B / (NVLink * e_all_reduce) + all_reduce_latency)  only when tp > 1
+    t_ar   = 2 * L * (T * hidden * 2 B / (NVLink * e_all_reduce) + all_reduce_latency)  only when tp > 1 (and
+                                                            not fused into the backend's MoE combine)
     t_elem = L * T * (21.5 B * hidden + 7.7 B * ffn_width / tp) / HBM   add-norms and a dense FFN's gate activation
     t_a2a  = L_moe * T * 2 * k * hidden * 2 B * (ep-1)/ep / (NVLink * e_all_to_all)     only when ep > 1
     pass   = t_gemm + t_attn + max(L * layer_overhead, t_elem) + pass_overhead + L_moe * moe_layer_overhead
@@ -64,7 +65,7 @@ def default_timing(inputs) -> Timing:
     expert_s = inputs.weight_bytes * routed / (hbm * terms.expert_efficiency)
     kv_s_per_token = inputs.kv_bytes_per_token / (hbm * terms.kv_efficiency)
     nvlink = (inputs.nvlink_bandwidth_gbps or 0) * 1e9
-    if tp > 1 and nvlink:
+    if tp > 1 and nvlink and terms.all_reduce:
         # hardware with no GPU-to-GPU figure (opal's worker.hw: tflops, mem_bw_TBps, tp) is timed as opal's
         # roofline times it: tensor parallelism divides the work, with no all-reduce term
         ar_s_per_token = 2 * layers * inputs.hidden_size * ACTIVATION_BYTES / (nvlink * terms.all_reduce_efficiency)
