@@ -4,12 +4,11 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
 ``(n_i new tokens, c_i cached tokens)`` and ``R`` decoding requests whose contexts sum to ``C``:
 
     T      = sum(n_i) + R                                   tokens in the batch
-    A      = sum(n_i * (c_i + n_i/2)) + C                   (query, key) pairs attended
     t_gemm = max(2 * P_gemm * T / tp / (peak[weight precision] * e_compute),
                  W (1 - f_routed) / (HBM * e_weights) + W f_routed (1 - (1 - k/E)^T) / (HBM * e_experts))
                                                             MoE: T tokens leave (1 - k/E)^T of the experts unread
-    t_attn = max(4 * L_attn * H * D * A / tp / (peak[bf16] * e_attention),
-                 kv_bytes_per_token * (C + sum(c_i + n_i)) / (HBM * e_kv))
+    t_attn = a(sum(n_i * (c_i + n_i/2)), sum(c_i + n_i)) + a(C, C)       prefill and decode attention, two kernels:
+    a(P, K) = max(4 * L_attn * H * D * P / tp / (peak[bf16] * e_attention), kv_bytes_per_token * K / (HBM * e_kv))
     t_ar   = 2 * L * (T * hidden * 2 B / (NVLink * e_all_reduce) + all_reduce_latency)  only when tp > 1 (and
                                                             not fused into the backend's MoE combine)
     t_elem = L * T * (21.5 B * hidden + 7.7 B * ffn_width / tp) / HBM   add-norms and a dense FFN's gate activation
@@ -93,16 +92,21 @@ def default_timing(inputs) -> Timing:
     # a pass that prefills launches the prefill attention kernel in every attention layer, however short the chunk
     prefill_s = inputs.attention_layers * terms.prefill_layer_overhead_s
 
-    def seconds(tokens: int, pairs: float, kv_tokens: int, decode_tokens: int) -> float:
-        # the GEMMs and the attention are kernels of their own, each bound by its compute or its reads; routed
-        # experts: a token picks k of E, so T tokens leave a (1 - k/E)^T share of them unread
+    def attention(pairs: float, kv_tokens: float) -> float:
+        return max(flops_per_pair * pairs / attention_flops_per_s, kv_s_per_token * kv_tokens)
+
+    def seconds(work: PassWork, decode_tokens: int, decode_pairs: float, decode_kv: float) -> float:
+        tokens = work.prefill_tokens + decode_tokens
+        # the GEMMs, the prefill attention and the decode attention are kernels of their own, each bound by its
+        # compute or its reads; routed experts: a token picks k of E, so T tokens leave (1 - k/E)^T of them unread
         gemm = max(flops_per_token * tokens / flops_per_s, weight_s + expert_s * (1 - miss ** tokens))
-        attention = max(flops_per_pair * pairs / attention_flops_per_s, kv_s_per_token * kv_tokens)
+        prefill = attention(sum(n * (c + n / 2) for n, c in work.prefill_chunks),
+                            sum(c + n for n, c in work.prefill_chunks))
         # a layer's small kernels cost their launches until the tokens make them memory-bound
         small = max(layer_s, elementwise_s_per_token * tokens)
-        return gemm + attention + small + fixed_s + (ar_s_per_token + a2a_s_per_token) * tokens \
-            + per_decode_s * decode_tokens \
-            + (prefill_s + (mixed_s if decode_tokens else 0.0) if tokens > decode_tokens else 0.0)
+        return gemm + prefill + attention(decode_pairs, decode_kv) + small + fixed_s \
+            + (ar_s_per_token + a2a_s_per_token) * tokens + per_decode_s * decode_tokens \
+            + (prefill_s + (mixed_s if decode_tokens else 0.0) if work.prefill_chunks else 0.0)
 
     def speculative(work: PassWork) -> int:
         """A verify pass, as AISimulate's default timing prices one (facts §36): every draft is one more decode
@@ -111,11 +115,8 @@ def default_timing(inputs) -> Timing:
         as that many more of the model's layers (AIC's generation graph; a mixed pass runs the context graph,
         which has none)."""
         drafts = work.draft_tokens
-        tokens = work.prefill_tokens + work.decode_requests + drafts
-        pairs = work.decode_context + drafts * work.decode_context / work.decode_requests \
-            + sum(n * (c + n / 2) for n, c in work.prefill_chunks)
-        kv_tokens = work.decode_context + work.draft_context + sum(c + n for n, c in work.prefill_chunks)
-        pass_s = seconds(tokens, pairs, kv_tokens, work.decode_requests + drafts)
+        pairs = work.decode_context + drafts * work.decode_context / work.decode_requests
+        pass_s = seconds(work, work.decode_requests + drafts, pairs, work.decode_context + work.draft_context)
         if work.draft_layers and not work.prefill_chunks:
             pass_s *= (layers + work.draft_layers) / layers
         return seconds_to_ns(pass_s)
@@ -123,11 +124,8 @@ def default_timing(inputs) -> Timing:
     def timing(work: PassWork) -> int:
         if work.draft_tokens:
             return speculative(work)
-        tokens = work.prefill_tokens + work.decode_requests
-        if tokens == 0:
+        if not work.prefill_chunks and not work.decode_requests:
             return 0
-        pairs = work.decode_context + sum(n * (c + n / 2) for n, c in work.prefill_chunks)
-        kv_tokens = work.decode_context + sum(c + n for n, c in work.prefill_chunks)
-        return seconds_to_ns(seconds(tokens, pairs, kv_tokens, work.decode_requests))
+        return seconds_to_ns(seconds(work, work.decode_requests, work.decode_context, work.decode_context))
 
     return timing
