@@ -27,7 +27,7 @@ last token only), W (weights per GPU without the input embedding), f_routed (the
 weights), the peaks and the KV bytes per token of one rank come from the plan's roofline record
 (compiler/timing_inputs.py), and so do the terms ``e_*`` and the overheads: one small table per backend,
 calibrated against AISimulate 0.13's op-level estimates, which sum measured kernel times per backend
-(docs/reference-facts.md, "Default timing per backend").  What a bare roofline leaves out and these terms
+(docs/reference-facts.md §20 and §42, "Default timing calibration").  What a bare roofline leaves out and these terms
 add: small kernels of every layer (norms, rotary, launches: ``layer_overhead``), the cost each decode token adds
 whatever its context (sampling, its row in every kernel: ``decode_token_overhead``), MoE routing, grouping
 and dispatch per MoE layer (``moe_layer_overhead``, vLLM's far larger than TensorRT-LLM's), the token
