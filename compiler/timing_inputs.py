@@ -24,23 +24,26 @@ KV_DTYPE_BY_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}
 
 
 # The roofline's terms per backend, calibrated against AISimulate 0.13's op-level (measured-kernel) estimates
-# (docs/reference-facts.md, "Default timing per backend", "Default timing calibration"): efficiencies per weight
+# (docs/reference-facts.md §20 and §42, "Default timing calibration"): efficiencies per weight
 # precision ("high": bf16/fp16, "low": block-scaled fp8/fp4; a low-precision weight read is the share "low_weights"
 # of the GPU's bf16 read) and KV precision (an fp8 KV cache is read at a smaller share of the bandwidth), fixed
 # costs in seconds; "moe_all_reduce": False says the backend's MoE layers fold the tensor-parallel all-reduce into
 # the expert combine (AISimulate prices no all-reduce for TensorRT-LLM's DeepSeek-V3).  The backends share the
 # shape; only these numbers differ.
-EXPERTS = 0.83  # routed experts' reads (DeepSeek-V3's measured MoE kernels, batch 1-128; TensorRT-LLM's: 0.72)
+# terms every backend shares: small kernels per layer, the prefill attention kernel per layer, the decode attention
+# kernel of a mixed pass per layer, all-reduce latency, the routed experts' read (DeepSeek-V3's measured MoE
+# kernels, batch 1-128)
+SHARED_TERMS = {"layer": 37e-6, "prefill_layer": 58e-6, "mixed_layer": 39e-6, "all_reduce": 10e-6, "experts": 0.83}
 BACKEND_TERMS = {
-    "vllm": {"compute": {"high": 0.78, "low": 0.61}, "low_weights": 0.773, "experts": EXPERTS, "kv": {"high": 0.92, "low": 0.65}, "attention": 0.65,
-             "pass": 0.5e-3, "layer": 37e-6, "prefill_layer": 58e-6, "mixed_layer": 39e-6, "decode_token": 8.1e-6, "moe_layer": 154e-6, "all_reduce": 10e-6, "moe_all_reduce": True,
-             "all_to_all": 0.8},
-    "sglang": {"compute": {"high": 0.73, "low": 0.59}, "low_weights": 0.773, "experts": EXPERTS, "kv": {"high": 0.92, "low": 0.51}, "attention": 0.56,
-               "pass": 0.5e-3, "layer": 37e-6, "prefill_layer": 58e-6, "mixed_layer": 39e-6, "decode_token": 5.3e-6, "moe_layer": 92e-6, "all_reduce": 10e-6, "moe_all_reduce": True,
-               "all_to_all": 0.9},
-    "trtllm": {"compute": {"high": 0.79, "low": 0.585}, "low_weights": 0.907, "experts": 0.72, "kv": {"high": 0.92, "low": 0.80}, "attention": 0.60,
-               "pass": 0.75e-3, "layer": 37e-6, "prefill_layer": 58e-6, "mixed_layer": 39e-6, "decode_token": 7.8e-6, "moe_layer": 41e-6, "all_reduce": 10e-6, "moe_all_reduce": False,
-               "all_to_all": 1.1},
+    "vllm": {**SHARED_TERMS, "compute": {"high": 0.78, "low": 0.61}, "low_weights": 0.773,
+             "kv": {"high": 0.92, "low": 0.65}, "attention": 0.65, "pass": 0.5e-3, "decode_token": 8.1e-6,
+             "moe_layer": 154e-6, "moe_all_reduce": True, "all_to_all": 0.8},
+    "sglang": {**SHARED_TERMS, "compute": {"high": 0.73, "low": 0.59}, "low_weights": 0.773,
+               "kv": {"high": 0.92, "low": 0.51}, "attention": 0.56, "pass": 0.5e-3, "decode_token": 5.3e-6,
+               "moe_layer": 92e-6, "moe_all_reduce": True, "all_to_all": 0.9},
+    "trtllm": {**SHARED_TERMS, "compute": {"high": 0.79, "low": 0.585}, "low_weights": 0.907,
+               "kv": {"high": 0.92, "low": 0.80}, "attention": 0.60, "pass": 0.75e-3, "decode_token": 7.8e-6,
+               "moe_layer": 41e-6, "moe_all_reduce": False, "all_to_all": 1.1, "experts": 0.72},
 }
 # the share of the hopper-relative GEMM efficiency each architecture's measured kernels reach at its catalog peak
 ARCHITECTURE_COMPUTE = {"blackwell": 0.90}

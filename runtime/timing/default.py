@@ -80,7 +80,8 @@ def default_timing(inputs) -> Timing:
         a2a_s_per_token = 0.0
     # elementwise kernels of every token and layer: the two fused add-norms over the (replicated) hidden state, and a
     # dense FFN's gate activation over its tensor-parallel share (MoE experts fuse theirs into the grouped GEMM)
-    elementwise_s_per_token = layers * (NORM_BYTES * inputs.hidden_size + ACTIVATION_GATE_BYTES * inputs.ffn_width / tp) / hbm
+    elementwise_s_per_token = layers * (NORM_BYTES * inputs.hidden_size
+                                        + ACTIVATION_GATE_BYTES * inputs.ffn_width / tp) / hbm
     layer_s = layers * terms.layer_overhead_s
     fixed_s = terms.pass_overhead_s \
         + inputs.moe_layers * terms.moe_layer_overhead_s + ar_s_fixed
