@@ -45,11 +45,17 @@ class RooflineTerms:
     compute_efficiency: float  # share of the tensor-core peak GEMMs reach
     attention_efficiency: float  # share of the bf16 tensor-core peak attention kernels reach
     weight_efficiency: float  # share of HBM bandwidth weight reads reach
+    expert_efficiency: float  # share of HBM bandwidth the routed experts' reads reach
     kv_efficiency: float  # share of HBM bandwidth KV reads reach
     pass_overhead_s: float  # scheduler, sampling, launch per pass
     layer_overhead_s: float  # small kernels of every layer (norms, rotary, launches)
+    prefill_layer_overhead_s: float  # per attention layer of a pass with prefill (the prefill attention kernel)
+    mixed_layer_overhead_s: float  # per attention layer of a pass with both prefill and decode (its own decode kernel)
+    decode_token_overhead_s: float  # per decode token of a pass (its sampling, its sequence in the kernels)
     moe_layer_overhead_s: float  # routing, expert grouping and dispatch of every MoE layer
     all_reduce_latency_s: float
+    all_reduce_efficiency: float  # all-reduced bytes per second as a share of the per-GPU NVLink figure
+    all_reduce: bool  # False: the pass runs no tensor-parallel all-reduce of its own (fused into the MoE combine)
     all_to_all_efficiency: float  # share of NVLink bandwidth the expert dispatch and combine reach
 
 
@@ -65,6 +71,7 @@ class RooflineTiming:
     hidden_size: int
     params: float
     active_params: float  # parameters one token passes through
+    gemm_params: float  # of those, the ones its GEMMs multiply (no embedding lookup; logits only for a sequence's last)
     low_precision: bool  # block-scaled fp8/fp4 weights
     peak_flops: float  # tensor-core FLOP/s at the weight precision
     attention_peak_flops: float  # bf16 tensor-core FLOP/s (attention runs in bf16 whatever the weights are)
@@ -78,6 +85,7 @@ class RooflineTiming:
     experts_per_token: int = 0
     routed_weight_fraction: float = 0.0  # of weight_bytes, the routed experts (read only where tokens go)
     expert_parallel: int = 1
+    ffn_width: int = 0  # a dense model's FFN intermediate size (its gate activation is an elementwise kernel); 0: MoE
 
 
 Timing = Union[FixedTiming, PolynomialTiming, RooflineTiming]

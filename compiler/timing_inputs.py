@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .durations import ms_coefficients_to_ns, ms_to_ns
 from .geometry.kv_bytes import DTYPE_BYTES, native_bytes_per_token
-from .geometry.memory import weights_per_gpu
+from .geometry.memory import embedding_params, weights_per_gpu
 from .plan_records import FixedTiming, PolynomialTiming, RooflineTerms, RooflineTiming, Timing
 
 BACKENDS = ("vllm", "sglang", "trtllm")
@@ -24,29 +24,55 @@ KV_DTYPE_BY_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}
 
 
 # The roofline's terms per backend, calibrated against AISimulate 0.13's op-level (measured-kernel) estimates
-# (docs/reference-facts.md, "Default timing per backend"): efficiencies per weight precision ("high": bf16/fp16,
-# "low": block-scaled fp8/fp4), fixed costs in seconds.  The backends share the shape; only these numbers differ.
+# (docs/reference-facts.md §20 and §42, "Default timing calibration"): efficiencies per weight
+# precision ("high": bf16/fp16, "low": block-scaled fp8/fp4; a low-precision weight read is the share "low_weights"
+# of the GPU's bf16 read) and KV precision (an fp8 KV cache is read at a smaller share of the bandwidth), fixed
+# costs in seconds; "moe_all_reduce": False says the backend's MoE layers fold the tensor-parallel all-reduce into
+# the expert combine (AISimulate prices no all-reduce for TensorRT-LLM's DeepSeek-V3).  The backends share the
+# shape; only these numbers differ.
+# terms every backend shares: small kernels per layer, the prefill attention kernel per layer, the decode attention
+# kernel of a mixed pass per layer, all-reduce latency, the routed experts' read (DeepSeek-V3's measured MoE
+# kernels, batch 1-128)
+SHARED_TERMS = {"layer": 37e-6, "prefill_layer": 58e-6, "mixed_layer": 39e-6, "all_reduce": 10e-6, "experts": 0.83}
 BACKEND_TERMS = {
-    "vllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60, "attention": 0.65,
-             "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 154e-6, "all_reduce": 10e-6, "all_to_all": 0.8},
-    "sglang": {"compute": {"high": 0.80, "low": 0.58}, "weights": {"high": 0.75, "low": 0.58}, "kv": 0.60, "attention": 0.56,
-               "pass": 0.5e-3, "layer": 37e-6, "moe_layer": 92e-6, "all_reduce": 10e-6, "all_to_all": 0.9},
-    "trtllm": {"compute": {"high": 0.80, "low": 0.56}, "weights": {"high": 0.75, "low": 0.68}, "kv": 0.60, "attention": 0.60,
-               "pass": 0.75e-3, "layer": 37e-6, "moe_layer": 20e-6, "all_reduce": 10e-6, "all_to_all": 1.25},
+    "vllm": {**SHARED_TERMS, "compute": {"high": 0.78, "low": 0.61}, "low_weights": 0.773,
+             "kv": {"high": 0.92, "low": 0.65}, "attention": 0.65, "pass": 0.5e-3, "decode_token": 8.1e-6,
+             "moe_layer": 154e-6, "moe_all_reduce": True, "all_to_all": 0.8},
+    "sglang": {**SHARED_TERMS, "compute": {"high": 0.73, "low": 0.59}, "low_weights": 0.773,
+               "kv": {"high": 0.92, "low": 0.51}, "attention": 0.56, "pass": 0.5e-3, "decode_token": 5.3e-6,
+               "moe_layer": 92e-6, "moe_all_reduce": True, "all_to_all": 0.9},
+    "trtllm": {**SHARED_TERMS, "compute": {"high": 0.79, "low": 0.585}, "low_weights": 0.907,
+               "kv": {"high": 0.92, "low": 0.80}, "attention": 0.60, "pass": 0.75e-3, "decode_token": 7.8e-6,
+               "moe_layer": 41e-6, "moe_all_reduce": False, "all_to_all": 1.1, "experts": 0.72},
 }
 # the share of the hopper-relative GEMM efficiency each architecture's measured kernels reach at its catalog peak
-ARCHITECTURE_COMPUTE = {"blackwell": 0.75}
+ARCHITECTURE_COMPUTE = {"blackwell": 0.90}
+ARCHITECTURE_ATTENTION = {"blackwell": 0.83}  # likewise for the prefill attention kernels
+# the share of HBM bandwidth a bf16 weight read reaches, per GPU and shared by every backend: AISimulate's measured
+# decode GEMMs read a larger share of H100's 3.35 TB/s than of H200's 4.8 TB/s (facts, "Default timing calibration")
+GPU_WEIGHT_EFFICIENCY = {"h100_sxm": 0.79, "h200_sxm": 0.74, "b200_sxm": 0.76, "gb200": 0.76}
+WEIGHT_EFFICIENCY = 0.75  # a GPU without a calibrated figure (A100, inline hardware)
+# AISimulate's measured all-reduces move a pass's hidden states (4,096 tokens) at this share of the per-GPU NVLink
+# figure by TP degree: TP2 0.51 (H200) and 0.45 (B200), TP4 0.41 (H100, H200), TP8 0.46 (H200)
+ALL_REDUCE_EFFICIENCY = {2: 0.48, 4: 0.41, 8: 0.46}
+ALL_REDUCE_OTHER = 0.44
 
 
-def roofline_terms(backend: str, architecture: str | None, low_precision: bool) -> RooflineTerms:
+def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precision_kv: bool, tensor: int = 1,
+                   moe: bool = False) -> RooflineTerms:
     t = BACKEND_TERMS[backend]
     precision = "low" if low_precision else "high"
+    weights = GPU_WEIGHT_EFFICIENCY.get(hardware.get("name"), WEIGHT_EFFICIENCY)
     return RooflineTerms(
-        compute_efficiency=t["compute"][precision] * ARCHITECTURE_COMPUTE.get(architecture, 1.0),
-        attention_efficiency=t["attention"],
-        weight_efficiency=t["weights"][precision], kv_efficiency=t["kv"], pass_overhead_s=t["pass"],
-        layer_overhead_s=t["layer"], moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"],
-        all_to_all_efficiency=t["all_to_all"])
+        compute_efficiency=t["compute"][precision] * ARCHITECTURE_COMPUTE.get(hardware.get("architecture"), 1.0),
+        attention_efficiency=t["attention"] * ARCHITECTURE_ATTENTION.get(hardware.get("architecture"), 1.0),
+        weight_efficiency=weights * (t["low_weights"] if low_precision else 1.0),
+        expert_efficiency=t["experts"], kv_efficiency=t["kv"]["low" if low_precision_kv else "high"],
+        pass_overhead_s=t["pass"], layer_overhead_s=t["layer"], prefill_layer_overhead_s=t["prefill_layer"],
+        mixed_layer_overhead_s=t["mixed_layer"], decode_token_overhead_s=t["decode_token"],
+        moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"],
+        all_reduce_efficiency=ALL_REDUCE_EFFICIENCY.get(tensor, ALL_REDUCE_OTHER),
+        all_reduce=t["moe_all_reduce"] or not moe, all_to_all_efficiency=t["all_to_all"])
 
 
 def routed_params(model: dict) -> float:
@@ -92,12 +118,14 @@ def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_d
     experts, per_token = model.get("num_experts", 0), model.get("experts_per_token", 0)
     routed = (1 - active_params(model) / model["params"]) / (1 - per_token / experts) if per_token else 0.0
     return RooflineTiming(
-        terms=roofline_terms(backend, hardware.get("architecture"), dtype in LOW_PRECISION),
+        terms=roofline_terms(backend, hardware, dtype in LOW_PRECISION, kv_dtype_bytes < 2, tensor, bool(routed)),
         moe_layers=layers if routed else 0, experts=experts if routed else 0,
         experts_per_token=per_token if routed else 0, routed_weight_fraction=routed, expert_parallel=expert_parallel,
+        ffn_width=0 if routed else model.get("intermediate_size", 0),
         tensor=tensor, num_layers=layers, attention_layers=model.get("kv_layers", layers), attention_heads=heads,
         head_dim=model.get("head_dim") or model["hidden_size"] // heads, hidden_size=model["hidden_size"],
-        params=model["params"], active_params=active_params(model), low_precision=dtype in LOW_PRECISION,
+        params=model["params"], active_params=active_params(model),
+        gemm_params=active_params(model) - embedding_params(model), low_precision=dtype in LOW_PRECISION,
         peak_flops=peak_flops(hardware, dtype),
         attention_peak_flops=peak_flops(hardware, "bfloat16"), memory_bandwidth_gbps=hardware["memory_bandwidth_gbps"],
         nvlink_bandwidth_gbps=hardware.get("nvlink_bandwidth_gbps"),

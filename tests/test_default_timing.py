@@ -66,17 +66,31 @@ def test_ttft_and_tpot_agree_with_aisimulate(setup, backend):
 
 
 def test_exact_pass_times_of_the_formula():
-    """Qwen3-8B, H200, vLLM, by hand: weights 15,136,194,560 B at 4,800 GB/s x 0.75, KV 147,456 B/token at
-    x 0.60, plus 0.5 ms per pass and 36 layers x 37 us; a 4,096-token prefill is compute-bound:
-    2 x 8,190,427,136 x 4,096 FLOPs at 989 TFLOP/s x 0.80 plus 4 x 36 x 32 x 128 x 4096 x 2048 at x 0.65."""
+    """Qwen3-8B, H200, vLLM, by hand.  Decode: weights 15,136,194,560 B at 4,800 GB/s x 0.74 (H200's weight read),
+    KV 147,456 B/token at x 0.92, plus 0.5 ms per pass, 36 layers x 37 us and 8.1 us per decode token.  A
+    4,096-token prefill is compute-bound: the GEMMs' 2 x 6,945,767,424 FLOPs per token (8,190,427,136 active
+    parameters less the embedding and logits tables, 2 x 151,936 x 4,096) at 989 TFLOP/s x 0.78, the attention's
+    4 x 36 x 32 x 128 x 4096 x 2048 at x 0.65, the add-norms and gate activation as memory-bound kernels (36 x 4,096
+    x (21.5 x 4,096 + 7.7 x 12,288) B), 0.5 ms per pass and the prefill attention kernel of 36 layers x 58 us."""
     qwen = timing("qwen3-8b h200", "vllm")
-    assert qwen(PassWork(decode_requests=1, decode_context=1024)) == 6_088_927
-    assert qwen(PassWork(prefill_chunks=((4096, 0),))) == 94_331_472
+    weights = 15_136_194_560 / (4.8e12 * 0.74)
+    kv = 147_456 * 1024 / (4.8e12 * 0.92)
+    assert qwen(PassWork(decode_requests=1, decode_context=1024)) == round((weights + kv + 0.5e-3 + 36 * 37e-6
+                                                                            + 8.1e-6) * 1e9) == 6_135_609
+    gemm = 2 * 6_945_767_424 / (989e12 * 0.78)
+    elementwise = 36 * (21.5 * 4096 + 7.7 * 12288) / 4.8e12
+    prefill = gemm * 4096 + 4 * 36 * 32 * 128 * 4096 * 2048 / (989e12 * 0.65) + elementwise * 4096 + 0.5e-3 + 36 * 58e-6
+    assert qwen(PassWork(prefill_chunks=((4096, 0),))) == round(prefill * 1e9) == 89_656_370
     assert qwen(PassWork()) == 0
-    assert timing("qwen3-32b b200 tp2", "sglang")(PassWork(prefill_chunks=((4096, 0),))) == 116_494_914
+    # decoding one request beside that prefill adds its token to the compute-bound kernels, 8.1 us, and a decode
+    # attention kernel of its own, launched in every layer (36 x 39 us) and bound by its 1,024 tokens' KV read
+    mixed = qwen(PassWork(prefill_chunks=((4096, 0),), decode_requests=1, decode_context=1024))
+    extra = gemm + kv + elementwise + 8.1e-6 + 36 * 39e-6
+    assert abs(mixed - 89_656_370 - extra * 1e9) <= 1
+    assert timing("qwen3-32b b200 tp2", "sglang")(PassWork(prefill_chunks=((4096, 0),))) == 119_899_430
     deepseek = timing("deepseek-v3 h200 tp8 ep8", "trtllm")
-    assert deepseek(PassWork(decode_requests=1, decode_context=1024)) == 6_905_033
-    assert deepseek(PassWork(decode_requests=64, decode_context=64 * 1024)) == 30_487_299
+    assert deepseek(PassWork(decode_requests=1, decode_context=1024)) == 6_931_689
+    assert deepseek(PassWork(decode_requests=64, decode_context=64 * 1024)) == 29_400_657
 
 
 def test_backends_differ_only_by_their_terms():

@@ -61,7 +61,8 @@ def test_the_page_shows_what_the_run_measured(small):
     assert sum(totals.values()) == run.summary["total_input_tokens"]
     assert totals["G1"] == run.summary["first_admission_g1_reused_tokens"]
     timeline = data.timeline_series(run)
-    assert timeline["t"][0] == 0.0 and timeline["t"][-1] == run.summary["duration_ms"] / 1e3
+    # (the timeline's seconds and the summary's milliseconds are two roundings of one nanosecond clock)
+    assert timeline["t"][0] == 0.0 and timeline["t"][-1] == pytest.approx(run.summary["duration_ms"] / 1e3, rel=1e-12)
     assert max(timeline["batch"]) == 4  # (the example's concurrency)
     assert 0 < max(timeline["g1_held"]) <= 1 and "g2" in timeline["tiers"]
 

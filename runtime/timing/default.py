@@ -4,26 +4,32 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
 ``(n_i new tokens, c_i cached tokens)`` and ``R`` decoding requests whose contexts sum to ``C``:
 
     T      = sum(n_i) + R                                   tokens in the batch
-    A      = sum(n_i * (c_i + n_i/2)) + C                   (query, key) pairs attended
-    t_comp = 2 * P_active * T / tp / (peak[weight precision] * e_compute)
-           + 4 * L_attn * H * D * A / tp / (peak[bf16] * e_attention)
-    B_w    = W * (1 - f_routed * (1 - k/E)^T)               MoE: T tokens leave (1 - k/E)^T of the experts unread
-    t_mem  = B_w / (HBM * e_weights) + kv_bytes_per_token * (C + sum(c_i + n_i)) / (HBM * e_kv)
-    t_ar   = 2 * L * (T * hidden * 2 B * 2(tp-1)/tp / NVLink + all_reduce_latency)      only when tp > 1
+    t_gemm = max(2 * P_gemm * T / tp / (peak[weight precision] * e_compute),
+                 W (1 - f_routed) / (HBM * e_weights) + W f_routed (1 - (1 - k/E)^T) / (HBM * e_experts))
+                                                            MoE: T tokens leave (1 - k/E)^T of the experts unread
+    t_attn = a(sum(n_i * (c_i + n_i/2)), sum(c_i + n_i)) + a(C, C)       prefill and decode attention, two kernels:
+    a(P, K) = max(4 * L_attn * H * D * P / tp / (peak[bf16] * e_attention), kv_bytes_per_token * K / (HBM * e_kv))
+    t_ar   = 2 * L * (T * hidden * 2 B / (NVLink * e_all_reduce) + all_reduce_latency)  only when tp > 1 (and
+                                                            not fused into the backend's MoE combine)
+    t_elem = L * T * (21.5 B * hidden + 7.7 B * ffn_width / tp) / HBM   add-norms and a dense FFN's gate activation
     t_a2a  = L_moe * T * 2 * k * hidden * 2 B * (ep-1)/ep / (NVLink * e_all_to_all)     only when ep > 1
-    pass   = max(t_comp, t_mem) + pass_overhead + L * layer_overhead + L_moe * moe_layer_overhead
-             + t_ar + t_a2a                                 (0 for an empty pass)
+    pass   = t_gemm + t_attn + max(L * layer_overhead, t_elem) + pass_overhead + L_moe * moe_layer_overhead
+             + R * decode_token_overhead + t_ar + t_a2a     (0 for an empty pass)
+             + L_attn * prefill_layer_overhead              only when the pass prefills
+             + L_attn * mixed_layer_overhead                only when the pass both prefills and decodes
 
 A speculative verify pass (`speculative`) counts each draft as one more decode token of its request (in T, A and
 the experts; in the KV read only when `draft_context` says each draft reads its request's KV again), and a
 decode-only pass of native MTP is scaled by (L + nextn) / L, as AISimulate's default timing prices them (facts §36).
 
-P_active, W (weights per GPU without the input embedding), f_routed (the routed experts' share of the
+P_gemm (the active parameters without the embedding table and the logits GEMM, which runs for a sequence's
+last token only), W (weights per GPU without the input embedding), f_routed (the routed experts' share of the
 weights), the peaks and the KV bytes per token of one rank come from the plan's roofline record
 (compiler/timing_inputs.py), and so do the terms ``e_*`` and the overheads: one small table per backend,
 calibrated against AISimulate 0.13's op-level estimates, which sum measured kernel times per backend
-(docs/reference-facts.md, "Default timing per backend").  What a bare roofline leaves out and these terms
-add: small kernels of every layer (norms, rotary, launches: ``layer_overhead``), MoE routing, grouping
+(docs/reference-facts.md §20 and §42, "Default timing calibration").  What a bare roofline leaves out and these terms
+add: small kernels of every layer (norms, rotary, launches: ``layer_overhead``), the cost each decode token adds
+whatever its context (sampling, its row in every kernel: ``decode_token_overhead``), MoE routing, grouping
 and dispatch per MoE layer (``moe_layer_overhead``, vLLM's far larger than TensorRT-LLM's), the token
 all-to-all to the experts' GPUs (every rank holds every token under tensor-parallel attention), expert
 weights read only where tokens go, attention at the bf16 rate whatever the weights are, and Blackwell's
@@ -36,27 +42,32 @@ from ..virtual_time import seconds_to_ns
 from . import PassWork, Timing
 
 ACTIVATION_BYTES = 2  # all-reduced and dispatched hidden states are bf16 whatever the weights are
+# HBM bytes per element AISimulate's measured elementwise kernels cost, every GPU and model alike (facts §42): both
+# add-norms of a layer per hidden element, the gate activation per FFN element
+NORM_BYTES = 21.5
+ACTIVATION_GATE_BYTES = 7.7
 
 
 def default_timing(inputs) -> Timing:
     """The roofline provider of a plan's roofline record."""
     tp, terms = inputs.tensor, inputs.terms
     layers = inputs.num_layers
-    active = inputs.active_params
 
-    flops_per_token = 2 * active / tp
+    flops_per_token = 2 * inputs.gemm_params / tp
     flops_per_pair = 4 * inputs.attention_layers * inputs.attention_heads * inputs.head_dim / tp
     flops_per_s = inputs.peak_flops * terms.compute_efficiency
     attention_flops_per_s = inputs.attention_peak_flops * terms.attention_efficiency
     hbm = inputs.memory_bandwidth_gbps * 1e9
-    weight_s = inputs.weight_bytes / (hbm * terms.weight_efficiency)
     routed = inputs.routed_weight_fraction
+    # the routed experts are read by the MoE's grouped GEMMs, at their own share of the bandwidth
+    weight_s = inputs.weight_bytes * (1 - routed) / (hbm * terms.weight_efficiency)
+    expert_s = inputs.weight_bytes * routed / (hbm * terms.expert_efficiency)
     kv_s_per_token = inputs.kv_bytes_per_token / (hbm * terms.kv_efficiency)
     nvlink = (inputs.nvlink_bandwidth_gbps or 0) * 1e9
-    if tp > 1 and nvlink:
+    if tp > 1 and nvlink and terms.all_reduce:
         # hardware with no GPU-to-GPU figure (opal's worker.hw: tflops, mem_bw_TBps, tp) is timed as opal's
         # roofline times it: tensor parallelism divides the work, with no all-reduce term
-        ar_s_per_token = 2 * layers * inputs.hidden_size * ACTIVATION_BYTES * 2 * (tp - 1) / tp / nvlink
+        ar_s_per_token = 2 * layers * inputs.hidden_size * ACTIVATION_BYTES / (nvlink * terms.all_reduce_efficiency)
         ar_s_fixed = 2 * layers * terms.all_reduce_latency_s
     else:
         ar_s_per_token = ar_s_fixed = 0.0
@@ -67,15 +78,36 @@ def default_timing(inputs) -> Timing:
             * (ep - 1) / ep / (nvlink * terms.all_to_all_efficiency)
     else:
         a2a_s_per_token = 0.0
-    fixed_s = terms.pass_overhead_s + layers * terms.layer_overhead_s \
+    # elementwise kernels of every token and layer: the two fused add-norms over the (replicated) hidden state, and a
+    # dense FFN's gate activation over its tensor-parallel share (MoE experts fuse theirs into the grouped GEMM)
+    elementwise_s_per_token = layers * (NORM_BYTES * inputs.hidden_size
+                                        + ACTIVATION_GATE_BYTES * inputs.ffn_width / tp) / hbm
+    layer_s = layers * terms.layer_overhead_s
+    fixed_s = terms.pass_overhead_s \
         + inputs.moe_layers * terms.moe_layer_overhead_s + ar_s_fixed
     miss = 1 - inputs.experts_per_token / inputs.experts if inputs.experts else 0.0
 
-    def seconds(tokens: int, pairs: float, kv_tokens: int) -> float:
-        compute = flops_per_token * tokens / flops_per_s + flops_per_pair * pairs / attention_flops_per_s
-        # routed experts: a token picks k of E, so T tokens leave a (1 - k/E)^T share of them unread
-        memory = weight_s * (1 - routed * miss ** tokens) + kv_s_per_token * kv_tokens
-        return max(compute, memory) + fixed_s + (ar_s_per_token + a2a_s_per_token) * tokens
+    per_decode_s = terms.decode_token_overhead_s
+    # a pass that prefills and decodes runs the decode attention as a kernel of its own in every attention layer
+    mixed_s = inputs.attention_layers * terms.mixed_layer_overhead_s
+    # a pass that prefills launches the prefill attention kernel in every attention layer, however short the chunk
+    prefill_s = inputs.attention_layers * terms.prefill_layer_overhead_s
+
+    def attention(pairs: float, kv_tokens: float) -> float:
+        return max(flops_per_pair * pairs / attention_flops_per_s, kv_s_per_token * kv_tokens)
+
+    def seconds(work: PassWork, decode_tokens: int, decode_pairs: float, decode_kv: float) -> float:
+        tokens = work.prefill_tokens + decode_tokens
+        # the GEMMs, the prefill attention and the decode attention are kernels of their own, each bound by its
+        # compute or its reads; routed experts: a token picks k of E, so T tokens leave (1 - k/E)^T of them unread
+        gemm = max(flops_per_token * tokens / flops_per_s, weight_s + expert_s * (1 - miss ** tokens))
+        prefill = attention(sum(n * (c + n / 2) for n, c in work.prefill_chunks),
+                            sum(c + n for n, c in work.prefill_chunks))
+        # a layer's small kernels cost their launches until the tokens make them memory-bound
+        small = max(layer_s, elementwise_s_per_token * tokens)
+        return gemm + prefill + attention(decode_pairs, decode_kv) + small + fixed_s \
+            + (ar_s_per_token + a2a_s_per_token) * tokens + per_decode_s * decode_tokens \
+            + (prefill_s + (mixed_s if decode_tokens else 0.0) if work.prefill_chunks else 0.0)
 
     def speculative(work: PassWork) -> int:
         """A verify pass, as AISimulate's default timing prices one (facts §36): every draft is one more decode
@@ -84,11 +116,8 @@ def default_timing(inputs) -> Timing:
         as that many more of the model's layers (AIC's generation graph; a mixed pass runs the context graph,
         which has none)."""
         drafts = work.draft_tokens
-        tokens = work.prefill_tokens + work.decode_requests + drafts
-        pairs = work.decode_context + drafts * work.decode_context / work.decode_requests \
-            + sum(n * (c + n / 2) for n, c in work.prefill_chunks)
-        kv_tokens = work.decode_context + work.draft_context + sum(c + n for n, c in work.prefill_chunks)
-        pass_s = seconds(tokens, pairs, kv_tokens)
+        pairs = work.decode_context + drafts * work.decode_context / work.decode_requests
+        pass_s = seconds(work, work.decode_requests + drafts, pairs, work.decode_context + work.draft_context)
         if work.draft_layers and not work.prefill_chunks:
             pass_s *= (layers + work.draft_layers) / layers
         return seconds_to_ns(pass_s)
@@ -96,11 +125,8 @@ def default_timing(inputs) -> Timing:
     def timing(work: PassWork) -> int:
         if work.draft_tokens:
             return speculative(work)
-        tokens = work.prefill_tokens + work.decode_requests
-        if tokens == 0:
+        if not work.prefill_chunks and not work.decode_requests:
             return 0
-        pairs = work.decode_context + sum(n * (c + n / 2) for n, c in work.prefill_chunks)
-        kv_tokens = work.decode_context + sum(c + n for n, c in work.prefill_chunks)
-        return seconds_to_ns(seconds(tokens, pairs, kv_tokens))
+        return seconds_to_ns(seconds(work, work.decode_requests, work.decode_context, work.decode_context))
 
     return timing
