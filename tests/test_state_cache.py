@@ -383,8 +383,9 @@ def test_pd_prefill_resumes_from_its_snapshots_and_decode_skips_resident_token_k
 def test_the_decode_worker_reserves_the_prompt_blocks_plus_one_state(tmp_path, decode_blocks, status):
     """State cache: "The decode worker reserves the prompt blocks plus one state when it accepts a request".  A
     14-token prompt (2 blocks of 8) and the decode role's 3,000,000-byte state (2 blocks of 2,000,000 B): a decode
-    G1 of 4 blocks takes it (the prefill ends at 30 ms, 0-8-12-14; its 16 tokens of KV and the prefill role's
-    1,500,000-byte state travel 22 ms at 0.25 GB/s: admitted at 52 ms, last token at 54); one of 3 never can."""
+    G1 of 4 blocks takes it (the prefill ends at 30 ms, 0-8-12-14; its 14 tokens of KV (full_prompt: the prompt's exact
+    tokens) and the prefill role's 1,500,000-byte state travel 20 ms at 0.25 GB/s: admitted at 50 ms, last token at
+    52); one of 3 never can."""
     text = PD.replace("kv_cache: {block_size: 8, bytes_per_token: 250000, capacity: {type: fixed, blocks: 64},\n"
                       "                 state_cache: {bytes_per_request: 3000000}}",
                       "kv_cache: {block_size: 8, bytes_per_token: 250000, capacity: {type: fixed, blocks: %d},\n"
@@ -393,7 +394,7 @@ def test_the_decode_worker_reserves_the_prompt_blocks_plus_one_state(tmp_path, d
     single, (record,) = replay(tmp_path, [trace_row(0, 14, 2, [1, 2, 3, 4], 4)], text)
     assert record["terminal_status"] == status
     if status == "completed":
-        assert (record["prefill_done_ms"], record["decode_admit_ms"], record["last_token_ms"]) == (30.0, 52.0, 54.0)
+        assert (record["prefill_done_ms"], record["decode_admit_ms"], record["last_token_ms"]) == (30.0, 50.0, 52.0)
 
 
 def test_deepseek_v4_under_mtp_keeps_the_boundaries_accepted_drafts_cross(tmp_path):
