@@ -571,26 +571,28 @@ traffic:
 
 @pytest.mark.parametrize("tensor, shard_bytes", [(1, QWEN3_8B_KV_PER_TOKEN), (2, QWEN3_8B_KV_PER_TOKEN // 2)])
 def test_auto_bytes_per_token_from_kvreplay_compile(tmp_path, capsys, tensor, shard_bytes):
-    """`kv_transfer.bytes_per_token: auto`: one token's KV over the prefill role's TP shards.  Qwen3-8B is
+    """`kv_transfer.bytes_per_token: auto`: one token's KV on one of the prefill role's TP shards.  Qwen3-8B is
     36 layers x 8 KV heads x 128 x (K, V) x 2 B = 147,456 B at TP1; at TP2 each shard holds half
-    (kv_cache.bytes_per_token 73,728) and the transfer moves both shards: the plan's 147,456 B.  The decode
-    role's TP (4) does not enter.  The replay uses the plan's value: 1000 tokens over 1 GB/s take 147.456 ms,
-    between the prefill pass (10 ms) and the decode pass (1 ms) that samples the first token."""
+    (kv_cache.bytes_per_token 73,728) and each prefill GPU sends its half over its own link at once, so the plan's
+    rate is 73,728 B (AISimulate's s21: 6.04 ms for 4,096 tokens at 50 GB/s from TP2; facts §46).  The decode
+    role's TP (4) does not enter.  The replay uses the plan's value: 1000 tokens over 1 GB/s take 147.456 ms at
+    TP1 and 73.728 ms at TP2, between the prefill pass (10 ms) and the decode pass (1 ms) that samples the first
+    token."""
     path = tmp_path / "auto.yaml"
     path.write_text(AUTO_CONFIG.replace("PREFILL_TP", str(tensor)))
     assert main(["compile", str(path), "-o", str(tmp_path / "plan.json")]) == 0
     plan = orjson.loads((tmp_path / "plan.json").read_bytes())
     transfer = plan["engine"]["kv_transfer"]
-    assert transfer == {"bandwidth_gb_per_second": 1.0, "bytes_per_token": QWEN3_8B_KV_PER_TOKEN,
+    assert transfer == {"bandwidth_gb_per_second": 1.0, "bytes_per_token": shard_bytes,
                         "timing_mode": "destination_missing"}
     assert plan["engine"]["workers"]["prefill"]["kv_cache"]["bytes_per_token"] == shard_bytes
     assert plan["provenance"]["/engine/kv_transfer/bytes_per_token"].startswith("inferred(")
-    assert f"over {tensor} TP shard(s)" in plan["provenance"]["/engine/kv_transfer/bytes_per_token"]
+    assert f"on one of {tensor} TP shard(s)" in plan["provenance"]["/engine/kv_transfer/bytes_per_token"]
     replay = build(finish_plan(plan, tmp_path))
     assert replay.handoff.bytes_per_token == transfer["bytes_per_token"]
     replay.run()
     (record,) = with_hold([request_record(r) for r in replay.requests])
-    transfer_ns = 1000 * QWEN3_8B_KV_PER_TOKEN  # bytes at 1 byte/ns
+    transfer_ns = 1000 * shard_bytes  # bytes at 1 byte/ns
     assert (record["kv_transfer_tokens"], record["source_hold_ms"]) == (1000, transfer_ns / MS)
     assert (record["ttft_ms"], record["ttst_ms"]) == ((10 * MS + transfer_ns + MS) / MS, 1.0)
     capsys.readouterr()
