@@ -162,7 +162,7 @@ class Arrivals:
         end_ns = stopped_at if stopped_at is not None else last_ns
         if stopped_at is None and idle_pass is not None and idle_pass[1] == end_ns:
             end_ns = max(idle_pass[0], self.replay.log.last_end_ns or 0)
-        if stopped_at is not None and getattr(self.replay.traffic, "cancels_at_stop", False):
+        if stopped_at is not None and self.replay.traffic.cancels_at_stop:
             self.cancel_open(end_ns)
         still_open = list(self.open.values())
         self.open.clear()

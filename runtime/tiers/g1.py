@@ -131,21 +131,30 @@ class BlockPool:
         rest = count - len(out)
         if rest:
             taken = self._take(rest)
-            cached, key_of, ref = self.cached, self.key_of, self.ref
-            evicted = []
+            cached, key_of, ref, copies = self.cached, self.key_of, self.ref, self.copies
             # one plain loop per block (CPython 3.11 runs it faster than maps of bound methods over the list)
-            copies = self.copies
-            for block in taken:
-                key = key_of[block]
-                if key is not None:  # only the blocks a key maps to have it
-                    key_of[block] = None
-                    if copies is None or self._last_copy(key, block):
+            if self.events is None and copies is None:  # (no list of the evicted keys: counted from the map's size)
+                before = len(cached)
+                for block in taken:
+                    key = key_of[block]
+                    if key is not None:  # only the block a key maps to has it
                         del cached[key]
-                        evicted.append(key)
-                ref[block] = 1
-            self.evictions += len(evicted)
-            if self.events is not None and evicted:
-                self.events.append(("Removed", evicted))
+                        key_of[block] = None
+                    ref[block] = 1
+                self.evictions += before - len(cached)
+            else:
+                evicted = []
+                for block in taken:
+                    key = key_of[block]
+                    if key is not None:  # only the blocks a key maps to have it
+                        key_of[block] = None
+                        if copies is None or self._last_copy(key, block):
+                            del cached[key]
+                            evicted.append(key)
+                    ref[block] = 1
+                self.evictions += len(evicted)
+                if self.events is not None and evicted:
+                    self.events.append(("Removed", evicted))
             if self.copying and not self.copying.isdisjoint(taken):  # (rarely: no set built otherwise)
                 self.awaited |= self.copying.intersection(taken)
             out.extend(taken)

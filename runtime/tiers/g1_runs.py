@@ -93,25 +93,6 @@ class RunPool(BlockPool):
             self._run_of.extend([GONE] * len(out))
         return out
 
-    def allocate(self, count: int) -> list[int]:
-        """As BlockPool's; without KV events, blocks taken from the queue evict their keys with no list of them
-        built (the evictions are counted from the cached map's size)."""
-        if count == 1 or self.created < self.capacity or self.events is not None or self.copies is not None:
-            return super().allocate(count)
-        taken = self._take(count)
-        cached, key_of, ref = self.cached, self.key_of, self.ref
-        before = len(cached)
-        for block in taken:
-            key = key_of[block]
-            if key is not None:  # (only the block a key maps to has it)
-                del cached[key]
-                key_of[block] = None
-            ref[block] = 1
-        self.evictions += before - len(cached)
-        if self.copying and not self.copying.isdisjoint(taken):  # (rarely: no set built otherwise)
-            self.awaited |= self.copying.intersection(taken)
-        return taken
-
     def _take(self, count: int) -> list[int]:
         """The first `count` blocks of the free queue, taken out of it."""
         runs, by_seq, run_of = self._runs, self._by_seq, self._run_of

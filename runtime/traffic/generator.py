@@ -32,6 +32,8 @@ class _Session:
 
 
 class Traffic:
+    cancels_at_stop = False  # (only an agentic profile cancels what is open at its stop: agentx.py)
+
     def __init__(self, traffic):
         self.plan = traffic
         self.source = traffic.source

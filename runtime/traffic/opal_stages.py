@@ -28,6 +28,8 @@ def stage_requests(stage) -> int:
 
 
 class StagedTraffic:
+    cancels_at_stop = False  # (opal's stages end with their requests: nothing is cancelled)
+
     def __init__(self, opal):
         self.plan = opal
         self.stages = opal.stages
