@@ -517,3 +517,24 @@ def test_kimi_k3_with_native_mtp_resumes_where_it_does_without(tmp_path):
     section = summary_sections(single)["state_cache"]["aggregated"]
     assert (section["block_size"], section["state_blocks_per_request"], section["resumed_from"]) == (
         1536, 3, {"3072": 1, "7680": 1})
+
+
+def test_deepseek_v4_frees_the_state_a_boundary_replaces_at_once(tmp_path):
+    """docs/reference-runs/state/dsv4-sessions-fixed-500 (500 rows of 256 tokens, 26 state rows, 8 sessions at a
+    time, 3,000 + 200 tokens a turn): at 11,530 ms session 8's last turn reaches 9,472, a block boundary, and needs
+    a token block and 26 fresh state rows with 8 free, so session 14's turn (37 + 26 rows) is preempted.  The state
+    the boundary replaces is a snapshot and, unlike align mode's, is not held through the next pass: 8 + 63 - 27 +
+    26 = 70 free.  At 11,540 ms session 9's turn does the same (70 - 27 + 26 = 69) and session 14's turn, 9,466
+    tokens known (37 + 26 = 63 rows), is readmitted; holding the replaced state it waited to 11,570 ms (43 free).
+    AISimulate's requests.jsonl: every admission and time the same (facts §54)."""
+    path = tmp_path / "c.yaml"
+    path.write_text((ROOT / "docs/reference-runs/state/dsv4-sessions-fixed-500.yaml").read_text())
+    from .test_replay import replay as replay_config
+    summary, records = replay_config(path, tmp_path / "out")
+    turn = next(r for r in records if r["session_id"].endswith("14") and r["turn_index"] == 2)
+    assert [(a["at_ms"], a["reused_input_tokens"]) for a in turn["admission_history"]] == [
+        (10820.0, 0), (11540.0, 0), (11580.0, 0), (11650.0, 0), (12900.0, 9472)]
+    assert turn["last_token_ms"] == 14210.0
+    assert summary["duration_ms"] == 14960.0  # AISimulate 14,960 (14,920 while the replaced state was held)
+    assert round(summary["prefix_cache_reused_ratio"], 5) == 0.09376  # AISimulate 0.09376
+    assert summary["preemptions"] == 4

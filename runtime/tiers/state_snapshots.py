@@ -15,9 +15,9 @@ a reservation, reuse resumes after the last matching whole block).
 A snapshot is the request's own state blocks, as vLLM's align mode keeps its state (facts §36): when a pass
 leaves a request on a snapshot position, its state blocks are registered under keys of their own and become the
 snapshot, and the request's next pass allocates fresh state blocks to compute into (with its token blocks; no
-room: a preemption, as any allocation).  The snapshot's blocks stay held through that pass, which reads them,
-until the request is scheduled again (vLLM's `remove_skipped_blocks`), and are then free cached blocks, evicted
-in LRU order.  A resume holds the snapshot's blocks through the request's first pass in the same way (most
+room: a preemption, as any allocation).  In align mode the snapshot's blocks stay held through that pass, which
+reads them, until the request is scheduled again (vLLM's `remove_skipped_blocks`), and are then free cached
+blocks, evicted in LRU order; `pass_ends` frees them when the fresh ones are taken.  A resume holds the snapshot's blocks through the request's first pass in the same way (most
 recently used afterwards) and allocates the request's own state.  A position
 inside a block needs one more block, the KV of that block's first tokens, which no full-block key keeps: it is
 taken when the snapshot is stored (none free: the snapshot is skipped).  Ranks without a state cache use
@@ -165,11 +165,18 @@ class StateSnapshots(WholeBlocks):
         return self.state_blocks if id(request) in self.owed else 0
 
     def swap(self, rank, request, fresh: list[int]) -> None:
-        """The request's state blocks (its snapshot now) are held through this pass; `fresh` take their place."""
+        """`fresh` take the place of the request's state blocks (its snapshot now).  Align mode (`prompt_ends`)
+        holds the old ones through this pass, which reads them; DeepSeek V4's window state (`pass_ends`) lets them
+        go at once, free cached blocks that the admissions of this same schedule may use (AISimulate readmits a
+        preempted turn of `dsv4-sessions-fixed-500` at 11,540 ms with them, 30 ms before kvreplay did; facts §54)."""
         blocks = request.blocks
         old = blocks[-self.state_blocks:]
         blocks[-self.state_blocks:] = fresh
-        self.sources[id(request)] = old + self.owed.pop(id(request))
+        held = old + self.owed.pop(id(request))
+        if self.rule == "pass_ends":
+            rank.pool.release(held)
+        else:
+            self.sources[id(request)] = held
 
     def chunk(self, rank, request, computed: int, new: int) -> int:
         """`prompt_ends` (vLLM align mode, AISimulate with `prefix_match_unit`): a prefill chunk ends at the next
