@@ -12,6 +12,7 @@ which gives it the engine's admission policy (table.py picks the engine).
 from __future__ import annotations
 
 from ..serving import pass_results, scheduler
+from ..tiers.g1 import RestoredOnlyPool
 from ..tiers.g1_runs import RunPool
 
 
@@ -60,9 +61,10 @@ class Engine:
         return None
 
     def equip(self, rank, role=None) -> None:
-        """Give a built rank what this engine decides for it (vLLM: the scheduler's own defaults; a state cache's
-        pool keeps every copy of a key, as the mocker's vLLM pool does)."""
-        if rank.snapshots.keeps_copies:
+        """Give a built rank what this engine decides for it (vLLM: the scheduler's own defaults, and a G1 that keeps
+        every computed copy of a key, as the mocker's one vLLM pool does for every rank; facts §54).  opal's pools
+        without APC serve restored blocks only (and with APC are replaced by tiers.apc's): they keep none."""
+        if not isinstance(rank.pool, RestoredOnlyPool):
             rank.pool.keep_copies()
 
 

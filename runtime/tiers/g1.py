@@ -118,7 +118,7 @@ class BlockPool:
                 key = self.key_of[block]
                 if key is not None:
                     self.key_of[block] = None
-                    if self.copies is None or self._last_copy(key, block):
+                    if not self.copies or self._last_copy(key, block):  # (no copy kept yet: the last)
                         del self.cached[key]
                         self.evictions += 1
                         if self.events is not None:
@@ -133,7 +133,7 @@ class BlockPool:
             taken = self._take(rest)
             cached, key_of, ref, copies = self.cached, self.key_of, self.ref, self.copies
             # one plain loop per block (CPython 3.11 runs it faster than maps of bound methods over the list)
-            if self.events is None and copies is None:  # (no list of the evicted keys: counted from the map's size)
+            if self.events is None and not copies:  # (no list of the evicted keys, no copies: counted from the map)
                 before = len(cached)
                 for block in taken:
                     key = key_of[block]
@@ -164,7 +164,7 @@ class BlockPool:
         """Keep every computed copy of a key cached, as the mocker's vLLM pool does ("a cached hash may have several
         physical copies"): a block recomputed while its key is cached (a state cache resumes only at a snapshot, so
         the token blocks past it are computed again) is found once the older copy is evicted, and waits in the LRU
-        queue as a cached block, not as empty memory.  Only ranks with state snapshots keep copies (facts §45)."""
+        queue as a cached block, not as empty memory.  Every vLLM rank keeps copies (`Engine.equip`; facts §45, §54)."""
         self.copies = {}
 
     def _add_copy(self, key: int, block: int) -> None:

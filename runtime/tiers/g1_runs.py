@@ -135,11 +135,13 @@ class RunPool(BlockPool):
         if not self.caching:
             return
         cached, key_of, copies = self.cached, self.key_of, self.copies
-        if self.events is None and copies is None:  # (no list of the stored keys built)
+        if self.events is None:  # (no list of the stored keys built)
             for key, block in zip(keys[start:stop], blocks[start:stop]):
                 if key not in cached:
                     cached[key] = block
                     key_of[block] = key
+                elif copies is not None and key_of[block] is None:
+                    self._add_copy(key, block)
             return
         stored = []
         for key, block in zip(keys[start:stop], blocks[start:stop]):

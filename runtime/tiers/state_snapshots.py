@@ -34,7 +34,6 @@ class WholeBlocks:
     owed: dict = {}  # (never written: no request of such a rank owes state blocks or holds a snapshot's)
     sources: dict = {}
     fusable = True  # fused decode passes (shell/macro.py) need nothing of this policy
-    keeps_copies = False  # (StateSnapshots: its rank's vLLM pool keeps every copy of a key, BlockPool.keep_copies)
     # under speculation the last matched block is recomputed (its drafter needs the hidden states)
     drafts_drop_last_hit = True
 
@@ -95,9 +94,6 @@ class StateSnapshots(WholeBlocks):
         self.resumes = 0  # admissions that resumed from a snapshot
         self.resumed_tokens = 0  # prompt tokens those admissions did not compute
         self.resumed_at: dict[int, int] = {}  # position -> admissions resumed there
-
-    # a resume at a snapshot recomputes the cached token blocks past it: those copies stay cached, as the mocker's
-    keeps_copies = True
 
     @property
     def drafts_drop_last_hit(self) -> bool:
