@@ -158,9 +158,9 @@ def test_ngram_drafts_read_the_kv_once_on_a_dense_model_and_per_draft_on_mla():
     assert _speculation_plan("deepseek-ai/DeepSeek-V3", "engine.nextn=2", "engine.nextn_accepted=1.0")[4:] == (2, True)
 
 
-def _speculation_plan(model: str, *overrides: str):
+def _config_text(model: str) -> str:
     parallelism = "{tensor: 8, moe_expert: 8}" if "DeepSeek" in model else "{tensor: 1}"
-    result = compile_yaml(f"""engine:
+    return f"""engine:
   model: {model}
   hardware: h200_sxm
   workers:
@@ -171,7 +171,11 @@ traffic:
   source: {{type: synthetic, input_tokens: 200, output_tokens: 10}}
   load: {{type: concurrency, concurrency: 1}}
   stop: {{requests: 2}}
-""", overrides)
+"""
+
+
+def _speculation_plan(model: str, *overrides: str):
+    result = compile_yaml(_config_text(model), overrides)
     assert result.ok, result.diagnostics
     speculation = finish_plan(result.plan.to_dict()).roles[0].speculation
     return (speculation.kind, speculation.draft_tokens, speculation.rates, speculation.seed, speculation.draft_layers,
@@ -264,3 +268,24 @@ traffic:
     # (the P/D decode rank samples every output token and TTFT holds the transfer, as AISimulate: its TPOT exactly)
     assert spec["mean_tpot_ms"] == pytest.approx(5.0, abs=1e-9) and plain["mean_tpot_ms"] == pytest.approx(10.0, abs=1e-9)
     assert abs(spec["duration_ms"] / 4782.01326592 - 1) < 0.01
+
+
+@pytest.mark.parametrize("overrides, pointer", [
+    (("engine.speculation={kind: ngram, num_speculative_tokens: 0}",), "/engine/speculation/num_speculative_tokens"),
+    (("engine.speculation={kind: ngram, num_speculative_tokens: 6}",), "/engine/speculation/num_speculative_tokens"),
+    (("engine.speculation={kind: ngram, num_speculative_tokens: 2, acceptance_rates: [1.2, 0.5]}",),
+     "/engine/speculation/acceptance_rates/0"),
+    (("engine.nextn=6", "engine.nextn_accepted=1.0"), "/engine/nextn"),
+    (("engine.speculation={kind: ngram, num_speculative_tokens: 1}",), None),
+    (("engine.speculation={kind: ngram, num_speculative_tokens: 5}",), None),
+    (("engine.nextn=5", "engine.nextn_accepted=1.0"), None),
+])
+def test_the_reference_ranges_of_the_speculation_fields(overrides, pointer):
+    """REFERENCE.md: `nextn` 0-5, `num_speculative_tokens` 1-5, `acceptance_rates` each 0-1 (SCHEMA-RANGE at the
+    field); the seed defaults to 42."""
+    result = compile_yaml(_config_text("Qwen/Qwen3-32B"), overrides)
+    if pointer is None:
+        assert result.ok, result.diagnostics
+    else:
+        assert [(d.code, d.pointer) for d in result.diagnostics] == [("SCHEMA-RANGE", pointer)]
+    assert _speculation_plan("Qwen/Qwen3-32B", "engine.speculation={kind: ngram, num_speculative_tokens: 2}")[3] == 42

@@ -538,3 +538,15 @@ def test_deepseek_v4_frees_the_state_a_boundary_replaces_at_once(tmp_path):
     assert summary["duration_ms"] == 14960.0  # AISimulate 14,960 (14,920 while the replaced state was held)
     assert round(summary["prefix_cache_reused_ratio"], 5) == 0.09376  # AISimulate 0.09376
     assert summary["preemptions"] == 4
+
+
+def test_recommend_rejects_a_state_cache():
+    """The State cache section's "Rejected: `recommend`": a recommend run of the spec's state fragment is refused by
+    RECOMMEND-REJECTED (the other rejections, G2/G3 and sub-block units with speculation, are negative-corpus files:
+    STATE-OFFLOAD, STATE-SPECULATION-SUB-BLOCK)."""
+    from .support import codes, compile_yaml
+    text = config(block=64, unit=64, g1_blocks=8, state_bytes=1500, bytes_per_token=16).replace(
+        "trace.jsonl", "t.jsonl") + "recommend:\n  search:\n    engine.workers.aggregated.kv_cache.block_size: [64]\n"
+    assert "RECOMMEND-REJECTED" in codes(compile_yaml(text))
+    assert "RECOMMEND-REJECTED" not in codes(compile_yaml(text.replace("        state_cache: {bytes_per_request: 1500}\n",
+                                                                       "").replace("        prefix_match_unit: 64\n", "")))
