@@ -289,3 +289,16 @@ def test_the_reference_ranges_of_the_speculation_fields(overrides, pointer):
     else:
         assert [(d.code, d.pointer) for d in result.diagnostics] == [("SCHEMA-RANGE", pointer)]
     assert _speculation_plan("Qwen/Qwen3-32B", "engine.speculation={kind: ngram, num_speculative_tokens: 2}")[3] == 42
+
+
+def test_a_batch_of_four_emits_three_tokens_a_pass_each(tmp_path):
+    """ngram rates [1, 1], fixed 20/10 ms, 2,000 + 11 tokens, concurrency 4, 8 requests: the four prompts (8,000
+    tokens, one pass) give their first tokens at 20 ms, then each decode pass gives every request 1 + 2 tokens, cut to
+    what it has left: 3, 3, 3, 1 at 30, 40, 50, 60 ms, so TPOT = 40 / 10 = 4 ms and the gaps are 10 or 0.  The second
+    four start at 60 ms and end at 120.  AISimulate, same config: these times, TTFT 20, TPOT 4.0, ITL 0-10 ms."""
+    summary, records = replay(_config(tmp_path, _ngram([1.0, 1.0]), input_tokens=2000, output_tokens=11, cached=0,
+                                      concurrency=4, requests=8), tmp_path / "out")
+    assert sorted((r["first_admit_ms"], r["first_token_ms"], r["last_token_ms"]) for r in records) == \
+        [(0.0, 20.0, 60.0)] * 4 + [(60.0, 80.0, 120.0)] * 4
+    assert (summary["duration_ms"], summary["mean_ttft_ms"], summary["mean_tpot_ms"]) == (120.0, 20.0, 4.0)
+    assert (summary["min_itl_ms"], summary["max_itl_ms"]) == (0.0, 10.0)
