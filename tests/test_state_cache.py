@@ -550,3 +550,22 @@ def test_recommend_rejects_a_state_cache():
     assert "RECOMMEND-REJECTED" in codes(compile_yaml(text))
     assert "RECOMMEND-REJECTED" not in codes(compile_yaml(text.replace("        state_cache: {bytes_per_request: 1500}\n",
                                                                        "").replace("        prefix_match_unit: 64\n", "")))
+
+
+def test_deepseek_v4_lets_a_resumed_snapshot_go_once_its_state_is_allocated(tmp_path):
+    """The same config with 450 rows: at 6,440 ms session 0's last turn ends (130 rows free) and session 6's
+    preempted turn resumes at 9,472 from its own snapshot: 37 cached rows, 1 new token row and 26 fresh state rows.
+    Held through the first pass, the snapshot's 26 rows left 130 - 37 - 26 - 27 = 40 free, so session 7's 9,400-
+    token turn (37 + 26 rows) waited to 6,450 ms; DeepSeek V4 holds them only while the admission allocates, so 66
+    are free and both start at 6,440.  AISimulate's requests.jsonl: every admission and time the same."""
+    path = tmp_path / "c.yaml"
+    path.write_text((ROOT / "docs/reference-runs/state/dsv4-sessions-fixed-500.yaml").read_text())
+    from .test_replay import replay as replay_config
+    summary, records = replay_config(path, tmp_path / "out",
+                                     overrides=("engine.workers.aggregated.kv_cache.capacity.blocks=450",))
+    turns = {r["session_id"][-1]: r for r in records if r["turn_index"] == 2 and r["session_id"][-1] in "67"}
+    assert [(a["at_ms"], a["reused_input_tokens"]) for a in turns["6"]["admission_history"]][-1] == (6440.0, 9472)
+    assert [(a["at_ms"], a["reused_input_tokens"]) for a in turns["7"]["admission_history"]] == [(6440.0, 0)]
+    assert (turns["6"]["last_token_ms"], turns["7"]["last_token_ms"]) == (7830.0, 8590.0)
+    assert summary["duration_ms"] == 15010.0  # AISimulate 15,010
+    assert round(summary["prefix_cache_reused_ratio"], 5) == 0.0843  # AISimulate 0.08430

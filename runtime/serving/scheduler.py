@@ -142,6 +142,7 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     rank.snapshots.hold(rank, request, source)  # (the state it resumes from: read by its first pass)
     restored = rank.chain.admitting(rank, request, len(hits))
     new_blocks = rank.pool.allocate(need)
+    rank.snapshots.allocated(rank, request)  # (DeepSeek V4 lets the snapshot's blocks go once its state is taken)
     token_blocks = rank.blocks_for(computed + new) - len(hits)
     request.blocks = hits + new_blocks[:token_blocks] + new_blocks[token_blocks:]
     request.max_blocks = len(hits)

@@ -17,9 +17,9 @@ leaves a request on a snapshot position, its state blocks are registered under k
 snapshot, and the request's next pass allocates fresh state blocks to compute into (with its token blocks; no
 room: a preemption, as any allocation).  In align mode the snapshot's blocks stay held through that pass, which
 reads them, until the request is scheduled again (vLLM's `remove_skipped_blocks`), and are then free cached
-blocks, evicted in LRU order; `pass_ends` frees them when the fresh ones are taken.  A resume holds the snapshot's blocks through the request's first pass in the same way (most
-recently used afterwards) and allocates the request's own state.  A position
-inside a block needs one more block, the KV of that block's first tokens, which no full-block key keeps: it is
+blocks, evicted in LRU order; `pass_ends` frees them when the fresh ones are taken.  A resume holds the
+snapshot's blocks through the request's first pass in the same way (most recently used afterwards; `pass_ends`:
+only while its admission allocates) and allocates the request's own state.  A position inside a block needs one more block, the KV of that block's first tokens, which no full-block key keeps: it is
 taken when the snapshot is stored (none free: the snapshot is skipped).  Ranks without a state cache use
 `WHOLE_BLOCKS`: reuse resumes after the last matching whole block.
 """
@@ -43,6 +43,9 @@ class WholeBlocks:
 
     def hold(self, rank, request, blocks: list[int]) -> None:
         """The admission resumes from a snapshot made of `blocks`: it holds them through its first pass."""
+
+    def allocated(self, rank, request) -> None:
+        """The admission that `hold` saw has allocated its blocks."""
 
     def prepare(self, rank, request) -> int:
         """The request is scheduled for a pass: the state blocks it must allocate for it (`swap` takes them)."""
@@ -77,7 +80,7 @@ class StateSnapshots(WholeBlocks):
     hold."""
 
     __slots__ = ("plan", "unit", "state_blocks", "rule", "stored", "owed", "sources", "stores", "evicted", "skipped",
-                 "resumes", "resumed_tokens", "resumed_at")
+                 "resumes", "resumed_tokens", "resumed_at", "drafts_drop_last_hit", "fusable")
 
     def __init__(self, plan):
         self.plan = plan  # plan_records.StateCachePlan
@@ -94,19 +97,12 @@ class StateSnapshots(WholeBlocks):
         self.resumes = 0  # admissions that resumed from a snapshot
         self.resumed_tokens = 0  # prompt tokens those admissions did not compute
         self.resumed_at: dict[int, int] = {}  # position -> admissions resumed there
-
-    @property
-    def drafts_drop_last_hit(self) -> bool:
-        """Align mode resumes at a snapshot, before the last matched block anyway: AISimulate drops no block there
-        under speculation (Kimi K3 with `nextn`: the same resumes as without, 3,072 and 7,680; facts §45), where
-        `pass_ends` (DeepSeek V4) drops it as a model without state does."""
-        return self.rule != "prompt_ends"
-
-    @property
-    def fusable(self) -> bool:
-        """Fused decode passes allocate no state, but a decode that ends on a block boundary makes the next one
-        allocate fresh state: only a plain reservation's passes fuse."""
-        return self.rule == "whole_blocks"
+        # align mode resumes at a snapshot, before the last matched block anyway: AISimulate drops no block there under
+        # speculation (Kimi K3 with `nextn` resumes as without; facts §45); `pass_ends` drops it as a stateless model
+        self.drafts_drop_last_hit = self.rule != "prompt_ends"
+        # fused decode passes allocate no state, but a decode ending on a block boundary makes the next one allocate
+        # fresh state: only a plain reservation's passes fuse
+        self.fusable = self.rule == "whole_blocks"
 
     @staticmethod
     def positions(prompt_len: int, block_size: int, unit: int) -> tuple[int, ...]:
@@ -152,6 +148,12 @@ class StateSnapshots(WholeBlocks):
             rank.pool.touch(blocks)
             self.sources[id(request)] = blocks
 
+    def allocated(self, rank, request) -> None:
+        """`pass_ends` holds a resumed snapshot's blocks only while its admission allocates, as `swap` (§54)."""
+        source = self.sources.pop(id(request), None) if self.rule == "pass_ends" else None
+        if source:
+            rank.pool.release(source)
+
     def prepare(self, rank, request) -> int:
         """vLLM's `remove_skipped_blocks` at the request's next schedule: the snapshot blocks its last pass read
         are free cached blocks now (before its allocation, after those of requests scheduled before it)."""
@@ -163,8 +165,7 @@ class StateSnapshots(WholeBlocks):
     def swap(self, rank, request, fresh: list[int]) -> None:
         """`fresh` take the place of the request's state blocks (its snapshot now).  Align mode (`prompt_ends`)
         holds the old ones through this pass, which reads them; DeepSeek V4's window state (`pass_ends`) lets them
-        go at once, free cached blocks that the admissions of this same schedule may use (AISimulate readmits a
-        preempted turn of `dsv4-sessions-fixed-500` at 11,540 ms with them, 30 ms before kvreplay did; facts §54)."""
+        go at once, free cached blocks for the admissions of this same schedule (AISimulate; facts §54)."""
         blocks = request.blocks
         old = blocks[-self.state_blocks:]
         blocks[-self.state_blocks:] = fresh
