@@ -569,3 +569,33 @@ def test_deepseek_v4_lets_a_resumed_snapshot_go_once_its_state_is_allocated(tmp_
     assert (turns["6"]["last_token_ms"], turns["7"]["last_token_ms"]) == (7830.0, 8590.0)
     assert summary["duration_ms"] == 15010.0  # AISimulate 15,010
     assert round(summary["prefix_cache_reused_ratio"], 5) == 0.0843  # AISimulate 0.08430
+
+
+def test_deepseek_v4_keeps_a_recomputes_snapshot_only_where_its_chunk_ends():
+    """`pass_ends`: a prefill chunk leaves a snapshot only at its end, on a block boundary; decode passes leave one
+    at every boundary they cross.  A recompute of a preempted turn (6,600 prompt tokens, 58 of output known) runs
+    0-6,658 in one chunk: its state is at 6,658, so it leaves none at 6,656 (it did, as if decoded there)."""
+    ends = StateSnapshots.pass_end_positions
+    assert list(ends(6600, 256, 0, 6658)) == []  # the recompute's chunk, past the prompt
+    assert list(ends(6600, 256, 0, 6656)) == [6656]  # a chunk ending on a boundary
+    assert list(ends(9400, 256, 8192, 9400)) == []  # a prompt's last chunk
+    assert list(ends(9400, 256, 9471, 9472)) == [9472]  # a decode reaching a boundary
+    assert list(ends(9400, 256, 9470, 9730)) == [9472, 9728]  # (accepted drafts: every boundary crossed)
+
+
+def test_a_held_out_deepseek_v4_run_under_preemption_agrees_with_aisimulate(tmp_path):
+    """docs/reference-runs/state/heldout-dsv4-2000-g240 (240 rows, 4 sessions of 2,000 + 300 tokens a turn):
+    session 7's third turn is preempted twice and recomputed from 0 at 22,100 and 22,140 ms (0-6,657, 0-6,658);
+    with a snapshot at 6,656 taken from that chunk it owed fresh state at its next pass, was preempted a third time
+    at 22,170 and resumed at 6,656 at 24,530.  AISimulate lets it run on: last token at 24,640, every request
+    the same, reuse 0.04795, duration 40,040 ms, 4 preemptions."""
+    path = tmp_path / "c.yaml"
+    path.write_text((ROOT / "docs/reference-runs/state/heldout-dsv4-2000-g240.yaml").read_text())
+    from .test_replay import replay as replay_config
+    summary, records = replay_config(path, tmp_path / "out")
+    turn = next(r for r in records if r["session_id"].endswith("07") and r["turn_index"] == 2)
+    assert [(a["at_ms"], a["reused_input_tokens"]) for a in turn["admission_history"]] == [
+        (21470.0, 0), (22100.0, 0), (22140.0, 0)]
+    assert turn["last_token_ms"] == 24640.0
+    assert (summary["duration_ms"], round(summary["prefix_cache_reused_ratio"], 5), summary["preemptions"]) == (
+        40040.0, 0.04795, 4)

@@ -199,8 +199,8 @@ class StateSnapshots(WholeBlocks):
     @staticmethod
     def pass_end_positions(prompt_len: int, block_size: int, computed: int, tokens: int) -> range:
         """`pass_ends`: the block boundaries a pass from `computed` to `tokens` leaves snapshots at: its end if
-        a prefill chunk ends on one, every one that decode passes (one token each) cross."""
-        if tokens <= prompt_len:
+        a prefill chunk ends on one (a recompute's chunk too, past the prompt), every one decode passes cross."""
+        if computed < prompt_len:
             return range(tokens, tokens + 1) if tokens % block_size == 0 and tokens > computed else range(0)
         first = max(computed, prompt_len) // block_size * block_size + block_size
         return range(first, tokens + 1, block_size)
