@@ -15,6 +15,7 @@ Cost is O(passes + requests + allocations), not O(passes x requests).
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -111,17 +112,63 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
     if limit <= 1:
         return None  # (at most pass 0, which is the scheduler's)
 
+    if constant is not None:  # no pass past the horizon's or the stop's is planned (nor its events made)
+        limit = min(limit, _constant_bound(now, constant, horizon, stop))
     states = []
     for rank, batch in active:
         events, size = [], rank.block_size
         for position, (request, _) in enumerate(batch.items):
             done = finish_at[id(request)]
             crossings = range(size - request.num_computed % size, min(done, limit - 1) + 1, size)
-            events.extend((j, 0, position, request) for j in crossings)
+            events.extend([(j, 0, position, request) for j in crossings])
             if can_finish and done < limit:
                 events.append((done, 1, position, request))
         events.sort()  # (by pass, kind, position: unique per event, so requests are never compared)
         states.append(_RankRun(events, len(batch.items), batch.work.decode_context, _fusable_free(rank.pool)))
+    if constant is not None:
+        passes = _constant_passes(states, limit)
+        ends = list(range(now + constant, now + constant * (passes + 1), constant))
+    else:
+        ends, passes = _timed_passes(worker, states, now, horizon, stop, limit)
+    last = _unshort(storing, passes - 1)
+    if last < 1:
+        return None
+    del ends[last + 1:]
+    events = [s.events[:bisect_left(s.events, (last + 1,))] for s in states]  # (the events of passes 0..last)
+    for (rank, _), kept in zip(active, events):
+        if rank.pool.copying and not _allocations_clear(rank, sum(1 for e in kept if not e[1])):
+            return None
+    return Macro(ends, events, active,
+                 {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items}, held,
+                 _stores(storing, last))
+
+
+def _constant_bound(now: int, duration: int, horizon: int | None, stop: int | None) -> int:
+    """How many passes of `duration` from `now` may run: each after the first starts before the horizon, and each
+    ends by the stop."""
+    bound = -(-(horizon - now) // duration) if horizon is not None else None
+    if stop is not None:
+        bound = (stop - now) // duration if bound is None else min(bound, (stop - now) // duration)
+    return bound if bound is not None else 1 << 62
+
+
+def _constant_passes(states: list, limit: int) -> int:
+    """The passes `_timed_passes` would run when every pass takes the same time (its horizon and stop are in
+    `limit`): they stop at the first pass whose allocations leave some rank short of free blocks."""
+    passes = limit
+    for state in states:
+        if len(state.events) > state.free:  # (else its allocations cannot outnumber its free blocks)
+            allocations = [e[0] for e in state.events if not e[1]]
+            if len(allocations) > state.free:
+                passes = min(passes, allocations[state.free])  # (the pass of its free + 1st allocation)
+    return passes
+
+
+def _timed_passes(worker, states: list, now: int, horizon: int | None, stop: int | None,
+                  limit: int) -> tuple[list[int], int]:
+    """(ends, count) of the passes that can run when a pass's time depends on its batch: pass by pass, each
+    after the first starting before the horizon, none leaving a rank short of free blocks at its start or ending
+    after the stop."""
     ends, start, passes = [], now, 0
     while passes < limit:
         if passes and horizon is not None and start >= horizon:
@@ -136,11 +183,8 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
             state.cursor, state.free = cursor, free
         if short:
             break
-        if constant is not None:
-            duration = constant
-        else:
-            duration = max((worker.timing(PassWork((), state.decoding, state.context + state.decoding * passes))
-                            for state in states if state.decoding), default=0)
+        duration = max((worker.timing(PassWork((), state.decoding, state.context + state.decoding * passes))
+                        for state in states if state.decoding), default=0)
         if stop is not None and start + duration > stop:
             break
         start += duration
@@ -156,17 +200,7 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
                 cursor += 1
             state.cursor = cursor
         passes += 1
-    last = _unshort(storing, passes - 1)
-    if last < 1:
-        return None
-    del ends[last + 1:]
-    for (rank, _), state in zip(active, states):
-        allocations = sum(1 for e in state.events if e[0] <= last and not e[1])
-        if rank.pool.copying and not _allocations_clear(rank, allocations):
-            return None
-    return Macro(ends, [[e for e in s.events if e[0] <= last] for s in states], active,
-                 {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items}, held,
-                 _stores(storing, last))
+    return ends, passes
 
 
 def _unshort(storing: list, last: int) -> int:
@@ -236,6 +270,10 @@ def apply(macro: Macro) -> list[tuple[object, int]]:
     held, last = macro.held, len(ends) - 1
     for (rank, batch), events in zip(macro.active, macro.events):
         at = rank.pool.at  # a pool that stamps changes with their time (APC's TTL) is told it (None: it does not)
+        if at is None and rank not in held and rank.pool.events is None:
+            _apply_in_bulk(rank, events, ends, gaps, finished)
+            _advance_the_rest(rank, batch, macro, ends, gaps)
+            continue
         looks = 1 if rank in held else last + 1  # the next pass whose admission attempt is due (held ranks)
         for j, kind, _, request in events:
             while looks < j:  # (after pass `looks`'s allocations; a held run completes nothing)
@@ -255,10 +293,43 @@ def apply(macro: Macro) -> list[tuple[object, int]]:
         while looks <= last:
             _look_again(rank, ends[looks - 1])
             looks += 1
-        for request, _ in batch.items:
-            if request.status != "completed":
-                advance_decodes(rank, request, macro.last_pass[id(request)] + 1, ends, gaps)
+        _advance_the_rest(rank, batch, macro, ends, gaps)
     return finished
+
+
+def _advance_the_rest(rank: Rank, batch: Batch, macro: Macro, ends: list[int], gaps: list) -> None:
+    """The tokens of the fused passes of the rank's requests that did not finish in them."""
+    for request, _ in batch.items:
+        if request.status != "completed":
+            advance_decodes(rank, request, macro.last_pass[id(request)] + 1, ends, gaps)
+
+
+def _apply_in_bulk(rank: Rank, events: list, ends: list[int], gaps: list, finished: list) -> None:
+    """A rank's fused events when nothing watches the pool change by change (no KV events, no time stamps, no
+    admission attempts between passes): each run of boundary crossings between two finishes takes its blocks in
+    one allocation.  The same blocks in the same order as one `allocate(1)` per crossing: nothing is released
+    between them, and an allocation of n blocks hands out never-used blocks, then the free queue's head, exactly
+    as n allocations of one do (a release, which may put empty blocks at the head, ends the run)."""
+    allocate, state_blocks = rank.pool.allocate, rank.state_blocks
+    count, start = len(events), 0
+    while start < count:
+        stop = start
+        while stop < count and not events[stop][1]:
+            stop += 1
+        if stop > start:
+            run = events[start:stop]
+            if state_blocks:
+                for event, block in zip(run, allocate(stop - start)):
+                    add_decode_block(rank, event[3], block)
+            else:  # (add_decode_block's insertion before no state blocks is an append)
+                for event, block in zip(run, allocate(stop - start)):
+                    event[3].blocks.append(block)
+        if stop < count:  # a finish at the end of its pass
+            j, _, _, request = events[stop]
+            advance_decodes(rank, request, j + 1, ends, gaps)
+            release_finished(rank, [request], ends[j])
+            finished.append((request, ends[j]))
+        start = stop + 1
 
 
 def _look_again(rank: Rank, start: int) -> None:
