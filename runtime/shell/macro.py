@@ -24,7 +24,7 @@ from ..tiers.g1 import BlockPool
 from ..tiers.g1_runs import RunPool
 from ..serving.pass_results import add_decode_block, advance_decodes, gap_runs, release_finished
 from ..serving.scheduler import Batch, Rank, admit_waiting, known_sequence
-from ..timing import PassWork
+from .fused_passes import apply_in_bulk, constant_bound, constant_passes, timed_passes
 
 
 @dataclass
@@ -35,6 +35,7 @@ class Macro:
     last_pass: dict  # id(request) -> last fused pass that gives it a token
     held: list = field(default_factory=list)  # ranks whose waiting requests the passes leave waiting
     stores: list = ()  # [(pass, [(rank, request, upto)])]: the offers to the first tier at fused passes' ends
+    gaps: list | None = None  # the gaps between the ends as [gap, count] runs (None: `apply` finds them)
 
 
 class _RankRun:
@@ -113,7 +114,7 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
         return None  # (at most pass 0, which is the scheduler's)
 
     if constant is not None:  # no pass past the horizon's or the stop's is planned (nor its events made)
-        limit = min(limit, _constant_bound(now, constant, horizon, stop))
+        limit = min(limit, constant_bound(now, constant, horizon, stop))
     states = []
     for rank, batch in active:
         events, size = [], rank.block_size
@@ -126,10 +127,10 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
         events.sort()  # (by pass, kind, position: unique per event, so requests are never compared)
         states.append(_RankRun(events, len(batch.items), batch.work.decode_context, _fusable_free(rank.pool)))
     if constant is not None:
-        passes = _constant_passes(states, limit)
+        passes = constant_passes(states, limit)
         ends = list(range(now + constant, now + constant * (passes + 1), constant))
     else:
-        ends, passes = _timed_passes(worker, states, now, horizon, stop, limit)
+        ends, passes = timed_passes(worker, states, now, horizon, stop, limit)
     last = _unshort(storing, passes - 1)
     if last < 1:
         return None
@@ -140,67 +141,13 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
             return None
     return Macro(ends, events, active,
                  {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items}, held,
-                 _stores(storing, last))
+                 _stores(storing, last), [[constant, last]] if constant is not None else None)
 
 
-def _constant_bound(now: int, duration: int, horizon: int | None, stop: int | None) -> int:
-    """How many passes of `duration` from `now` may run: each after the first starts before the horizon, and each
-    ends by the stop."""
-    bound = -(-(horizon - now) // duration) if horizon is not None else None
-    if stop is not None:
-        bound = (stop - now) // duration if bound is None else min(bound, (stop - now) // duration)
-    return bound if bound is not None else 1 << 62
 
 
-def _constant_passes(states: list, limit: int) -> int:
-    """The passes `_timed_passes` would run when every pass takes the same time (its horizon and stop are in
-    `limit`): they stop at the first pass whose allocations leave some rank short of free blocks."""
-    passes = limit
-    for state in states:
-        if len(state.events) > state.free:  # (else its allocations cannot outnumber its free blocks)
-            allocations = [e[0] for e in state.events if not e[1]]
-            if len(allocations) > state.free:
-                passes = min(passes, allocations[state.free])  # (the pass of its free + 1st allocation)
-    return passes
 
 
-def _timed_passes(worker, states: list, now: int, horizon: int | None, stop: int | None,
-                  limit: int) -> tuple[list[int], int]:
-    """(ends, count) of the passes that can run when a pass's time depends on its batch: pass by pass, each
-    after the first starting before the horizon, none leaving a rank short of free blocks at its start or ending
-    after the stop."""
-    ends, start, passes = [], now, 0
-    while passes < limit:
-        if passes and horizon is not None and start >= horizon:
-            break
-        short = False
-        for state in states:  # allocations at this pass's start
-            events, cursor, free = state.events, state.cursor, state.free
-            while cursor < len(events) and events[cursor][0] == passes and events[cursor][1] == 0:
-                free -= 1
-                cursor += 1
-            short = short or free < 0
-            state.cursor, state.free = cursor, free
-        if short:
-            break
-        duration = max((worker.timing(PassWork((), state.decoding, state.context + state.decoding * passes))
-                        for state in states if state.decoding), default=0)
-        if stop is not None and start + duration > stop:
-            break
-        start += duration
-        ends.append(start)
-        for state in states:  # requests finishing in this pass release their blocks at its end
-            events, cursor = state.events, state.cursor
-            while cursor < len(events) and events[cursor][0] == passes:
-                request = events[cursor][3]
-                # a finishing request's blocks are not counted as freed: they may be shared, and a run
-                # that stops early only costs speed, never changes the result
-                state.decoding -= 1
-                state.context -= request.num_computed + 1
-                cursor += 1
-            state.cursor = cursor
-        passes += 1
-    return ends, passes
 
 
 def _unshort(storing: list, last: int) -> int:
@@ -265,13 +212,13 @@ def _allocations_clear(rank: Rank, count: int) -> bool:
 def apply(macro: Macro) -> list[tuple[object, int]]:
     """Apply the fused passes; returns (request, end time) of every request that finished."""
     ends = macro.ends
-    gaps = gap_runs(ends)
+    gaps = macro.gaps if macro.gaps is not None else gap_runs(ends)
     finished = []
     held, last = macro.held, len(ends) - 1
     for (rank, batch), events in zip(macro.active, macro.events):
         at = rank.pool.at  # a pool that stamps changes with their time (APC's TTL) is told it (None: it does not)
         if at is None and rank not in held and rank.pool.events is None:
-            _apply_in_bulk(rank, events, ends, gaps, finished)
+            apply_in_bulk(rank, events, ends, gaps, finished)
             _advance_the_rest(rank, batch, macro, ends, gaps)
             continue
         looks = 1 if rank in held else last + 1  # the next pass whose admission attempt is due (held ranks)
@@ -304,32 +251,6 @@ def _advance_the_rest(rank: Rank, batch: Batch, macro: Macro, ends: list[int], g
             advance_decodes(rank, request, macro.last_pass[id(request)] + 1, ends, gaps)
 
 
-def _apply_in_bulk(rank: Rank, events: list, ends: list[int], gaps: list, finished: list) -> None:
-    """A rank's fused events when nothing watches the pool change by change (no KV events, no time stamps, no
-    admission attempts between passes): each run of boundary crossings between two finishes takes its blocks in
-    one allocation.  The same blocks in the same order as one `allocate(1)` per crossing: nothing is released
-    between them, and an allocation of n blocks hands out never-used blocks, then the free queue's head, exactly
-    as n allocations of one do (a release, which may put empty blocks at the head, ends the run)."""
-    allocate, state_blocks = rank.pool.allocate, rank.state_blocks
-    count, start = len(events), 0
-    while start < count:
-        stop = start
-        while stop < count and not events[stop][1]:
-            stop += 1
-        if stop > start:
-            run = events[start:stop]
-            if state_blocks:
-                for event, block in zip(run, allocate(stop - start)):
-                    add_decode_block(rank, event[3], block)
-            else:  # (add_decode_block's insertion before no state blocks is an append)
-                for event, block in zip(run, allocate(stop - start)):
-                    event[3].blocks.append(block)
-        if stop < count:  # a finish at the end of its pass
-            j, _, _, request = events[stop]
-            advance_decodes(rank, request, j + 1, ends, gaps)
-            release_finished(rank, [request], ends[j])
-            finished.append((request, ends[j]))
-        start = stop + 1
 
 
 def _look_again(rank: Rank, start: int) -> None:
