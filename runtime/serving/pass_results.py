@@ -10,6 +10,7 @@ open when it ends.  Tiers and handoffs keep their own records
 from __future__ import annotations
 
 from ..tiers import offload
+from ..tiers.state_snapshots import WHOLE_BLOCKS
 from .requests import Request
 
 
@@ -18,10 +19,11 @@ def finish_pass(rank, batch, end_ns: int) -> list[Request]:
     finished = []
     rank.chain.after_pass(rank, batch)
     speculation = rank.speculation
-    snapshots = rank.snapshots
+    reached = None if rank.snapshots is WHOLE_BLOCKS else rank.snapshots.reached  # (whole blocks: nothing to tell)
     for request, new in batch.items:
         computed = request.num_computed + new
-        snapshots.reached(rank, request, request.num_computed, computed)  # (after the pass's allocations)
+        if reached is not None:
+            reached(rank, request, request.num_computed, computed)  # (after the pass's allocations)
         request.num_computed = computed
         if computed < request.num_tokens:
             continue  # a prefill chunk that does not reach the end of the known tokens

@@ -15,6 +15,7 @@ Cost is O(passes + requests + allocations), not O(passes x requests).
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -23,7 +24,7 @@ from ..tiers.g1 import BlockPool
 from ..tiers.g1_runs import RunPool
 from ..serving.pass_results import add_decode_block, advance_decodes, gap_runs, release_finished
 from ..serving.scheduler import Batch, Rank, admit_waiting, known_sequence
-from ..timing import PassWork
+from .fused_passes import apply_in_bulk, constant_bound, constant_passes, timed_passes
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Macro:
     last_pass: dict  # id(request) -> last fused pass that gives it a token
     held: list = field(default_factory=list)  # ranks whose waiting requests the passes leave waiting
     stores: list = ()  # [(pass, [(rank, request, upto)])]: the offers to the first tier at fused passes' ends
+    gaps: list | None = None  # the gaps between the ends as [gap, count] runs (None: `apply` finds them)
 
 
 class _RankRun:
@@ -111,62 +113,41 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
     if limit <= 1:
         return None  # (at most pass 0, which is the scheduler's)
 
+    if constant is not None:  # no pass past the horizon's or the stop's is planned (nor its events made)
+        limit = min(limit, constant_bound(now, constant, horizon, stop))
     states = []
     for rank, batch in active:
         events, size = [], rank.block_size
         for position, (request, _) in enumerate(batch.items):
             done = finish_at[id(request)]
             crossings = range(size - request.num_computed % size, min(done, limit - 1) + 1, size)
-            events.extend((j, 0, position, request) for j in crossings)
+            events.extend([(j, 0, position, request) for j in crossings])
             if can_finish and done < limit:
                 events.append((done, 1, position, request))
         events.sort()  # (by pass, kind, position: unique per event, so requests are never compared)
         states.append(_RankRun(events, len(batch.items), batch.work.decode_context, _fusable_free(rank.pool)))
-    ends, start, passes = [], now, 0
-    while passes < limit:
-        if passes and horizon is not None and start >= horizon:
-            break
-        short = False
-        for state in states:  # allocations at this pass's start
-            events, cursor, free = state.events, state.cursor, state.free
-            while cursor < len(events) and events[cursor][0] == passes and events[cursor][1] == 0:
-                free -= 1
-                cursor += 1
-            short = short or free < 0
-            state.cursor, state.free = cursor, free
-        if short:
-            break
-        if constant is not None:
-            duration = constant
-        else:
-            duration = max((worker.timing(PassWork((), state.decoding, state.context + state.decoding * passes))
-                            for state in states if state.decoding), default=0)
-        if stop is not None and start + duration > stop:
-            break
-        start += duration
-        ends.append(start)
-        for state in states:  # requests finishing in this pass release their blocks at its end
-            events, cursor = state.events, state.cursor
-            while cursor < len(events) and events[cursor][0] == passes:
-                request = events[cursor][3]
-                # a finishing request's blocks are not counted as freed: they may be shared, and a run
-                # that stops early only costs speed, never changes the result
-                state.decoding -= 1
-                state.context -= request.num_computed + 1
-                cursor += 1
-            state.cursor = cursor
-        passes += 1
+    if constant is not None:
+        passes = constant_passes(states, limit)
+        ends = list(range(now + constant, now + constant * (passes + 1), constant))
+    else:
+        ends, passes = timed_passes(worker, states, now, horizon, stop, limit)
     last = _unshort(storing, passes - 1)
     if last < 1:
         return None
     del ends[last + 1:]
-    for (rank, _), state in zip(active, states):
-        allocations = sum(1 for e in state.events if e[0] <= last and not e[1])
-        if rank.pool.copying and not _allocations_clear(rank, allocations):
+    events = [s.events[:bisect_left(s.events, (last + 1,))] for s in states]  # (the events of passes 0..last)
+    for (rank, _), kept in zip(active, events):
+        if rank.pool.copying and not _allocations_clear(rank, sum(1 for e in kept if not e[1])):
             return None
-    return Macro(ends, [[e for e in s.events if e[0] <= last] for s in states], active,
+    return Macro(ends, events, active,
                  {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items}, held,
-                 _stores(storing, last))
+                 _stores(storing, last), [[constant, last]] if constant is not None else None)
+
+
+
+
+
+
 
 
 def _unshort(storing: list, last: int) -> int:
@@ -231,11 +212,15 @@ def _allocations_clear(rank: Rank, count: int) -> bool:
 def apply(macro: Macro) -> list[tuple[object, int]]:
     """Apply the fused passes; returns (request, end time) of every request that finished."""
     ends = macro.ends
-    gaps = gap_runs(ends)
+    gaps = macro.gaps if macro.gaps is not None else gap_runs(ends)
     finished = []
     held, last = macro.held, len(ends) - 1
     for (rank, batch), events in zip(macro.active, macro.events):
         at = rank.pool.at  # a pool that stamps changes with their time (APC's TTL) is told it (None: it does not)
+        if at is None and rank not in held and rank.pool.events is None:
+            apply_in_bulk(rank, events, ends, gaps, finished)
+            _advance_the_rest(rank, batch, macro, ends, gaps)
+            continue
         looks = 1 if rank in held else last + 1  # the next pass whose admission attempt is due (held ranks)
         for j, kind, _, request in events:
             while looks < j:  # (after pass `looks`'s allocations; a held run completes nothing)
@@ -255,10 +240,17 @@ def apply(macro: Macro) -> list[tuple[object, int]]:
         while looks <= last:
             _look_again(rank, ends[looks - 1])
             looks += 1
-        for request, _ in batch.items:
-            if request.status != "completed":
-                advance_decodes(rank, request, macro.last_pass[id(request)] + 1, ends, gaps)
+        _advance_the_rest(rank, batch, macro, ends, gaps)
     return finished
+
+
+def _advance_the_rest(rank: Rank, batch: Batch, macro: Macro, ends: list[int], gaps: list) -> None:
+    """The tokens of the fused passes of the rank's requests that did not finish in them."""
+    for request, _ in batch.items:
+        if request.status != "completed":
+            advance_decodes(rank, request, macro.last_pass[id(request)] + 1, ends, gaps)
+
+
 
 
 def _look_again(rank: Rank, start: int) -> None:
