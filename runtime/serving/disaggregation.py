@@ -63,12 +63,12 @@ class Disaggregation:
         return True
 
     def landed(self, request, now: int) -> None:
-        """Event handler: the KV arrived on the decode rank.  Source-first, the decode worker activates the
-        destination between its passes (at once when idle, else when its pass ends) and only then lets the source
-        go (AISimulate's mocker: ReleaseSource follows ActivateDestination, each deferred while its worker is
-        busy); destination-first lets the source go when the KV lands (not compared yet)."""
+        """Event handler: the KV arrived on the decode rank.  The decode worker activates the destination between
+        its passes (at once when idle, else when its pass ends) and only then lets the source go (AISimulate's
+        mocker: ReleaseSource follows ActivateDestination, each deferred while its worker is busy), source-first
+        and destination-first (SGLang) alike (facts §53)."""
         decode = request.pd.decode_rank
-        if not self.config.destination_first and self._busy(decode.worker, now):
+        if self._busy(decode.worker, now):
             handoff.arrived(decode, request)
             self.activating.setdefault(decode.worker, []).append(request)
         else:
