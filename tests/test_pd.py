@@ -580,17 +580,21 @@ traffic:
 """
 
 
-@pytest.mark.parametrize("tensor, shard_bytes", [(1, QWEN3_8B_KV_PER_TOKEN), (2, QWEN3_8B_KV_PER_TOKEN // 2)])
-def test_auto_bytes_per_token_from_kvreplay_compile(tmp_path, capsys, tensor, shard_bytes):
+@pytest.mark.parametrize("tensor, pipeline, shard_bytes", [(1, 1, QWEN3_8B_KV_PER_TOKEN),
+                                                            (2, 1, QWEN3_8B_KV_PER_TOKEN // 2),
+                                                            (2, 2, QWEN3_8B_KV_PER_TOKEN // 2),
+                                                            (2, 4, QWEN3_8B_KV_PER_TOKEN // 2)])
+def test_auto_bytes_per_token_from_kvreplay_compile(tmp_path, capsys, tensor, pipeline, shard_bytes):
     """`kv_transfer.bytes_per_token: auto`: one token's KV on one of the prefill role's TP shards.  Qwen3-8B is
     36 layers x 8 KV heads x 128 x (K, V) x 2 B = 147,456 B at TP1; at TP2 each shard holds half
     (kv_cache.bytes_per_token 73,728) and each prefill GPU sends its half over its own link at once, so the plan's
     rate is 73,728 B (AISimulate's s21: 6.04 ms for 4,096 tokens at 50 GB/s from TP2; facts §46).  The decode
-    role's TP (4) does not enter.  The replay uses the plan's value: 1000 tokens over 1 GB/s take 147.456 ms at
+    role's TP (4) does not enter, nor the prefill's PP: AISimulate takes 6.04 ms for 4,096 tokens from TP2 at PP 1,
+    2 and 4 alike (full_prompt, 50 GB/s; facts §53), so a stage's layers are not a smaller transfer.  The replay uses the plan's value: 1000 tokens over 1 GB/s take 147.456 ms at
     TP1 and 73.728 ms at TP2, between the prefill pass (10 ms) and the decode pass (1 ms) that samples the first
     token."""
     path = tmp_path / "auto.yaml"
-    path.write_text(AUTO_CONFIG.replace("PREFILL_TP", str(tensor)))
+    path.write_text(AUTO_CONFIG.replace("PREFILL_TP", f"{tensor}, pipeline: {pipeline}"))
     assert main(["compile", str(path), "-o", str(tmp_path / "plan.json")]) == 0
     plan = orjson.loads((tmp_path / "plan.json").read_bytes())
     transfer = plan["engine"]["kv_transfer"]
