@@ -489,6 +489,20 @@ def test_a_destination_is_activated_between_decode_passes_and_its_source_lets_go
     assert run.field("first_token_ms") == first_token
 
 
+def test_a_request_that_ends_before_its_source_lets_go_records_the_release(tmp_path):
+    """X (4 tokens, 2 out) is prefilled 0-10, its KV lands at 14 and the idle decode rank activates it then, while
+    the source runs Y's prefill (12-22): X's source lets go at 22, when that pass ends, but X has ended at 16 (its
+    tokens at 15 and 16).  Its requests.jsonl record, written as it ends, still holds source_released_ms 22
+    (AISimulate's t21: 111 such requests)."""
+    out = predict_scenario(tmp_path, [row(0, 4, 2, [1]), row(12, 4, 2, [2])], config_text(), "pd.yaml",
+                           "--capture-per-request")
+    records = [orjson.loads(line) for line in (out / "requests.jsonl").read_bytes().splitlines()]
+    assert [r["destination_activated_ms"] for r in records] == [14.0, 26.0]
+    assert [r["last_token_ms"] for r in records] == [16.0, 28.0]
+    assert [r["source_released_ms"] for r in records] == [22.0, 26.0]
+    assert [r["source_held_ms"] for r in records] == [10.0, 22.0]
+
+
 def test_landed_handoffs_are_admitted_before_other_waiting_requests(tmp_path):
     """Host offload (G2): a decode rank admits requests whose handoff has arrived before other waiting ones.
 

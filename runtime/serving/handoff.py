@@ -230,19 +230,22 @@ def release_source(request: Request, now_ns: int) -> None:
     state.source_released_ns = now_ns
 
 
-def landed(rank, request: Request, now_ns: int, source_busy: bool = False) -> None:
-    """The KV arrived and the destination is active at once (destination-first): the source lets go of its blocks
-    now, or at the end of the pass it is running (`source_busy`: AISimulate's mocker applies the release between
-    the source's passes)."""
-    activated(request, now_ns, source_busy)
+def landed(rank, request: Request, now_ns: int, release_ns: int | None = None) -> None:
+    """The KV arrived on an idle decode worker and the destination is active at once: see `activated` (without
+    `release_ns`, the source lets go now)."""
+    activated(request, now_ns, now_ns if release_ns is None else release_ns)
     arrived(rank, request)
 
 
-def activated(request: Request, now_ns: int, source_busy: bool) -> None:
-    """The destination is active: the source lets go of its blocks now, or at the end of the pass it runs."""
+def activated(request: Request, now_ns: int, release_ns: int) -> None:
+    """The destination is active: the source lets go of its blocks now, or at the end of the pass it runs
+    (`release_ns` later than now: AISimulate's mocker applies the release between the source's passes).  The
+    release's time is known now, so a request that ends before it still has its source_released_ms in its record,
+    as AISimulate's (t21: 111 requests)."""
     request.pd.activated_ns = now_ns
-    if source_busy:
+    if release_ns > now_ns:
         request.pd.source_rank.releases.append(request)
+        request.pd.source_released_ns = release_ns
     else:
         release_source(request, now_ns)
 
