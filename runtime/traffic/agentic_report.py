@@ -35,6 +35,19 @@ def _profile(traffic) -> dict:
             "idle_shifts": traffic.guards.shifts}
 
 
+def settled_outcome(name: str, running, now_ns: int) -> dict:
+    """A play that settled at `now_ns`: `failed` when a request of it was rejected (AISimulate's outcome, with
+    `failure_status` and `failure_request_id`), else completed or (nodes never released) incomplete."""
+    total = len(running.play.nodes)
+    status = "failed" if running.failure else "completed" if running.ended == total else "incomplete"
+    outcome = {"play_id": name, "status": status, "requests": total, "ended_requests": running.ended,
+               "start_ms": running.start_ns / 1e6, "end_ms": now_ns / 1e6, "causal_terminal_ms": now_ns / 1e6,
+               "settled_at_ms": now_ns / 1e6}
+    if running.failure:
+        outcome["failure_status"], outcome["failure_request_id"] = running.failure
+    return outcome
+
+
 def _unfinished(traffic) -> list[dict]:
     """The plays the run's stop cut short (requests still open) and those whose releases fell past the deadline,
     `incomplete`.  A profile cancels the open requests at its stop: as AISimulate's, such a play names its first

@@ -29,7 +29,7 @@ from dataclasses import replace
 from ..serving.requests import Content, RequestSpec
 from .agentic_idle import IdleGuards
 from .agentic_measured import MeasuredLog
-from .agentic_report import summary_section
+from .agentic_report import settled_outcome, summary_section
 from .agentic_snapshot import cut_of, record, snapshot
 
 WARMUP_REPEATS = 10  # per lane, as AISimulate's warmup stage
@@ -303,16 +303,7 @@ class AgenticTraffic:
         return []
 
     def _finished(self, running: _Running, now_ns: int) -> None:
-        """The play settled at `now_ns`: `failed` when a request of it was rejected (AISimulate's outcome, with
-        `failure_status` and `failure_request_id`), else completed or (nodes never released) incomplete."""
-        total = len(running.play.nodes)
-        status = "failed" if running.failure else "completed" if running.ended == total else "incomplete"
-        outcome = {"play_id": self.play_name(running), "status": status, "requests": total,
-                   "ended_requests": running.ended, "start_ms": running.start_ns / 1e6, "end_ms": now_ns / 1e6,
-                   "causal_terminal_ms": now_ns / 1e6, "settled_at_ms": now_ns / 1e6}
-        if running.failure:
-            outcome["failure_status"], outcome["failure_request_id"] = running.failure
-        self.outcomes.append(outcome)
+        self.outcomes.append(settled_outcome(self.play_name(running), running, now_ns))
 
     def summary_section(self) -> dict:
         """What the summary adds for agentic traffic (AISimulate's names where it has them)."""
