@@ -41,11 +41,12 @@ engine:
 """
 
 
-def replay(tmp_path, backend: str, sequences: int = 4):
+def replay(tmp_path, backend: str, sequences: int = 4, plays: list | None = None, lanes: int = 2, blocks: int = 4000):
     """The replay of the two plays on `backend`, single-stepped with KV events captured, run and closed (a run
     with macro steps must give the same records and end)."""
-    (tmp_path / "plays.jsonl").write_bytes(b"".join(orjson.dumps(p) + b"\n" for p in PLAYS))
+    (tmp_path / "plays.jsonl").write_bytes(b"".join(orjson.dumps(p) + b"\n" for p in plays or PLAYS))
     text = CONFIG.format(backend=backend).replace("max_sequences: 4", f"max_sequences: {sequences}")
+    text = text.replace("agentic_lanes: 2", f"agentic_lanes: {lanes}").replace("blocks: 4000", f"blocks: {blocks}")
     result = compile_bytes(text.encode(), str(tmp_path / "cancel.yaml"), ())
     assert result.plan is not None, [str(d) for d in result.diagnostics]
     fused = build(finish_plan(result.plan.to_dict(), tmp_path))
@@ -126,3 +127,36 @@ def test_a_request_still_waiting_is_cancelled_too(tmp_path, backend):
         assert (pool.tree_tokens, pool.evictable, pool.private) == (516, 516, 0)
     else:
         assert (pool.free_count, len(pool.cached)) == (4000, 129)
+
+
+# p1 gets a second request after A (32 tokens, waiting for A); p3 (8,000 tokens) can never fit 1,000 blocks of 4
+P3 = {"id": "p3", "models": ["m"], "block_size": 4, "hash_id_scope": "local",
+      "requests": [{"t": 0.0, "type": "s", "in": 8000, "out": 10, "hash_ids": list(range(100, 2100)), "model": "m"}]}
+PLAYS_3 = [{**PLAYS[0], "requests": [*PLAYS[0]["requests"], {"t": 0.0, "type": "s", "in": 32, "out": 10,
+                                                                "hash_ids": [1, 2, 3, 4, 5, 6, 7, 8], "model": "m"}]},
+           PLAYS[1], P3]
+
+
+def test_play_outcomes_name_their_failure_as_aisimulate_does(tmp_path):
+    """Three lanes, G1 1,000 blocks.  A play whose request was rejected is `failed` when it settles (p3 at 2 ms and
+    its next incarnation at 606: failure_status rejected); a play whose request the profile cancelled is
+    `incomplete`, failure_status canceled, its causal terminal the cancel at 1,500 ms; completed plays settle at
+    their last response (p2 at 301, p2#1 at 603).  AISimulate 0.13's outcomes on the same config (vLLM), in play
+    order: the same statuses, failures and times, completed_trajectories 2 of 7 (facts §53).  The cancel drain
+    ends at once (offline engines acknowledge synchronously), bounded at 1,500 + 200 ms, not timed out."""
+    run, _, end = replay(tmp_path, "vllm", plays=PLAYS_3, lanes=3, blocks=1000)
+    section = run.traffic.summary_section()
+    got = [(o["play_id"], o["status"], o.get("failure_status"), o.get("failure_request_id"), o["causal_terminal_ms"],
+            o.get("settled_at_ms")) for o in section["agentic_play_outcomes"]]
+    assert got[0] == ("p1", "incomplete", "canceled", "p1:request:0", 1500.0, None)
+    assert got[2] == ("p3", "failed", "rejected", "p3:request:0", 2.0, 2.0)
+    assert [g[1:3] for g in got] == [("incomplete", "canceled"), ("completed", None), ("failed", "rejected"),
+                                     ("incomplete", "canceled"), ("completed", None), ("failed", "rejected"),
+                                     ("incomplete", "canceled")]
+    assert [g[4] for g in got] == [1500.0, 301.0, 2.0, 1500.0, 603.0, 606.0, 1500.0]
+    assert (section["completed_trajectories"], section["incomplete_trajectories"], section["total_trajectories"]) \
+        == (2, 5, 7)
+    profile = section["agentic_profile"]
+    assert (profile["response_grace_deadline_ms"], profile["cancel_drain_deadline_ms"],
+            profile["cancel_drain_timed_out"]) == (1500.0, 1700.0, False)
+    assert end == 1_500_000_000

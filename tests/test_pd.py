@@ -39,7 +39,6 @@ import pytest
 
 from kvreplay.cli import main
 from kvreplay.runtime.engines import sglang_macro
-from kvreplay.runtime.serving import handoff as handoff_module
 from kvreplay.runtime.shell import macro as macro_module
 from kvreplay.runtime.outputs.metrics import request_record
 from kvreplay.compiler.passes.finish import finish_plan
@@ -316,27 +315,15 @@ def test_destination_first_a_full_decode_rank_delays_the_prefill(tmp_path):
 @pytest.mark.parametrize("backend, reserved_at", [("vllm", [10.0, 28.0]), ("trtllm", [10.0, 28.0]),
                                                   ("sglang", [0.0, 14.0])])
 def test_decode_reservation_comes_after_the_prefill_or_before_it(tmp_path, monkeypatch, backend, reserved_at):
-    """The order itself, observed at the decode rank's reservation (handoff.reserve): source-first reserves
-    when the prefill has ended (A at 10 ms, B when A's end frees blocks at 28 ms, after B's prefill ended at 24);
-    destination-first reserves at or before the prefill admission (A at 0, B on arrival at 14: its 2 prompt pages
-    fit beside A's)."""
+    """The order itself, read from each record's destination_reserved_ms (AISimulate's field: when the decode
+    rank reserved): source-first reserves when the prefill has ended (A at 10 ms, B when A's end frees blocks at
+    28 ms, after B's prefill ended at 24); destination-first reserves at or before the prefill admission (A at 0,
+    B on arrival at 14: its 2 prompt pages fit beside A's)."""
     plan = compile_plan(tmp_path, FULL_DECODE_ROWS, backend=backend, decode_blocks=5)
     replay = build(finish_plan(plan, tmp_path))
-    reserved: dict[int, float] = {}
-    original = handoff_module.reserve
-
-    def spy(rank, request, handoff):
-        ok = original(rank, request, handoff)
-        if ok:
-            reserved[request.spec.index] = replay.now / MS
-            admitted = request.first_admit_ns is not None
-            assert admitted != handoff.destination_first  # source-first: prefilled; destination-first: not yet
-        return ok
-
-    monkeypatch.setattr(handoff_module, "reserve", spy)
     replay.run()
     records = [request_record(r) for r in replay.requests]
-    assert [reserved[0], reserved[1]] == reserved_at
+    assert [records[0]["destination_reserved_ms"], records[1]["destination_reserved_ms"]] == reserved_at
     for record, at in zip(records, reserved_at):
         if backend == "sglang":
             assert at <= record["prefill_admit_ms"]
@@ -478,6 +465,44 @@ def test_reused_input_tokens_ignore_decode_readmissions(tmp_path):
 LANDING_ROWS = [row(0, 4, 10, [9]), row(1, 32, 3, [1, 2, 3, 4, 5, 6, 7, 8]), row(1, 4, 3, [10])]
 
 
+# X (4 tokens, 10 output) arrives at 0, A (8 tokens, 3 output) at 1 ms; decode passes take 20 ms.  X is prefilled
+# 0-10, its 4 tokens travel 10-14 and it is activated at 14 on the idle decode rank, which decodes it 14-34, ...;
+# X's source lets go at 20, the end of A's prefill pass (10-20).  A's 8 tokens travel 20-28, landing while the decode
+# pass 14-34 runs: its activation waits for that pass's end, and only then does its (idle) source let go.
+# Source-first (vLLM) reserves when the prefill ends (X at 10; A at the decode pass end after its prefill, 34: its
+# KV then lands at 42, during 34-54, and is activated at 54); destination-first (SGLang) reserves on arrival.
+# AISimulate 0.13 writes these instants on the same config and trace (facts §53).
+@pytest.mark.parametrize("backend, reserved, activated, first_token", [
+    ("vllm", [10.0, 34.0], [14.0, 54.0], [34.0, 74.0]),
+    ("sglang", [0.0, 1.0], [14.0, 34.0], [34.0, 54.0]),
+])
+def test_a_destination_is_activated_between_decode_passes_and_its_source_lets_go_then(tmp_path, backend, reserved,
+                                                                                      activated, first_token):
+    """destination_reserved_ms and destination_activated_ms (AISimulate's fields; the spec's table is silent): the
+    decode worker activates a landed destination at the landing when idle, else at the end of its pass, and the
+    source lets go after the activation, for source-first and destination-first alike."""
+    run = replay_pd(tmp_path, [row(0, 4, 10, [9]), row(1, 8, 3, [1, 2])], backend=backend, decode_ms=20)
+    assert run.field("destination_reserved_ms") == reserved
+    assert run.field("destination_activated_ms") == activated
+    assert run.field("source_released_ms") == [20.0, activated[1]]
+    assert run.field("decode_admit_ms") == activated
+    assert run.field("first_token_ms") == first_token
+
+
+def test_a_request_that_ends_before_its_source_lets_go_records_the_release(tmp_path):
+    """X (4 tokens, 2 out) is prefilled 0-10, its KV lands at 14 and the idle decode rank activates it then, while
+    the source runs Y's prefill (12-22): X's source lets go at 22, when that pass ends, but X has ended at 16 (its
+    tokens at 15 and 16).  Its requests.jsonl record, written as it ends, still holds source_released_ms 22
+    (AISimulate's t21: 111 such requests)."""
+    out = predict_scenario(tmp_path, [row(0, 4, 2, [1]), row(12, 4, 2, [2])], config_text(), "pd.yaml",
+                           "--capture-per-request")
+    records = [orjson.loads(line) for line in (out / "requests.jsonl").read_bytes().splitlines()]
+    assert [r["destination_activated_ms"] for r in records] == [14.0, 26.0]
+    assert [r["last_token_ms"] for r in records] == [16.0, 28.0]
+    assert [r["source_released_ms"] for r in records] == [22.0, 26.0]
+    assert [r["source_held_ms"] for r in records] == [10.0, 22.0]
+
+
 def test_landed_handoffs_are_admitted_before_other_waiting_requests(tmp_path):
     """Host offload (G2): a decode rank admits requests whose handoff has arrived before other waiting ones.
 
@@ -569,17 +594,21 @@ traffic:
 """
 
 
-@pytest.mark.parametrize("tensor, shard_bytes", [(1, QWEN3_8B_KV_PER_TOKEN), (2, QWEN3_8B_KV_PER_TOKEN // 2)])
-def test_auto_bytes_per_token_from_kvreplay_compile(tmp_path, capsys, tensor, shard_bytes):
+@pytest.mark.parametrize("tensor, pipeline, shard_bytes", [(1, 1, QWEN3_8B_KV_PER_TOKEN),
+                                                            (2, 1, QWEN3_8B_KV_PER_TOKEN // 2),
+                                                            (2, 2, QWEN3_8B_KV_PER_TOKEN // 2),
+                                                            (2, 4, QWEN3_8B_KV_PER_TOKEN // 2)])
+def test_auto_bytes_per_token_from_kvreplay_compile(tmp_path, capsys, tensor, pipeline, shard_bytes):
     """`kv_transfer.bytes_per_token: auto`: one token's KV on one of the prefill role's TP shards.  Qwen3-8B is
     36 layers x 8 KV heads x 128 x (K, V) x 2 B = 147,456 B at TP1; at TP2 each shard holds half
     (kv_cache.bytes_per_token 73,728) and each prefill GPU sends its half over its own link at once, so the plan's
     rate is 73,728 B (AISimulate's s21: 6.04 ms for 4,096 tokens at 50 GB/s from TP2; facts §46).  The decode
-    role's TP (4) does not enter.  The replay uses the plan's value: 1000 tokens over 1 GB/s take 147.456 ms at
+    role's TP (4) does not enter, nor the prefill's PP: AISimulate takes 6.04 ms for 4,096 tokens from TP2 at PP 1,
+    2 and 4 alike (full_prompt, 50 GB/s; facts §53), so a stage's layers are not a smaller transfer.  The replay uses the plan's value: 1000 tokens over 1 GB/s take 147.456 ms at
     TP1 and 73.728 ms at TP2, between the prefill pass (10 ms) and the decode pass (1 ms) that samples the first
     token."""
     path = tmp_path / "auto.yaml"
-    path.write_text(AUTO_CONFIG.replace("PREFILL_TP", str(tensor)))
+    path.write_text(AUTO_CONFIG.replace("PREFILL_TP", f"{tensor}, pipeline: {pipeline}"))
     assert main(["compile", str(path), "-o", str(tmp_path / "plan.json")]) == 0
     plan = orjson.loads((tmp_path / "plan.json").read_bytes())
     transfer = plan["engine"]["kv_transfer"]

@@ -12,7 +12,7 @@ from kvreplay.cli import main
 from kvreplay.runtime.engines.engine import VLLM
 from kvreplay.runtime.engines.sglang import SGLANG
 from kvreplay.runtime.engines.sglang_decode import decode_batch
-from kvreplay.runtime.engines.sglang_prefill import lpm_order
+from kvreplay.runtime.engines.sglang_prefill import lpm_order, record_admission
 from kvreplay.runtime.engines.table import engine_for
 from kvreplay.runtime.outputs.radix_events import RadixEvents
 from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
@@ -403,3 +403,21 @@ def test_weighing_a_waiting_request_does_not_refresh_its_cached_prefix():
     assert step(rank, now)[0] == [(2, 1)]  # a decode round (z weighed and refused again)
     assert list(rank.waiting) == [z] and pool.evictions == 1
     assert (pool.held_tokens(x.spec, 1, 8), pool.held_tokens(y.spec, 1, 8)) == (7, 8)
+
+
+def test_a_readmission_s_reuse_is_not_cut_at_the_prompt():
+    """Prompt 8, page 4.  Admitted with 4 cached tokens it reuses 4 (the first admission counts prompt tokens);
+    retracted after 5 output tokens, its readmission finds 12 of its 13 known tokens cached (its own output
+    included, put in the tree by another request's insertion: SGLang's retraction inserts nothing) and reuses 12,
+    its reused_input_tokens 12, as vLLM's readmissions (facts §43, §53).  On a decode rank (P/D) the same
+    readmission is recorded but reused_input_tokens stays over prefill admissions only."""
+    for role, largest in (("aggregated", 12), ("decode", 0)):
+        rank = sg_rank(400, page=4)
+        rank.role = role
+        b = request(1, [(7, 0, 8)], 8, output_source=9)
+        record_admission(rank, b, 4 if role != "decode" else 0, 0)
+        b.generated = 5
+        record_admission(rank, b, 12, 100 * MS)
+        assert [(a["reused_input_tokens"], a["is_readmission"]) for a in b.admissions] == \
+            [(4 if role != "decode" else 0, False), (12, True)]
+        assert (b.reused_tokens, b.first_reused_tokens) == (largest, 4 if role != "decode" else 0)

@@ -76,7 +76,7 @@ def admit_destinations(rank, now_ns: int) -> None:
         if phase == "reserve" and request.arrival_ns == now_ns and rank.running:
             blocked = True  # (see below)
         if phase in ("reserve", "pending") and not blocked:
-            if handoff.reserve(rank, request, rank.handoff):
+            if handoff.reserve(rank, request, rank.handoff, now_ns):
                 if phase == "reserve":
                     rank.jobs.append(handoff.PrefillMove(request))
                     continue

@@ -96,9 +96,12 @@ def lpm_order(rank, waiting) -> list:
 
 
 def record_admission(rank, request, cached: int, now_ns: int) -> None:
-    """The request's admission record (as serving/scheduler.py writes vLLM's): its reused prompt tokens."""
+    """The request's admission record (as serving/scheduler.py writes vLLM's): its reused tokens, the prompt's on a
+    first admission; a readmission's are not cut at the prompt (the spec's field table: "prompt tokens" for the first
+    admission only, and a readmission can reuse KV the request itself computed; vLLM's since facts §43).  With a
+    prefill stage, reuse is counted over prefill admissions only (a decode rank's readmission is not one)."""
     readmission = bool(request.admissions)
-    reused = min(cached, request.spec.prompt_len)
+    reused = cached if readmission else min(cached, request.spec.prompt_len)
     request.admissions.append({
         "admission_ordinal": len(request.admissions), "pool": rank.name, "at_ns": now_ns,
         "reused_input_tokens": reused, "g1_reused_input_tokens": reused, "host_reused_input_tokens": 0,
@@ -108,7 +111,8 @@ def record_admission(rank, request, cached: int, now_ns: int) -> None:
         request.first_reused_tokens = reused
         request.first_host_tokens = 0
         request.first_g1_tokens = reused
-    request.reused_tokens = max(request.reused_tokens, reused)
+    if rank.role != "decode":
+        request.reused_tokens = max(request.reused_tokens, reused)
     request.committed_prefill += max(0, request.num_tokens - cached)  # (a readmission recomputes its output too)
     request.num_computed = cached
     request.status = "running"

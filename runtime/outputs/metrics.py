@@ -124,6 +124,7 @@ def _pd_fields(request: Request, pd) -> dict:
         "prefill_worker_idx": pd.prefill_rank.worker, "prefill_dp_rank": pd.prefill_rank.index,
         "decode_worker_idx": decode.worker if decode else None, "decode_dp_rank": decode.index if decode else None,
         "prefill_admit_ms": _ms(request.first_admit_ns), "prefill_done_ms": _ms(pd.prefill_done_ns),
+        "destination_reserved_ms": _ms(pd.reserved_ns), "destination_activated_ms": _ms(pd.activated_ns),
         "decode_admit_ms": _ms(pd.decode_admit_ns), "source_released_ms": _ms(pd.source_released_ns),
         # when the source began to hold the prompt's blocks for the transfer (its prefill's end), as AISimulate's
         # field (an instant; the spec does not define it): the hold lasts until source_released_ms

@@ -63,16 +63,16 @@ class Disaggregation:
         return True
 
     def landed(self, request, now: int) -> None:
-        """Event handler: the KV arrived on the decode rank.  Source-first, the decode worker activates the
-        destination between its passes (at once when idle, else when its pass ends) and only then lets the source
-        go (AISimulate's mocker: ReleaseSource follows ActivateDestination, each deferred while its worker is
-        busy); destination-first lets the source go when the KV lands (not compared yet)."""
+        """Event handler: the KV arrived on the decode rank.  The decode worker activates the destination between
+        its passes (at once when idle, else when its pass ends) and only then lets the source go (AISimulate's
+        mocker: ReleaseSource follows ActivateDestination, each deferred while its worker is busy), source-first
+        and destination-first (SGLang) alike (facts §53)."""
         decode = request.pd.decode_rank
-        if not self.config.destination_first and self._busy(decode.worker, now):
+        if self._busy(decode.worker, now):
             handoff.arrived(decode, request)
             self.activating.setdefault(decode.worker, []).append(request)
         else:
-            handoff.landed(decode, request, now, self._busy(request.pd.source_rank.worker, now))
+            handoff.landed(decode, request, now, self._source_free_at(request, now))
             handoff.add_try(decode)  # (an activation tries the reservations once more)
 
     def worker_pass_ended(self, worker, now: int) -> None:
@@ -80,11 +80,17 @@ class Disaggregation:
         its ranks may try their pending reservations (handoff.reserve_pending)."""
         landed = self.activating.pop(worker.index, None) if self.activating else None
         for request in landed or ():
-            handoff.activated(request, now, self._busy(request.pd.source_rank.worker, now))
+            handoff.activated(request, now, self._source_free_at(request, now))
             handoff.add_try(request.pd.decode_rank)  # (each activation tries the reservations once more)
         for rank in worker.ranks:
             if rank.role == "decode":
                 handoff.add_try(rank)  # (the pass's completion tries them once)
+
+    def _source_free_at(self, request, now: int) -> int:
+        """When the request's source can let go of its blocks: now, or when the pass its worker runs ends (the
+        PASS_END of its passes, at which `pass_ended` applies the release)."""
+        index = request.pd.source_rank.worker
+        return self.router.workers[index].pass_ends[-1] if self._busy(index, now) else now
 
     def _busy(self, index: int, now: int) -> bool:
         worker = self.router.workers[index]

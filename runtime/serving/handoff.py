@@ -74,8 +74,8 @@ class HandoffState:
     Written only by this module."""
 
     __slots__ = ("phase", "prefill_rank", "decode_rank", "source_rank", "source_blocks", "decode_blocks",
-                 "decode_hits", "decode_reused_tokens", "transfer_tokens", "prefill_done_ns", "decode_admit_ns",
-                 "source_released_ns", "joined")
+                 "decode_hits", "decode_reused_tokens", "transfer_tokens", "prefill_done_ns", "reserved_ns",
+                 "activated_ns", "decode_admit_ns", "source_released_ns", "joined")
 
     def __init__(self):
         self.phase = None  # None | "reserve" | "pending" | "transferring" | "arrived"
@@ -88,6 +88,8 @@ class HandoffState:
         self.decode_reused_tokens = None
         self.transfer_tokens = 0
         self.prefill_done_ns = None
+        self.reserved_ns = None  # the decode rank reserved its room (AISimulate's destination_reserved_ms)
+        self.activated_ns = None  # the landed KV became the decode rank's (destination_activated_ms)
         self.decode_admit_ns = None
         self.source_released_ns = None
         self.joined = 0  # order in which it joined its decode rank's queue
@@ -134,9 +136,12 @@ def as_needed(rank, request: Request, hits: list[int], need: int) -> int:
     return need
 
 
-def reserve(rank, request: Request, handoff: Handoff) -> bool:
-    """A decode rank reserves its G1's room for the handed-off prompt (False: it is short of room)."""
-    return rank.handoff_kv.reserve(rank, request, handoff)
+def reserve(rank, request: Request, handoff: Handoff, now_ns: int) -> bool:
+    """A decode rank reserves its G1's room for the handed-off prompt at `now_ns` (False: it is short of room)."""
+    if not rank.handoff_kv.reserve(rank, request, handoff):
+        return False
+    request.pd.reserved_ns = now_ns
+    return True
 
 
 def _reserve_blocks(rank, request: Request, handoff: Handoff) -> bool:
@@ -170,7 +175,7 @@ def reserved(request: Request, handoff: Handoff, hits: int, prompt_blocks: int, 
         else (prompt_blocks - hits) * size
 
 
-def reserve_pending(rank) -> bool:
+def reserve_pending(rank, now_ns: int) -> bool:
     """A decode rank's source-first handoffs still to reserve try to, in the order they joined, and the KV of each
     that gets its blocks starts to travel; the first one short of blocks stops the others.  True when one is left
     without its reservation (Dynamo's mocker keeps them in a queue of their own, retried as blocks free up).
@@ -188,7 +193,7 @@ def reserve_pending(rank) -> bool:
         request = waiting[position]
         position += 1
         if request.pd is not None and request.pd.phase == "pending":
-            if not tries or not reserve(rank, request, rank.handoff):
+            if not tries or not reserve(rank, request, rank.handoff, now_ns):
                 return True
             tries -= 1
             start_transfer(rank, request)
@@ -200,9 +205,9 @@ def add_try(rank, count: int = 1) -> None:
     rank.reserve_tries += count
 
 
-def reserve_first(rank, request: Request) -> bool:
+def reserve_first(rank, request: Request, now_ns: int) -> bool:
     """Destination-first: the decode rank reserves for `request`, whose prefill may then start (False: short)."""
-    if not reserve(rank, request, rank.handoff):
+    if not reserve(rank, request, rank.handoff, now_ns):
         return False
     rank.jobs.append(PrefillMove(request))
     return True
@@ -225,18 +230,22 @@ def release_source(request: Request, now_ns: int) -> None:
     state.source_released_ns = now_ns
 
 
-def landed(rank, request: Request, now_ns: int, source_busy: bool = False) -> None:
-    """The KV arrived and the destination is active at once (destination-first): the source lets go of its blocks
-    now, or at the end of the pass it is running (`source_busy`: AISimulate's mocker applies the release between
-    the source's passes)."""
-    activated(request, now_ns, source_busy)
+def landed(rank, request: Request, now_ns: int, release_ns: int | None = None) -> None:
+    """The KV arrived on an idle decode worker and the destination is active at once: see `activated` (without
+    `release_ns`, the source lets go now)."""
+    activated(request, now_ns, now_ns if release_ns is None else release_ns)
     arrived(rank, request)
 
 
-def activated(request: Request, now_ns: int, source_busy: bool) -> None:
-    """The destination is active: the source lets go of its blocks now, or at the end of the pass it runs."""
-    if source_busy:
+def activated(request: Request, now_ns: int, release_ns: int) -> None:
+    """The destination is active: the source lets go of its blocks now, or at the end of the pass it runs
+    (`release_ns` later than now: AISimulate's mocker applies the release between the source's passes).  The
+    release's time is known now, so a request that ends before it still has its source_released_ms in its record,
+    as AISimulate's (t21: 111 requests)."""
+    request.pd.activated_ns = now_ns
+    if release_ns > now_ns:
         request.pd.source_rank.releases.append(request)
+        request.pd.source_released_ns = release_ns
     else:
         release_source(request, now_ns)
 

@@ -176,7 +176,7 @@ def admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
     On a decode rank whose handoffs are not all reserved, only the landed ones are admitted: a prompt to
     compute (a readmission) waits until every handoff has its blocks (the mocker's `PendingDestinationHead`)."""
     waiting, running = rank.waiting, rank.running
-    short = rank.role == "decode" and handoff.reserve_pending(rank)
+    short = rank.role == "decode" and handoff.reserve_pending(rank, now_ns)
     position = 0
     while position < len(waiting) and len(running) < rank.max_sequences:
         request = waiting[position]
@@ -196,7 +196,7 @@ def admit_waiting(rank: Rank, budget: int, items: list, now_ns: int) -> int:
             items.append((request, 0))
             continue
         if phase == "reserve" and not short:  # destination-first: reserve, then the prefill starts elsewhere
-            if not handoff.reserve_first(rank, request):
+            if not handoff.reserve_first(rank, request, now_ns):
                 break
             del waiting[position]
             continue

@@ -8,9 +8,10 @@ is applied here, to each measured record as it is written, and to the play outco
 """
 from __future__ import annotations
 
-# the absolute instants of a requests.jsonl record (durations such as ttft_ms or source_held_ms do not move)
+# the absolute instants of a requests.jsonl record (durations such as ttft_ms do not move)
 RECORD_TIMES = ("arrival_time_ms", "first_admit_ms", "first_token_ms", "last_token_ms", "terminal_time_ms",
-                "prefill_admit_ms", "prefill_done_ms", "decode_admit_ms", "source_released_ms")
+                "prefill_admit_ms", "prefill_done_ms", "destination_reserved_ms", "destination_activated_ms",
+                "decode_admit_ms", "source_held_ms", "source_released_ms")
 
 
 def from_origin(value_ms: float | None, origin_ns: int) -> float | None:

@@ -29,7 +29,7 @@ from dataclasses import replace
 from ..serving.requests import Content, RequestSpec
 from .agentic_idle import IdleGuards
 from .agentic_measured import MeasuredLog
-from .agentic_report import summary_section
+from .agentic_report import settled_outcome, summary_section
 from .agentic_snapshot import cut_of, record, snapshot
 
 WARMUP_REPEATS = 10  # per lane, as AISimulate's warmup stage
@@ -52,6 +52,7 @@ class _Running:
         self.held: dict[int, int] = {}  # node -> its release time past the profile's deadline (not queued)
         self.idle_since = start_ns
         self.end_ns = start_ns
+        self.failure: tuple[str, str] | None = None  # its first rejected request: ("rejected", the request's name)
 
 
 class AgenticTraffic:
@@ -125,7 +126,7 @@ class AgenticTraffic:
         self.open_total += 1
         self._node_of[index] = (running, node_index)
         content = Content(hash_ids=self._ids(node, running.incarnation), trace_block=self.source.block_size)
-        name = node.name if running.incarnation == 0 else f"{node.name}#{running.incarnation}"
+        name = self.request_name(running, node_index)
         return RequestSpec(index, node.input_length, node.output_length, content, arrival_ns=arrival_ns,
                            session_id=f"{self.play_name(running)}:{node.conversation}", name=name)
 
@@ -134,6 +135,11 @@ class AgenticTraffic:
         if incarnation == 0:
             return node.hash_ids
         return tuple(h + incarnation * self.id_span for h in node.hash_ids)
+
+    @staticmethod
+    def request_name(running: _Running, node_index: int) -> str:
+        name = running.play.nodes[node_index].name
+        return name if running.incarnation == 0 else f"{name}#{running.incarnation}"
 
     def play_name(self, running: _Running) -> str:
         return running.play.name if running.incarnation == 0 else f"{running.play.name}#{running.incarnation}"
@@ -269,6 +275,8 @@ class AgenticTraffic:
         self.open_total -= 1
         running.end_ns = max(running.end_ns, now_ns)
         out = []
+        if not completed and running.failure is None:
+            running.failure = ("rejected", self.request_name(running, node_index))
         if completed:
             for follower in running.dependents[node_index]:
                 running.pending[follower] -= 1
@@ -295,11 +303,7 @@ class AgenticTraffic:
         return []
 
     def _finished(self, running: _Running, now_ns: int) -> None:
-        total = len(running.play.nodes)
-        status = "completed" if running.ended == total else "incomplete"
-        self.outcomes.append({"play_id": self.play_name(running), "status": status, "requests": total,
-                              "ended_requests": running.ended, "start_ms": running.start_ns / 1e6,
-                              "end_ms": now_ns / 1e6})
+        self.outcomes.append(settled_outcome(self.play_name(running), running, now_ns))
 
     def summary_section(self) -> dict:
         """What the summary adds for agentic traffic (AISimulate's names where it has them)."""
