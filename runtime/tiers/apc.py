@@ -30,8 +30,8 @@ batch is up to thousands of blocks); `pool.now()` is the eviction's instant: fus
 """
 from __future__ import annotations
 
-from itertools import compress, islice, repeat
-from operator import add, and_, eq, not_, sub
+from itertools import compress, islice, repeat, takewhile
+from operator import add, and_, eq, is_not, not_, sub
 
 from .apc_log import EvictStats
 from .apc_queue import IdleQueue
@@ -128,12 +128,12 @@ class ApcPool(BlockPool):
         memory looks its prefix up at every pass, which need not cost a pass over its blocks.)  With a TTL a
         waiting request's retry reuses its last answer while that holds (apc_retry.py)."""
         if not self.ttl_ns:
-            return super().match(keys, limit)
+            return self._prefix(keys, limit)
         now, kept = self.now(), self.retry
         if kept is not None and kept.holds_for(keys, limit, self.cached, now, self.ttl_ns):
             found, idle = kept.found, kept.idle
         else:
-            found = super().match(keys, limit)
+            found = self._prefix(keys, limit)
             tail_first = found[::-1]  # as a release enters them
             idle = list(compress(tail_first, map(not_, map(self.ref.__getitem__, tail_first))))
             kept = self.retry = Lookup(keys, limit, found, idle, now) if found else None
@@ -147,6 +147,11 @@ class ApcPool(BlockPool):
         if kept is not None:
             kept.at = now
         return found
+
+    def _prefix(self, keys, limit: int) -> list[int]:
+        """BlockPool.match without copying `keys[:limit]` first: a waiting request looks its whole prompt up at
+        every admission attempt, and its cached prefix is usually a few blocks of thousands."""
+        return list(takewhile(NOT_NONE, map(self.cached.get, islice(keys, limit) if limit >= 0 else keys[:limit])))
 
     def next_expiry(self, looked_too: bool = False) -> int | None:
         """When the oldest protected idle block expires, leaving out blocks only a lookup refreshed just now (a
@@ -192,6 +197,8 @@ class ApcPool(BlockPool):
 
     def allocate(self, count: int) -> list[int]:
         """`count` blocks: never-used ones, then free ones (first freed first), then unprotected idle ones."""
+        if count == 1:  # a decode crossing a block boundary: most calls, so no lists of runs are built for it
+            return [self._one()]
         out = self._fresh(count)
         rest = count - len(out)
         if rest:
@@ -209,6 +216,27 @@ class ApcPool(BlockPool):
                 self.awaited |= self.copying.intersection(taken)
             out.extend(taken)
         return out
+
+    def _one(self) -> int:
+        """`allocate(1)`'s block, by the same rule."""
+        if self.created < self.capacity:
+            block = self.created
+            self.created += 1
+            self.ref.append(1)
+            self.key_of.append(None)
+            return block
+        if self.free:
+            block = self.free.popitem(last=False)[0]
+        else:
+            victims = self.queue.pop_expired(1, self.now())
+            if not victims:
+                raise RuntimeError("ApcPool.allocate: fewer blocks than free_count promised")
+            self._drop(victims, 1, proactive=False)
+            block = victims[0]
+        self.ref[block] = 1
+        if self.copying and block in self.copying:
+            self.awaited.add(block)
+        return block
 
     def evict(self, count: int, now: int | None = None) -> int:
         """Evict up to `count` unprotected idle blocks (the monitor's way in): they become free; returns how many."""
@@ -248,10 +276,40 @@ class ApcPool(BlockPool):
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
         """BlockPool's, recording for each newly keyed block which request wrote it and at which chain index."""
+        if self.copies is not None:  # (a copy is keyed without being stored: BlockPool's way, then who keyed what)
+            self._register_copies(blocks, keys, start, stop, writer)
+            return
+        cached, key_of = self.cached, self.key_of
+        if stop - start == 1:  # a decode filling a block: most calls
+            block, key = blocks[start], keys[start]
+            if cached.setdefault(key, block) == block:
+                key_of[block] = key
+                self.writer_of[block] = writer
+                self.index_of[block] = start
+                if self.events is not None:
+                    self.events.append(("Stored", [key]))
+            return
+        # the run's blocks are new to G1 (they hold no key), so a key that got its block is stored here (a key
+        # cached already keeps its block, and one repeated inside the run keys its first block only)
+        run_keys, run_blocks = keys[start:stop], blocks[start:stop]
+        stored = list(map(eq, map(cached.setdefault, run_keys, run_blocks), run_blocks))
+        if stored.count(True) == len(stored):  # (usually: nothing of a prompt past its hits is cached)
+            consume(map(key_of.__setitem__, run_blocks, run_keys))
+            consume(map(self.writer_of.__setitem__, run_blocks, repeat(writer)))
+            consume(map(self.index_of.__setitem__, run_blocks, range(start, stop)))
+            if self.events is not None and run_keys:
+                self.events.append(("Stored", run_keys))
+            return
+        written, written_keys = list(compress(run_blocks, stored)), list(compress(run_keys, stored))
+        consume(map(key_of.__setitem__, written, written_keys))
+        consume(map(self.writer_of.__setitem__, written, repeat(writer)))
+        consume(map(self.index_of.__setitem__, written, compress(range(start, stop), stored)))
+        if self.events is not None and written_keys:
+            self.events.append(("Stored", written_keys))
+
+    def _register_copies(self, blocks: list[int], keys: list[int], start: int, stop: int, writer) -> None:
         super().register_run(blocks, keys, start, stop)
         run_blocks = blocks[start:stop]
-        # the run's blocks are new to G1 (they held no key), so a block holding its key now got it here (a key
-        # cached already keeps its block, and one repeated inside the run keys its first block only)
         keyed = list(map(eq, map(self.key_of.__getitem__, run_blocks), keys[start:stop]))
         written = list(compress(run_blocks, keyed))
         consume(map(self.writer_of.__setitem__, written, repeat(writer)))
@@ -273,9 +331,12 @@ class ApcPool(BlockPool):
             freed = list(compress(order, map(not_, left)))
         if not freed:
             return
-        keyed = list(map(NOT_NONE, map(self.key_of.__getitem__, freed)))
-        if keyed.count(True) != len(keyed):
+        keys = list(map(self.key_of.__getitem__, freed))
+        if keys.count(None):  # (rarely: a partial last block, or blocks computed past the prompt's keys)
+            keyed = list(map(is_not, keys, repeat(None)))
             self.free.update(dict.fromkeys(compress(freed, map(not_, keyed))))
-        idle = list(compress(freed, keyed))
+            idle = list(compress(freed, keyed))
+        else:
+            idle = freed
         if idle:
             self.queue.enqueue_all(idle, self.now())
