@@ -34,8 +34,19 @@ class IdleQueue:
         # so the search for the oldest protected live entry resumes here instead of rescanning the dead ones
         self.probe = 0
 
+    def _all_live(self) -> bool:
+        """Is every unread entry live (no block left the queue early since the last compaction)?  Then the
+        liveness of each needs no look-up: without hits, the usual case, the queue is a plain FIFO of blocks."""
+        return self.base + len(self.q) - self.head == self.live
+
     def _is_live(self, start: int, stop: int) -> list:
         """Per entry of [start, stop) (absolute numbers): is it its block's live entry?"""
+        if start >= self.head and self._all_live():
+            return [True] * (stop - start)
+        return self._scan(start, stop)
+
+    def _scan(self, start: int, stop: int) -> list:
+        """`_is_live` by looking each entry up (also while `live` lags a take in progress)."""
         base = self.base
         return list(map(eq, map(self.entry.get, self.q[start - base:stop - base]), range(start, stop)))
 
@@ -90,7 +101,7 @@ class IdleQueue:
         # immune until stamp + ttl: the first entry stamped after now - ttl and every newer one are protected
         boundary = base + bisect_right(self.stamps, now - self.ttl_ns, self.boundary - base)
         if boundary > self.boundary:
-            self.expired += sum(self._is_live(self.boundary, boundary))
+            self.expired += boundary - self.boundary if self._all_live() else sum(self._is_live(self.boundary, boundary))
             self.boundary = boundary
 
     def compact(self) -> None:
@@ -108,11 +119,15 @@ class IdleQueue:
         self.expire(now)
         out: list[int] = []
         want = min(count, self.expired)
+        if want and self._all_live():  # the next `want` entries are the oldest live ones
+            start = self.head - self.base
+            out = self.q[start:start + want]
+            self.head += want
         while len(out) < want:
             # the next (want - taken) entries hold at most that many live ones: all of them are taken
             stop = min(self.head + want - len(out), self.boundary)
             start = self.head
-            out.extend(compress(self.q[start - self.base:stop - self.base], self._is_live(start, stop)))
+            out.extend(compress(self.q[start - self.base:stop - self.base], self._scan(start, stop)))
             self.head = stop
         if out:
             consume(map(self.entry.__delitem__, out))
