@@ -15,6 +15,7 @@ from itertools import chain
 
 from ..tiers import apc_log
 from . import metrics, opal_stats, sim_log
+from .request_log import RequestLog
 from .stage_stats import hit_tokens, stage_entry
 
 STAGE_TYPES = {"RateStage": None, "TraceStage": "trace", "OtelStage": "otel"}
@@ -121,11 +122,15 @@ def opal_outputs(replay, opal, ledger: StageLedger, end_ns: int, output_dir: str
     events += [(at, sim_log.line(at, f"** adding 1 workers, so far now {len(initial) + n}"))
                for n, at in enumerate(joins, 1)]  # (opal's wording, scaling one worker at a time)
     bounds = replay.traffic.stage_bounds
+    # when the log counted every completed request, a stage that completed as many has exactly the log's
+    log = replay.log if type(replay.log) is RequestLog and \
+        replay.log.completed == sum(r.status == "completed" for r in replay.requests) else None
     stages, files, printouts = [], {}, []
     for index, stage in enumerate(opal.stages[:len(bounds)]):
         start, end = bounds[index][0], bounds[index][1] if bounds[index][1] is not None else end_ns
         requests = sorted((r for r in replay.requests if r.spec.stage == index), key=lambda r: r.spec.index)
-        entry = stage_entry(index, type(stage).__name__, requests, start, end, tier_names, ledger.activity(index))
+        entry = stage_entry(index, type(stage).__name__, requests, start, end, tier_names, ledger.activity(index),
+                            log)
         totals: dict = {}
         for request in requests:
             apc, tiers = hit_tokens(request)

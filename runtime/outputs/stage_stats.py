@@ -25,8 +25,11 @@ def hit_tokens(request) -> tuple[int, dict]:
     return reused - sum(tiers.values()), tiers
 
 
-def latency_stats(requests: list) -> dict:
-    samples = latency_samples([r for r in requests if r.status == "completed"])
+def latency_stats(finished: list, whole=None) -> dict:
+    """The latencies over the stage's completed requests; `whole`: the run's LatencySamples, when they are over
+    the same requests (a single stage that holds every completed request: its samples need no second pass over
+    each request's gaps; the stats sort and sum each sample's runs, so the order they were added in is moot)."""
+    samples = whole.runs() if whole is not None else latency_samples(finished)
     out = {}
     for name in LATENCIES:
         stats = weighted_stats(name, samples[name])
@@ -35,9 +38,11 @@ def latency_stats(requests: list) -> dict:
 
 
 def stage_entry(index: int, kind: str, requests: list, start_ns: int, end_ns: int, tier_names: list,
-                activity: dict) -> dict:
-    """One stage's statistics; `activity`: what the caches did during it (see StageLedger)."""
+                activity: dict, log=None) -> dict:
+    """One stage's statistics; `activity`: what the caches did during it (see StageLedger); `log`: the run's
+    RequestLog, whose latency samples are the stage's when every request it completed is the stage's."""
     finished = [r for r in requests if r.status == "completed"]
+    whole = log.latencies if log is not None and log.completed == len(finished) else None
     input_tokens = sum(r.spec.prompt_len for r in requests)
     by_tier = dict.fromkeys(["apc", *tier_names], 0)
     types = {"apc": 0, "tiered": 0, "none": 0}
@@ -60,6 +65,6 @@ def stage_entry(index: int, kind: str, requests: list, start_ns: int, end_ns: in
         # a list, so that the order (APC first, then the tiers fastest first) survives prediction.json's sorted keys
         "tier_hits": [{"tier": name, "tokens": tokens, "rate": rate(tokens)} for name, tokens in by_tier.items()],
         "hit_types": types,
-        **latency_stats(requests),
+        **latency_stats(finished, whole),
         **activity,
     }

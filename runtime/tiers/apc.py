@@ -31,15 +31,16 @@ batch is up to thousands of blocks); `pool.now()` is the eviction's instant: fus
 from __future__ import annotations
 
 from itertools import compress, islice, repeat
-from operator import add, and_, eq, not_, sub
+from operator import add, eq, is_not, not_, sub
 
 from .apc_log import EvictStats
 from .apc_queue import IdleQueue
+from .apc_lookup import ApcLookups
 from .apc_retry import Lookup
-from .g1 import NOT_NONE, BlockPool, consume
+from .g1 import BlockPool, consume
 
-class ApcPool(BlockPool):
-    __slots__ = ("clock", "ttl_ns", "advanced_to", "queue", "_looked", "_looked_at", "writer_of", "index_of", "on_evict", "evict_log",
+class ApcPool(ApcLookups, BlockPool):
+    __slots__ = ("clock", "ttl_ns", "advanced_to", "queue", "_looked", "_looking", "_looked_at", "writer_of", "index_of", "on_evict", "evict_log",
                  "inline_evictions", "proactive_evictions", "ttl_skipped", "retry")
 
     def __init__(self, capacity: int, clock=None, ttl_ns: int = 0):
@@ -49,6 +50,7 @@ class ApcPool(BlockPool):
         self.advanced_to = 0  # a macro step applies later passes early: the latest instant it applied (see `at`)
         self.queue = IdleQueue(ttl_ns)  # the idle blocks, in last-access order
         self._looked: dict[int, None] = {}  # idle blocks a lookup at `_looked_at` refreshed without holding them
+        self._looking: list = []  # idle-block lists of lookups at `_looked_at` not yet put into `_looked`
         self._looked_at = -1
         # per block id, set whenever the block is keyed (so never stale while it is): the RequestSpec that wrote
         # it (None: a restore) and its index in that chain
@@ -99,81 +101,6 @@ class ApcPool(BlockPool):
         self.queue.expire(self.now())
         return self.queue.live - self.queue.expired
 
-    def free_among(self, blocks: list[int]) -> int:
-        """How many of `blocks` `free_count` counts (touching them takes them out of it)."""
-        if not self.ttl_ns:  # every idle block counts: BlockPool's count of unreferenced ones
-            return super().free_among(blocks)
-        kept = self.retry
-        if kept is not None and blocks is kept.found and not kept.dirty and kept.at == self.now():
-            return 0  # just refreshed: its idle blocks are protected, the others held
-        self.queue.expire(self.now())
-        ref, entry, boundary = self.ref, self.queue.entry, self.queue.boundary
-        # (in C, as the match before it: a prefix may be thousands of blocks) unreferenced blocks that are free
-        # memory, or idle with an expired entry
-        idle = list(compress(blocks, map(not_, map(ref.__getitem__, blocks))))
-        return sum(map(self.free.__contains__, idle)) + \
-            sum(map(boundary.__gt__, map(entry.get, idle, repeat(boundary))))
-
-    def protected(self, key) -> bool:
-        """Is `key`'s block idle and kept by its TTL, not yet expired (the miss breakdown asks)?"""
-        block = self.cached.get(key)
-        if not self.ttl_ns or block is None or self.ref[block]:
-            return False
-        self.queue.expire(self.now())  # (bookkeeping only, as free_among does)
-        return self.queue.entry.get(block, -1) >= self.queue.boundary
-
-    def match(self, keys, limit: int) -> list[int]:
-        """The cached prefix (as BlockPool's); with a TTL a lookup is an access: matched idle blocks become the
-        newest.  (Without one, only holds and releases order the queue, as in vLLM: a request that waits for
-        memory looks its prefix up at every pass, which need not cost a pass over its blocks.)  With a TTL a
-        waiting request's retry reuses its last answer while that holds (apc_retry.py)."""
-        if not self.ttl_ns:
-            return super().match(keys, limit)
-        now, kept = self.now(), self.retry
-        if kept is not None and kept.holds_for(keys, limit, self.cached, now, self.ttl_ns):
-            found, idle = kept.found, kept.idle
-        else:
-            found = super().match(keys, limit)
-            tail_first = found[::-1]  # as a release enters them
-            idle = list(compress(tail_first, map(not_, map(self.ref.__getitem__, tail_first))))
-            kept = self.retry = Lookup(keys, limit, found, idle, now) if found else None
-        if found and self.queue.live:
-            if self._looked_at != now:
-                self._looked.clear()
-                self._looked_at = now
-            if idle:
-                self.queue.refresh(idle, now)
-                self._looked.update(dict.fromkeys(idle))
-        if kept is not None:
-            kept.at = now
-        return found
-
-    def next_expiry(self, looked_too: bool = False) -> int | None:
-        """When the oldest protected idle block expires, leaving out blocks only a lookup refreshed just now (a
-        waiting request's own hits: their protection never keeps it waiting, and each retry refreshes them, so
-        waking for them could repeat forever) unless `looked_too` (fused passes that look them up again only at
-        their last pass, shell/macro.py, must not reach their expiry either); None: nothing expires."""
-        now = self.now()
-        queue = self.queue
-        queue.expire(now)
-        start = queue.first_protected()
-        if start is None:
-            return None
-        looked = self._looked if self._looked_at == now and not looked_too else {}
-        if queue.q[start - queue.base] not in looked:
-            return queue.stamps[start - queue.base] + self.ttl_ns
-        end, width = queue.base + len(queue.q), 64
-        while start < end:  # (in C, in growing windows: the looked-up blocks may be a whole prefix, or none)
-            stop = min(end, start + width)
-            wanted = map(and_, queue._is_live(start, stop),
-                         map(not_, map(looked.__contains__, queue.q[start - queue.base:stop - queue.base])))
-            first = next(compress(range(start, stop), wanted), None)
-            if first is not None:
-                return queue.stamps[first - queue.base] + self.ttl_ns
-            start, width = stop, 4 * width
-        return None
-
-    # ------------------------------------------------------------------ transitions
     def touch(self, blocks: list[int]) -> None:
         if self.retry is not None:
             self.retry.touched(blocks)
@@ -185,13 +112,16 @@ class ApcPool(BlockPool):
             idle = list(compress(unheld, queued))
             if idle:
                 self.queue.dequeue_all(idle)
-                if self._looked:
-                    consume(map(self._looked.pop, idle, repeat(None)))
+                looked = self._looked_blocks()
+                if looked:
+                    consume(map(looked.pop, idle, repeat(None)))
             consume(map(self.free.__delitem__, compress(unheld, map(not_, queued))))
         consume(map(ref.__setitem__, blocks, map(add, held, repeat(1))))
 
     def allocate(self, count: int) -> list[int]:
         """`count` blocks: never-used ones, then free ones (first freed first), then unprotected idle ones."""
+        if count == 1:  # a decode crossing a block boundary: most calls, so no lists of runs are built for it
+            return [self._one()]
         out = self._fresh(count)
         rest = count - len(out)
         if rest:
@@ -209,6 +139,27 @@ class ApcPool(BlockPool):
                 self.awaited |= self.copying.intersection(taken)
             out.extend(taken)
         return out
+
+    def _one(self) -> int:
+        """`allocate(1)`'s block, by the same rule."""
+        if self.created < self.capacity:
+            block = self.created
+            self.created += 1
+            self.ref.append(1)
+            self.key_of.append(None)
+            return block
+        if self.free:
+            block = self.free.popitem(last=False)[0]
+        else:
+            victims = self.queue.pop_expired(1, self.now())
+            if not victims:
+                raise RuntimeError("ApcPool.allocate: fewer blocks than free_count promised")
+            self._drop(victims, 1, proactive=False)
+            block = victims[0]
+        self.ref[block] = 1
+        if self.copying and block in self.copying:
+            self.awaited.add(block)
+        return block
 
     def evict(self, count: int, now: int | None = None) -> int:
         """Evict up to `count` unprotected idle blocks (the monitor's way in): they become free; returns how many."""
@@ -248,10 +199,40 @@ class ApcPool(BlockPool):
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
         """BlockPool's, recording for each newly keyed block which request wrote it and at which chain index."""
+        if self.copies is not None:  # (a copy is keyed without being stored: BlockPool's way, then who keyed what)
+            self._register_copies(blocks, keys, start, stop, writer)
+            return
+        cached, key_of = self.cached, self.key_of
+        if stop - start == 1:  # a decode filling a block: most calls
+            block, key = blocks[start], keys[start]
+            if cached.setdefault(key, block) == block:
+                key_of[block] = key
+                self.writer_of[block] = writer
+                self.index_of[block] = start
+                if self.events is not None:
+                    self.events.append(("Stored", [key]))
+            return
+        # the run's blocks are new to G1 (they hold no key), so a key that got its block is stored here (a key
+        # cached already keeps its block, and one repeated inside the run keys its first block only)
+        run_keys, run_blocks = keys[start:stop], blocks[start:stop]
+        stored = list(map(eq, map(cached.setdefault, run_keys, run_blocks), run_blocks))
+        if stored.count(True) == len(stored):  # (usually: nothing of a prompt past its hits is cached)
+            consume(map(key_of.__setitem__, run_blocks, run_keys))
+            consume(map(self.writer_of.__setitem__, run_blocks, repeat(writer)))
+            consume(map(self.index_of.__setitem__, run_blocks, range(start, stop)))
+            if self.events is not None and run_keys:
+                self.events.append(("Stored", run_keys))
+            return
+        written, written_keys = list(compress(run_blocks, stored)), list(compress(run_keys, stored))
+        consume(map(key_of.__setitem__, written, written_keys))
+        consume(map(self.writer_of.__setitem__, written, repeat(writer)))
+        consume(map(self.index_of.__setitem__, written, compress(range(start, stop), stored)))
+        if self.events is not None and written_keys:
+            self.events.append(("Stored", written_keys))
+
+    def _register_copies(self, blocks: list[int], keys: list[int], start: int, stop: int, writer) -> None:
         super().register_run(blocks, keys, start, stop)
         run_blocks = blocks[start:stop]
-        # the run's blocks are new to G1 (they held no key), so a block holding its key now got it here (a key
-        # cached already keeps its block, and one repeated inside the run keys its first block only)
         keyed = list(map(eq, map(self.key_of.__getitem__, run_blocks), keys[start:stop]))
         written = list(compress(run_blocks, keyed))
         consume(map(self.writer_of.__setitem__, written, repeat(writer)))
@@ -273,9 +254,12 @@ class ApcPool(BlockPool):
             freed = list(compress(order, map(not_, left)))
         if not freed:
             return
-        keyed = list(map(NOT_NONE, map(self.key_of.__getitem__, freed)))
-        if keyed.count(True) != len(keyed):
+        keys = list(map(self.key_of.__getitem__, freed))
+        if keys.count(None):  # (rarely: a partial last block, or blocks computed past the prompt's keys)
+            keyed = list(map(is_not, keys, repeat(None)))
             self.free.update(dict.fromkeys(compress(freed, map(not_, keyed))))
-        idle = list(compress(freed, keyed))
+            idle = list(compress(freed, keyed))
+        else:
+            idle = freed
         if idle:
             self.queue.enqueue_all(idle, self.now())

@@ -20,7 +20,7 @@ from .g1 import consume
 
 
 class IdleQueue:
-    __slots__ = ("ttl_ns", "q", "stamps", "base", "head", "boundary", "expired", "live", "entry", "probe")
+    __slots__ = ("ttl_ns", "q", "stamps", "base", "head", "boundary", "expired", "live", "entry", "probe", "newest")
 
     def __init__(self, ttl_ns: int = 0):
         self.ttl_ns = ttl_ns
@@ -33,9 +33,24 @@ class IdleQueue:
         # every entry in [boundary, probe) is dead: an entry never comes back to life and new ones are appended,
         # so the search for the oldest protected live entry resumes here instead of rescanning the dead ones
         self.probe = 0
+        # (the block list `refresh` last put at the newest end, and the queue's (end, head, live) then: while these
+        # are unchanged nothing entered or left it since, so that list's blocks are still its newest entries; the
+        # end only grows, and grows with every entry added, so no series of changes brings the three back)
+        self.newest: tuple = (None, 0, 0, 0)
+
+    def _all_live(self) -> bool:
+        """Is every unread entry live (no block left the queue early since the last compaction)?  Then the
+        liveness of each needs no look-up: without hits, the usual case, the queue is a plain FIFO of blocks."""
+        return self.base + len(self.q) - self.head == self.live
 
     def _is_live(self, start: int, stop: int) -> list:
         """Per entry of [start, stop) (absolute numbers): is it its block's live entry?"""
+        if start >= self.head and self._all_live():
+            return [True] * (stop - start)
+        return self._scan(start, stop)
+
+    def _scan(self, start: int, stop: int) -> list:
+        """`_is_live` by looking each entry up (also while `live` lags a take in progress)."""
         base = self.base
         return list(map(eq, map(self.entry.get, self.q[start - base:stop - base]), range(start, stop)))
 
@@ -90,7 +105,7 @@ class IdleQueue:
         # immune until stamp + ttl: the first entry stamped after now - ttl and every newer one are protected
         boundary = base + bisect_right(self.stamps, now - self.ttl_ns, self.boundary - base)
         if boundary > self.boundary:
-            self.expired += sum(self._is_live(self.boundary, boundary))
+            self.expired += boundary - self.boundary if self._all_live() else sum(self._is_live(self.boundary, boundary))
             self.boundary = boundary
 
     def compact(self) -> None:
@@ -108,11 +123,15 @@ class IdleQueue:
         self.expire(now)
         out: list[int] = []
         want = min(count, self.expired)
+        if want and self._all_live():  # the next `want` entries are the oldest live ones
+            start = self.head - self.base
+            out = self.q[start:start + want]
+            self.head += want
         while len(out) < want:
             # the next (want - taken) entries hold at most that many live ones: all of them are taken
             stop = min(self.head + want - len(out), self.boundary)
             start = self.head
-            out.extend(compress(self.q[start - self.base:stop - self.base], self._is_live(start, stop)))
+            out.extend(compress(self.q[start - self.base:stop - self.base], self._scan(start, stop)))
             self.head = stop
         if out:
             consume(map(self.entry.__delitem__, out))
@@ -131,11 +150,13 @@ class IdleQueue:
         entry, q = self.entry, self.q
         end = self.base + len(q)
         first = end - len(blocks)
-        if entry.get(blocks[0]) == first and first >= self.boundary and \
-                list(map(entry.get, blocks)) == list(range(first, end)):
+        unchanged = self.newest[0] is blocks and self.newest[1:] == (end, self.head, self.live)
+        if first >= self.boundary and (unchanged or entry.get(blocks[0]) == first and
+                                       list(map(entry.get, blocks)) == list(range(first, end))):
             # they are the newest entries already, in this order (the same request looked them up last time):
             # restamped in place, no dead entry left behind (stamps stay in order: `now` is the latest)
             self.stamps[first - self.base:] = repeat(now, len(blocks))
+            self.newest = (blocks, end, self.head, self.live)
             return
         numbers = list(map(entry.pop, blocks))
         self.expired -= sum(map(self.boundary.__gt__, numbers))
@@ -144,3 +165,4 @@ class IdleQueue:
         self.stamps.extend(repeat(now, len(blocks)))
         entry.update(zip(blocks, range(first, first + len(blocks))))
         self._maybe_compact()
+        self.newest = (blocks, self.base + len(self.q), self.head, self.live)

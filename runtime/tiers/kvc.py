@@ -26,7 +26,7 @@ from operator import is_not
 
 from .closed_tier import closed
 from .copy_jobs import Copy
-from .offload import LOAD, admitting as offload_admitting
+from .offload import LOAD, PRELOADED, admitting as offload_admitting, drop_restore_holds as offload_drop_holds
 
 ONE_HOP = "CPUMemory"  # what CPUMemory serves is already on the GPU's link
 
@@ -104,6 +104,19 @@ def _on_gpu(rank, copy: Copy, now: int) -> None:
     rank.pool.register_restored(blocks, request.keys, len(blocks) - restored, len(blocks))
     state.loading = False
     state.preloaded = blocks
+    rank.chain.holding.append(request)
+
+
+def drop_restore_holds(rank) -> bool:
+    """offload.drop_restore_holds, without its pass over every waiting request while none holds a restore (an
+    overloaded run has thousands waiting, and nothing runs at each pass that waits for a TTL expiry)."""
+    chain = rank.chain
+    chain.holding = list(filter(PRELOADED, chain.holding))
+    if not chain.holding:
+        return False
+    dropped = offload_drop_holds(rank)  # (in waiting order, as they are released)
+    chain.holding = list(filter(PRELOADED, chain.holding))  # (those not waiting keep their blocks)
+    return dropped
 
 
 def admitting(rank, request, hits: int) -> int:

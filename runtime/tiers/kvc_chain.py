@@ -57,13 +57,13 @@ class KvcCounters:
 
 
 class KvcChain(TierChain):
-    __slots__ = ("chunk_size", "partial", "gpu", "counters", "lru", "clock", "closed")
+    __slots__ = ("chunk_size", "partial", "gpu", "counters", "lru", "clock", "closed", "holding")
 
     def __init__(self, tiers: tuple, chunk_size: int, partial: bool, gpu: GpuPath, counters: KvcCounters,
                  lru: tuple = (), clock=None):
         super().__init__(tiers, KVC_PROFILE)
         self.restore, self.admitting = kvc.restore, offload.admitting
-        self.drop_restore_holds, self.preemption_wait = offload.drop_restore_holds, kvc.no_wait
+        self.drop_restore_holds, self.preemption_wait = kvc.drop_restore_holds, kvc.no_wait
         self.after_pass, self.on_finish = kvc.no_store, kvc.retire
         self.chunk_size = chunk_size
         self.partial = partial  # save_unfull_chunk
@@ -72,6 +72,8 @@ class KvcChain(TierChain):
         self.lru = lru or (False,) * len(tiers)  # per tier: it evicts (demoting to the next) and promotes hits
         self.clock = clock  # the replay's (when a restore's reads start)
         self.closed = ClosedCounts()  # what stores into a full tier that never evicts would lack
+        self.holding: list = []  # requests whose restore landed (they hold its blocks until admitted), and some
+        # that no longer hold them: kvc.drop_restore_holds prunes it
 
     def first_offer(self, hits: int) -> int:
         return 0
