@@ -73,6 +73,13 @@ def _scaling_order(spec: Spec):
             yield role_pointer(role, "scaling")
 
 
+def _tensor_heads(spec: Spec):
+    heads = spec.model.get("num_attention_heads")
+    for role in spec.roles():
+        if heads and heads % spec.get(role_pointer(role, "parallelism", "tensor"), 1):
+            yield role_pointer(role, "parallelism", "tensor")
+
+
 def _decode_context(spec: Spec):
     for role in spec.roles():
         context = spec.get(role_pointer(role, "parallelism", "decode_context"), 1)
@@ -122,6 +129,9 @@ RULES = (
          "`tensor x attention_data`", "e.g. `tensor: 8, moe_expert: 8` (or `moe_tensor: 8`)", _moe_width),
     Rule("SCALING-ORDER", SECTION_ENGINE, "`scaling` steps must be in strictly increasing time order",
          "sort the steps by `at_seconds` and merge steps at the same time", _scaling_order),
+    Rule("PARALLEL-TENSOR-HEADS", SECTION_ENGINE, "`tensor` must divide the model's attention heads (vLLM, "
+         "SGLang and TensorRT-LLM split the heads evenly over the tensor-parallel ranks)",
+         "pick a divisor of the model's `num_attention_heads` (`kvreplay explain` shows the model)", _tensor_heads),
     Rule("PARALLEL-DECODE-CONTEXT", SECTION_ENGINE, "`decode_context` must divide `tensor`",
          "pick a divisor of `tensor`", _decode_context),
     Rule("SGLANG-CHUNKED-PREFILL", SECTION_ENGINE, "SGLang always chunks prefill; `enable_chunked_prefill: false` "
