@@ -7,7 +7,7 @@ import pytest
 
 from kvreplay.cli import main
 from kvreplay.examples.trace_config import mooncake_trace_config
-from kvreplay.runtime.shell.replay import Replay
+from kvreplay.runtime.shell.fused_tail import FusedEvents
 from kvreplay.runtime.tiers.chain import TierChain
 from kvreplay.runtime.tiers.connectors import PROFILES
 
@@ -65,13 +65,13 @@ def test_fused_stores_agree_with_single_steps(trace, tmp_path, monkeypatch, host
     config.write_text(mooncake_trace_config(trace, block_size=64, g1_blocks=2000, host_blocks=host_blocks,
                                             connector="simple_cpu_v0_32"))
     fused_passes = []
-    handler = Replay.fused_stores
+    handler = FusedEvents.stores
 
     def counting(self, payload, now):
         fused_passes.append(len(payload[1]))
         handler(self, payload, now)
 
-    monkeypatch.setattr(Replay, "fused_stores", counting)
+    monkeypatch.setattr(FusedEvents, "stores", counting)
     counts = []
     for name, extra in (("macro", []), ("single", ["--single-step"])):
         assert main(["predict", "-c", str(config), "--output-dir", str(tmp_path / name), "--capture-per-request",
