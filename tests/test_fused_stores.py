@@ -1,4 +1,4 @@
-"""Stores inside fused decode passes (simple_cpu_v0_32): planned at their pass ends, exactly what stepping gives."""
+"""Stores and completions inside fused decode passes (simple_cpu_v0_32): at their own instants, exactly what stepping gives."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -7,9 +7,11 @@ import pytest
 
 from kvreplay.cli import main
 from kvreplay.examples.trace_config import mooncake_trace_config
-from kvreplay.runtime.shell.replay import Replay
+from kvreplay.runtime.shell.events import FUSED_ALLOCATIONS
+from kvreplay.runtime.shell.fused_tail import Deferred, FusedEvents
 from kvreplay.runtime.tiers.chain import TierChain
 from kvreplay.runtime.tiers.connectors import PROFILES
+from kvreplay.runtime.tiers.g1_runs import RunPool
 
 from .support import output_bytes, shared_trace
 
@@ -65,13 +67,13 @@ def test_fused_stores_agree_with_single_steps(trace, tmp_path, monkeypatch, host
     config.write_text(mooncake_trace_config(trace, block_size=64, g1_blocks=2000, host_blocks=host_blocks,
                                             connector="simple_cpu_v0_32"))
     fused_passes = []
-    handler = Replay.fused_stores
+    handler = FusedEvents.stores
 
     def counting(self, payload, now):
         fused_passes.append(len(payload[1]))
         handler(self, payload, now)
 
-    monkeypatch.setattr(Replay, "fused_stores", counting)
+    monkeypatch.setattr(FusedEvents, "stores", counting)
     counts = []
     for name, extra in (("macro", []), ("single", ["--single-step"])):
         assert main(["predict", "-c", str(config), "--output-dir", str(tmp_path / name), "--capture-per-request",
@@ -79,3 +81,36 @@ def test_fused_stores_agree_with_single_steps(trace, tmp_path, monkeypatch, host
         counts.append(len(fused_passes))
     assert counts[0] >= fused_at_least and counts[1] == counts[0]  # stores happened inside fused runs; stepping fuses none
     assert output_bytes(tmp_path / "single") == output_bytes(tmp_path / "macro")
+
+
+def _waiting_run(holding_keyless: int):
+    """A G1 of 3 blocks: blocks 0 and 1 cached (keys 10, 11) and free, block 2 keyless and held by a store in
+    flight; a fused run whose pass 1 (start at 100 ns) allocates one block for a request."""
+    pool = RunPool(3)
+    pool.allocate(3)
+    pool.register_run([0, 1, 2], [10, 11, 12], 0, 2)
+    pool.release([0, 1])  # (the queue, head first: 1, 0)
+    rank = SimpleNamespace(pool=pool, chain=SimpleNamespace(holding_keyless=holding_keyless), state_blocks=0)
+    request = SimpleNamespace(blocks=[])
+    entry = Deferred(rank, SimpleNamespace(items=[]), [(1, 0, 0, request)], [100, 200], [[100, 1]], {})
+    entry.push = lambda time, kind, payload: pushed.append((time, kind, payload))
+    pushed: list = []
+    return pool, request, entry, pushed
+
+
+def test_an_allocation_waits_for_its_pass_start_while_a_keyless_block_is_held():
+    """While a store in flight holds a block without a key, its landing may free that block to the head of the
+    free queue before the pass starts, and the pass then takes it: the allocation waits for its instant (after the
+    landings, `fused_allocations`).  Here the landing frees block 2 first, so the pass takes block 2 and both
+    cached keys stay; made up front it would have taken block 1 and evicted key 11."""
+    pool, request, entry, pushed = _waiting_run(holding_keyless=1)
+    entry.run()
+    assert request.blocks == [] and pushed == [(100, FUSED_ALLOCATIONS, (entry, 1))]
+    pool.release([2])  # the store lands at 100 ns: its keyless block joins the head
+    entry.rank.chain.holding_keyless = 0
+    entry.run(allocations=1)
+    assert request.blocks == [2] and set(pool.cached) == {10, 11} and len(pushed) == 1
+    # with nothing keyless held, the allocation is made up front, from the queue's head (block 1: key 11 evicted)
+    pool, request, entry, pushed = _waiting_run(holding_keyless=0)
+    entry.run()
+    assert request.blocks == [1] and set(pool.cached) == {10} and pushed == []

@@ -82,7 +82,7 @@ def test_one_event_table_every_kind_handled():
         plan = finish_plan(compile_file(ROOT / "examples" / example).plan.to_dict(), ROOT / "examples")
         handlers = events.handlers(build(plan))
         assert len(handlers) == len(events.EVENTS) and all(callable(h) for h in handlers)
-    assert [events.PASS_END, events.FUSED_STORES, events.ARRIVAL, events.LEAVE] == [0, 1, 6, 7]
+    assert [events.PASS_END, events.FUSED_STORES, events.FUSED_ALLOCATIONS, events.ARRIVAL, events.LEAVE] == [0, 1, 4, 7, 8]
     assert [kind.name for kind in events.EVENTS][:4] == ["pass_end", "fused_stores", "copy_moving", "copy_done"]
 
 

@@ -28,7 +28,8 @@ from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY
 
 class Fused:
     __slots__ = ("ends", "active", "passes")
-    stores = ()  # (the radix cache has no G2 behind it: fused passes offer nothing, unlike shell/macro.py's runs)
+    stores = deferred = ()  # (the radix cache has no G2 behind it: fused passes offer nothing and defer no
+    # completion, unlike shell/macro.py's runs)
 
     def __init__(self, ends: list, active: list, passes: int):
         self.ends, self.active, self.passes = ends, active, passes

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import islice, repeat
 
 from ..tiers.apc import ApcPool
 from ..tiers.g1 import BlockPool
@@ -25,6 +25,7 @@ from ..tiers.g1_runs import RunPool
 from ..serving.pass_results import add_decode_block, advance_decodes, gap_runs, release_finished
 from ..serving.scheduler import Batch, Rank, admit_waiting, known_sequence
 from .fused_passes import apply_in_bulk, constant_bound, constant_passes, timed_passes
+from .fused_tail import Deferred
 
 
 @dataclass
@@ -36,6 +37,8 @@ class Macro:
     held: list = field(default_factory=list)  # ranks whose waiting requests the passes leave waiting
     stores: list = ()  # [(pass, [(rank, request, upto)])]: the offers to the first tier at fused passes' ends
     gaps: list | None = None  # the gaps between the ends as [gap, count] runs (None: `apply` finds them)
+    defers: list = ()  # per active rank: are its completions applied at their own pass ends (fused_tail.py)?
+    deferred: list = field(default_factory=list)  # fused_tail.Deferred of each such rank, made by `apply`
 
 
 class _RankRun:
@@ -92,14 +95,19 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
         return None  # the second pass would start at or after the next event: nothing to fuse
     finish_at = {id(r): r.spec.output_len - r.generated - 1 for _, b in active for r, _ in b.items}
     limit = (max(finish_at.values()) + 1) if can_finish else min(finish_at.values())
-    if can_finish:  # a completion that has more to do than a fused pass can: the run stops before it
-        limit = min([limit] + [finish_at[id(r)] for rank, b in active if rank.chain.stores_on_finish
-                               for r, _ in b.items if rank.chain.finish_may_store(r)])
+    defers = [can_finish and rank.chain.finishes_at_instants(rank) for rank, _ in active]
+    if can_finish:  # a completion that has more to do than a fused pass can: the run stops before it, unless its
+        # rank applies it at its own pass end (fused_tail.py)
+        limit = min([limit] + [finish_at[id(r)] for (rank, b), later in zip(active, defers) if not later
+                               and rank.chain.stores_on_finish for r, _ in b.items if rank.chain.finish_may_store(r)])
     storing = []  # (rank, [(request, [(pass, upto)])]) of the ranks whose fused passes store decode blocks
     for rank, b in active:  # a connector that stores decode blocks: the run makes the stores (or ends before one)
         if rank.chain.stores_while_decoding:
             if rank.chain.fuses_stores(rank):
-                storing.append((rank, [(r, rank.chain.decode_stores(r, rank.block_size, limit)) for r, _ in b.items]))
+                # (a request's stores end with the pass that finishes it: its completion offers the rest)
+                storing.append((rank, [(r, rank.chain.decode_stores(r, rank.block_size,
+                                                                    min(limit, finish_at[id(r)] + 1)),
+                                        finish_at[id(r)] if can_finish else None) for r, _ in b.items]))
                 continue
             quiet = [rank.chain.quiet_passes(r, rank.block_size) for r, _ in b.items]
             limit = min([limit] + [q for q in quiet if q is not None])
@@ -141,13 +149,7 @@ def plan(worker, batches: list[Batch | None], now: int, horizon: int | None, sto
             return None
     return Macro(ends, events, active,
                  {id(r): min(finish_at[id(r)], last) for _, b in active for r, _ in b.items}, held,
-                 _stores(storing, last), [[constant, last]] if constant is not None else None)
-
-
-
-
-
-
+                 _stores(storing, last), [[constant, last]] if constant is not None else None, defers)
 
 
 def _unshort(storing: list, last: int) -> int:
@@ -160,7 +162,12 @@ def _unshort(storing: list, last: int) -> int:
     for rank, requests in storing:
         tier = rank.chain.top
         first, count = offered.get(id(tier), (last + 1, 0))
-        for request, stores in requests:
+        for request, stores, finish in requests:
+            if finish is not None and finish <= last:  # its completion offers up to its last full block
+                first = min(first, stores[0][0] if stores else finish)
+                count += min((request.num_computed + finish + 1) // rank.block_size, len(request.keys)) \
+                    - request.tier.stored_upto
+                continue
             done = [upto for j, upto in stores if j <= last]
             if done:
                 first = min(first, stores[0][0])
@@ -179,7 +186,7 @@ def _stores(storing: list, last: int) -> list:
     (as `offer_after_pass` makes them after a stepped pass)."""
     by_pass: dict = {}
     for rank, requests in storing:
-        for request, stores in requests:
+        for request, stores, _ in requests:
             for j, upto in stores:
                 if j > last:
                     break
@@ -215,7 +222,10 @@ def apply(macro: Macro) -> list[tuple[object, int]]:
     gaps = macro.gaps if macro.gaps is not None else gap_runs(ends)
     finished = []
     held, last = macro.held, len(ends) - 1
-    for (rank, batch), events in zip(macro.active, macro.events):
+    for (rank, batch), events, later in zip(macro.active, macro.events, macro.defers or repeat(False)):
+        if later:  # completions at their pass ends, allocations before them while that is exact (fused_tail.py)
+            macro.deferred.append(Deferred(rank, batch, events, ends, gaps, macro.last_pass))  # (the replay runs it)
+            continue
         at = rank.pool.at  # a pool that stamps changes with their time (APC's TTL) is told it (None: it does not)
         if at is None and rank not in held and rank.pool.events is None:
             apply_in_bulk(rank, events, ends, gaps, finished)

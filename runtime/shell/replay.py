@@ -30,10 +30,11 @@ from ..serving.placement import Router
 from ..serving.requests import Request
 from ..serving.scaling import Draining
 from ..tiers.copy_jobs import Copy
-from ..tiers.offload import blocked, offer
+from ..tiers.offload import blocked
 from .arrivals import Arrivals
 from .clock import Clock
-from .events import EVENTS, FUSED_STORES, PASS_END, WAKE, handlers
+from .events import EVENTS, PASS_END, WAKE, handlers
+from .fused_tail import FusedEvents
 from .horizons import EVERYONE, Horizons
 
 
@@ -62,6 +63,7 @@ class Replay:
         self.horizons = Horizons(workers) if len(workers) > 1 or any(  # (one with tiers: stores concern nobody)
             rank.chain.tiers for worker in workers for rank in worker.ranks) else None  # per-worker macro horizons
         self.copies = Copies(self.push, self._after_landing)
+        self.fused = FusedEvents(self.push, self.arrivals.ended, self._start_jobs)  # fused passes' own events
         self.handoffs = Disaggregation(handoff, self.router, self.push, self._next_seq)
         self.draining = Draining(workers)
         # what else happens at the end of a pass and of an instant (KVCR pulls, see peer_fetch.attach; draining)
@@ -195,8 +197,7 @@ class Replay:
         if fused is not None:
             for request, end in worker.engine.apply_fused(fused):
                 self.arrivals.ended(request, end, completed=True)
-            for j, offers in fused.stores:  # (stores at the ends of fused passes: shell/macro.py)
-                self.push(fused.ends[j], FUSED_STORES, (worker, offers))
+            self.fused.queue(worker, fused)  # (its stores, and completions that wait for their instants)
             worker.batches = []
             worker.pass_ends = fused.ends
             worker.passes += len(fused.ends)
@@ -245,12 +246,6 @@ class Replay:
         for hook in self.after_pass:
             hook(worker, now)
         self._start_jobs(worker, now)
-
-    def fused_stores(self, payload, now: int) -> None:
-        """Event handler: a fused decode pass ends with stores (what `end_pass` offers after a stepped one)."""
-        for rank, request, upto in payload[1]:
-            offer(rank, request, upto)  # (what offer_after_pass offers after a stepped pass; macro.py planned it)
-        self._start_jobs(payload[0], now)
 
     def _start_idle_workers(self, now: int) -> None:
         """Start a pass on every idle worker with work; again if a start handed requests to other workers."""

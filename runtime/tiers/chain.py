@@ -100,13 +100,21 @@ class TierChain:
         decode blocks: a landing store changes nothing a pure decode pass reads.  One that does (simple_cpu) holds
         a finished request's blocks until its copy lands, and the landing frees them: yes when every copy in
         flight is a store, and those that hold blocks hold only blocks with keys, which join the tail of G1's
-        free queue (fused passes allocate no more than the queue held when they were planned, from its head)."""
+        free queue (fused passes allocate no more than the queue held when they were planned, from its head), or
+        the run's allocations wait for their pass starts while one does not (`finishes_at_instants`)."""
         if not self.profile.store_decode_blocks:
             return True
-        if self.holding_keyless:
+        if self.holding_keyless and not self.finishes_at_instants(rank):
             return False
         jobs = sum(1 for request in rank.running for job in request.tier.store_jobs if job.rank is rank and not job.hold)
         return jobs + self.holding == rank.transfers_in_flight
+
+    def finishes_at_instants(self, rank) -> bool:
+        """Are this rank's completions inside fused decode passes applied at their own pass ends, its allocations
+        after them (shell/fused_tail.py), rather than ending the run?  For a connector storing decode blocks whose
+        stores fused passes make (`fuses_stores`), on an aggregated rank (a prefill or decode rank's completion hands
+        over or ends more than a pass end does)."""
+        return self.profile.store_decode_blocks and rank.role == "aggregated" and self.fuses_stores(rank)
 
     @property
     def stores_on_finish(self) -> bool:
@@ -177,6 +185,9 @@ class NoTiers:
         return False
 
     def copies_harmless(self, rank) -> bool:
+        return False
+
+    def finishes_at_instants(self, rank) -> bool:
         return False
 
     def restore(self, rank, request, hits: list, limit: int) -> int:
