@@ -57,6 +57,8 @@ class RooflineTerms:
     all_reduce_efficiency: float  # all-reduced bytes per second as a share of the per-GPU NVLink figure
     all_reduce: bool  # False: the pass runs no tensor-parallel all-reduce of its own (fused into the MoE combine)
     all_to_all_efficiency: float  # share of NVLink bandwidth the expert dispatch and combine reach
+    # share of the weight precision's peak the routed experts' grouped GEMMs reach (0: priced with the other GEMMs)
+    expert_compute_efficiency: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

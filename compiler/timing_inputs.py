@@ -13,6 +13,7 @@ from .durations import ms_coefficients_to_ns, ms_to_ns
 from .geometry.kv_bytes import DTYPE_BYTES, native_bytes_per_token
 from .geometry.memory import embedding_params, weights_per_gpu
 from .plan_records import FixedTiming, PolynomialTiming, RooflineTerms, RooflineTiming, Timing
+from .timing_families import family_moe_layers, family_routed_params, family_terms
 
 BACKENDS = ("vllm", "sglang", "trtllm")
 LOW_PRECISION = ("fp8", "fp4")
@@ -80,7 +81,8 @@ def routed_params(model: dict) -> float:
     experts, inter, hidden = model.get("num_experts"), model.get("moe_intermediate_size"), model.get("hidden_size")
     if not (experts and inter and hidden):
         return 0.0
-    return min(model["params"], model["num_layers"] * experts * 3 * hidden * inter)
+    family = family_routed_params(model)
+    return min(model["params"], family if family is not None else model["num_layers"] * experts * 3 * hidden * inter)
 
 
 def active_params(model: dict) -> float:
@@ -117,9 +119,9 @@ def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_d
     # the routed experts' share of the weights, as the active parameters imply it: active = P(1 - f) + P f k/E
     experts, per_token = model.get("num_experts", 0), model.get("experts_per_token", 0)
     routed = (1 - active_params(model) / model["params"]) / (1 - per_token / experts) if per_token else 0.0
+    terms = roofline_terms(backend, hardware, dtype in LOW_PRECISION, kv_dtype_bytes < 2, tensor, bool(routed))
     return RooflineTiming(
-        terms=roofline_terms(backend, hardware, dtype in LOW_PRECISION, kv_dtype_bytes < 2, tensor, bool(routed)),
-        moe_layers=layers if routed else 0, experts=experts if routed else 0,
+        terms=family_terms(model, backend, terms), moe_layers=family_moe_layers(model, layers) if routed else 0, experts=experts if routed else 0,
         experts_per_token=per_token if routed else 0, routed_weight_fraction=routed, expert_parallel=expert_parallel,
         ffn_width=0 if routed else model.get("intermediate_size", 0),
         tensor=tensor, num_layers=layers, attention_layers=model.get("kv_layers", layers), attention_heads=heads,

@@ -96,11 +96,29 @@ def default_timing(inputs) -> Timing:
     def attention(pairs: float, kv_tokens: float) -> float:
         return max(flops_per_pair * pairs / attention_flops_per_s, kv_s_per_token * kv_tokens)
 
+    if terms.expert_compute_efficiency:
+        # the routed experts' grouped GEMMs are kernels of their own, bound by their FLOPs or their reads
+        expert_flops_per_token = 2 * inputs.params * routed * inputs.experts_per_token / inputs.experts / tp
+        expert_flops_per_s = inputs.peak_flops * terms.expert_compute_efficiency
+        flops_per_token -= expert_flops_per_token
+    else:
+        expert_flops_per_token, expert_flops_per_s = 0.0, 1.0
+
+    def gemms(tokens: int) -> float:
+        # routed experts: a token picks k of E, so T tokens leave (1 - k/E)^T of them unread
+        experts = expert_s * (1 - miss ** tokens)
+        if expert_flops_per_token:
+            # AISimulate's measured grouped GEMMs cost their reads plus their FLOPs (Kimi K3: 70 ms + 81 us per
+            # token at 1k-16k tokens), as a kernel that does not overlap the two would
+            return max(flops_per_token * tokens / flops_per_s, weight_s) \
+                + expert_flops_per_token * tokens / expert_flops_per_s + experts
+        return max(flops_per_token * tokens / flops_per_s, weight_s + experts)
+
     def seconds(work: PassWork, decode_tokens: int, decode_pairs: float, decode_kv: float) -> float:
         tokens = work.prefill_tokens + decode_tokens
         # the GEMMs, the prefill attention and the decode attention are kernels of their own, each bound by its
-        # compute or its reads; routed experts: a token picks k of E, so T tokens leave (1 - k/E)^T of them unread
-        gemm = max(flops_per_token * tokens / flops_per_s, weight_s + expert_s * (1 - miss ** tokens))
+        # compute or its reads
+        gemm = gemms(tokens)
         prefill = attention(sum(n * (c + n / 2) for n, c in work.prefill_chunks),
                             sum(c + n for n, c in work.prefill_chunks))
         # a layer's small kernels cost their launches until the tokens make them memory-bound
