@@ -59,6 +59,9 @@ class RooflineTerms:
     all_to_all_efficiency: float  # share of NVLink bandwidth the expert dispatch and combine reach
     # share of the weight precision's peak the routed experts' grouped GEMMs reach (0: priced with the other GEMMs)
     expert_compute_efficiency: float = 0.0
+    # s of a decode attention kernel's KV read per attention layer that its fixed latency hides (the kernel costs its
+    # read beyond that); 0: the read adds to the layer's small kernels whole
+    decode_kv_hidden_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

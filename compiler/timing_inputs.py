@@ -38,13 +38,14 @@ SHARED_TERMS = {"layer": 37e-6, "prefill_layer": 58e-6, "mixed_layer": 39e-6, "a
 BACKEND_TERMS = {
     "vllm": {**SHARED_TERMS, "compute": {"high": 0.78, "low": 0.61}, "low_weights": 0.773,
              "kv": {"high": 0.92, "low": 0.65}, "attention": 0.65, "pass": 0.5e-3, "decode_token": 8.1e-6,
-             "moe_layer": 154e-6, "moe_all_reduce": True, "all_to_all": 0.8},
+             "moe_layer": 154e-6, "moe_all_reduce": True, "all_to_all": 0.8, "kv_hidden": 0.0},
     "sglang": {**SHARED_TERMS, "compute": {"high": 0.73, "low": 0.59}, "low_weights": 0.773,
                "kv": {"high": 0.92, "low": 0.51}, "attention": 0.56, "pass": 0.5e-3, "decode_token": 5.3e-6,
-               "moe_layer": 92e-6, "moe_all_reduce": True, "all_to_all": 0.9},
+               "moe_layer": 92e-6, "moe_all_reduce": True, "all_to_all": 0.9, "kv_hidden": 6e-6},
     "trtllm": {**SHARED_TERMS, "compute": {"high": 0.79, "low": 0.585}, "low_weights": 0.907,
                "kv": {"high": 0.92, "low": 0.80}, "attention": 0.60, "pass": 0.75e-3, "decode_token": 7.8e-6,
-               "moe_layer": 41e-6, "moe_all_reduce": False, "all_to_all": 1.1, "experts": 0.72},
+               "moe_layer": 41e-6, "moe_all_reduce": False, "all_to_all": 1.1, "experts": 0.72,
+               "kv_hidden": 0.0},
 }
 # the share of the hopper-relative GEMM efficiency each architecture's measured kernels reach at its catalog peak
 ARCHITECTURE_COMPUTE = {"blackwell": 0.90}
@@ -73,7 +74,8 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
         mixed_layer_overhead_s=t["mixed_layer"], decode_token_overhead_s=t["decode_token"],
         moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"],
         all_reduce_efficiency=ALL_REDUCE_EFFICIENCY.get(tensor, ALL_REDUCE_OTHER),
-        all_reduce=t["moe_all_reduce"] or not moe, all_to_all_efficiency=t["all_to_all"])
+        all_reduce=t["moe_all_reduce"] or not moe, all_to_all_efficiency=t["all_to_all"],
+        decode_kv_hidden_s=t.get("kv_hidden", 0.0))
 
 
 def routed_params(model: dict) -> float:
