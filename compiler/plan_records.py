@@ -62,6 +62,10 @@ class RooflineTerms:
     # s of a decode attention kernel's KV read per attention layer that its fixed latency hides (the kernel costs its
     # read beyond that); 0: the read adds to the layer's small kernels whole
     decode_kv_hidden_s: float = 0.0
+    # block-scaled GEMMs run in tiles of this many tokens (rows), and this share of their FLOP time is paid per whole
+    # tile (a pass of 257 tokens pays two tiles); 0: FLOP time follows the tokens
+    gemm_tile_tokens: int = 0
+    gemm_tile_share: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,10 @@ WEIGHT_EFFICIENCY = 0.75  # a GPU without a calibrated figure (A100, inline hard
 # figure by TP degree: TP2 0.51 (H200) and 0.45 (B200), TP4 0.41 (H100, H200), TP8 0.46 (H200)
 ALL_REDUCE_EFFICIENCY = {2: 0.48, 4: 0.41, 8: 0.46}
 ALL_REDUCE_OTHER = 0.44
+# AISimulate's measured block-scaled (fp8) GEMMs step every 256 tokens (Qwen3-32B-FP8 H200: 37.3 ms at 512 tokens,
+# 48.3 at 513, flat to 768); this share of a dense model's GEMM FLOP time is paid per whole 256-token tile (facts §52).
+# MoE models keep smooth GEMMs (their expert tables are priced apart; DeepSeek-V3's passes are fitted without tiles)
+LOW_PRECISION_TILE = (256, 0.9)
 
 
 def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precision_kv: bool, tensor: int = 1,
@@ -75,7 +79,9 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
         moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"],
         all_reduce_efficiency=ALL_REDUCE_EFFICIENCY.get(tensor, ALL_REDUCE_OTHER),
         all_reduce=t["moe_all_reduce"] or not moe, all_to_all_efficiency=t["all_to_all"],
-        decode_kv_hidden_s=t.get("kv_hidden", 0.0))
+        decode_kv_hidden_s=t["kv_hidden"],
+        gemm_tile_tokens=LOW_PRECISION_TILE[0] if low_precision and not moe else 0,
+        gemm_tile_share=LOW_PRECISION_TILE[1] if low_precision and not moe else 0.0)
 
 
 def routed_params(model: dict) -> float:

@@ -151,3 +151,22 @@ def test_sglangs_decode_attention_hides_the_first_6_us_of_each_layers_read():
         timing = step("qwen3-8b", "h100", backend, 1)
         short, long = (timing(PassWork(decode_requests=2, decode_context=2 * c)) for c in (512, 4500))
         assert abs(long - short - grows * 1e9) <= 2, (long - short, grows * 1e9)
+
+
+def test_fp8_gemms_are_paid_in_whole_256_token_tiles():
+    """Qwen3-32B-FP8's GEMMs at 513 tokens pay 0.9 of their FLOP time for three 256-token tiles (768 rows) and the
+    rest for 513: 742.5 tokens' FLOPs at the fp8 rate (both compute-bound), where a smooth GEMM pays 513 tokens'."""
+    from dataclasses import replace
+    record = roofline_record(resolve_model("Qwen/Qwen3-32B-FP8")[0], resolve_hardware("h200_sxm")[0], "vllm", 1, 1)
+    assert (record.terms.gemm_tile_tokens, record.terms.gemm_tile_share) == (256, 0.9)
+    smooth = replace(record, terms=replace(record.terms, gemm_tile_tokens=0, gemm_tile_share=0.0))
+    per_token_s = 2 * record.gemm_params / (record.peak_flops * record.terms.compute_efficiency)
+    for tokens, rows in ((513, 768), (512, 512), (300, 512), (100, 128)):
+        work = PassWork(prefill_chunks=((tokens, 0),))
+        extra = default_timing(record)(work) - default_timing(smooth)(work)
+        expected = 0.9 * (rows - tokens) * per_token_s
+        if tokens == 100:  # 125.2 tokens' FLOPs (6.5 ms) stay below the 11.9 ms weight read: the tile costs nothing
+            expected = 0.0
+        assert abs(extra - expected * 1e9) <= 1, (tokens, extra, expected * 1e9)
+    bf16 = roofline_record(resolve_model("Qwen/Qwen3-32B")[0], resolve_hardware("h200_sxm")[0], "vllm", 1, 2)
+    assert bf16.terms.gemm_tile_tokens == 0

@@ -7,6 +7,9 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
     t_gemm = max(2 * P_gemm * T / tp / (peak[weight precision] * e_compute),
                  W (1 - f_routed) / (HBM * e_weights) + W f_routed (1 - (1 - k/E)^T) / (HBM * e_experts))
                                                             MoE: T tokens leave (1 - k/E)^T of the experts unread
+                                                            fp8 dense: T in the FLOP term is s * rows + (1 - s) * T,
+                                                            rows = T rounded up to whole 256-token tiles (64, 128
+                                                            below 129), s = gemm_tile_share
     t_attn = a(sum(n_i * (c_i + n_i/2)), sum(c_i + n_i)) + max(0, a(C, C) - L_attn * kv_hidden)
                                                             prefill and decode attention, two kernels, where:
     a(P, K) = max(4 * L_attn * H * D * P / tp / (peak[bf16] * e_attention), kv_bytes_per_token * K / (HBM * e_kv))
@@ -113,9 +116,16 @@ def default_timing(inputs) -> Timing:
     else:
         expert_flops_per_token, expert_flops_per_s = 0.0, 1.0
 
+    tile, tile_share = terms.gemm_tile_tokens, terms.gemm_tile_share
+
     def gemms(tokens: int) -> float:
         # routed experts: a token picks k of E, so T tokens leave (1 - k/E)^T of them unread
         experts = expert_s * (1 - miss ** tokens)
+        if tile:
+            # rows are computed in whole tiles: AISimulate's fp8 GEMMs at 257 tokens cost what they cost at 512;
+            # below half a tile its steps are the powers of two from 64 (65 tokens cost what 128 do)
+            whole = -(-tokens // tile) * tile if 2 * tokens > tile else max(64, 1 << (tokens - 1).bit_length())
+            tokens = tile_share * whole + (1 - tile_share) * tokens
         if expert_flops_per_token:
             # AISimulate's measured grouped GEMMs cost their reads plus their FLOPs (Kimi K3: 70 ms + 81 us per
             # token at 1k-16k tokens), as a kernel that does not overlap the two would
