@@ -54,6 +54,9 @@ ARCHITECTURE_ATTENTION = {"blackwell": 0.83}  # likewise for the prefill attenti
 # decode GEMMs read a larger share of H100's 3.35 TB/s than of H200's 4.8 TB/s (facts, "Default timing calibration")
 GPU_WEIGHT_EFFICIENCY = {"h100_sxm": 0.79, "h200_sxm": 0.74, "b200_sxm": 0.76, "gb200": 0.76}
 WEIGHT_EFFICIENCY = 0.75  # a GPU without a calibrated figure (A100, inline hardware)
+# bf16 KV reads of decode attention on Ampere: AISimulate's A100 vLLM and SGLang kernels read 0.66 / 0.61 of HBM (batch
+# 64 at 16k tokens: 128.0 / 137.3 ms), TensorRT-LLM's the 0.92 of every other GPU (facts §52)
+GPU_KV_EFFICIENCY = {("a100_sxm", "vllm"): 0.66, ("a100_sxm", "sglang"): 0.61}
 # AISimulate's measured all-reduces move a pass's hidden states (4,096 tokens) at this share of the per-GPU NVLink
 # figure by TP degree: TP2 0.51 (H200) and 0.45 (B200), TP4 0.41 (H100, H200), TP8 0.46 (H200)
 ALL_REDUCE_EFFICIENCY = {2: 0.48, 4: 0.41, 8: 0.46}
@@ -73,7 +76,9 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
         compute_efficiency=t["compute"][precision] * ARCHITECTURE_COMPUTE.get(hardware.get("architecture"), 1.0),
         attention_efficiency=t["attention"] * ARCHITECTURE_ATTENTION.get(hardware.get("architecture"), 1.0),
         weight_efficiency=weights * (t["low_weights"] if low_precision else 1.0),
-        expert_efficiency=t["experts"], kv_efficiency=t["kv"]["low" if low_precision_kv else "high"],
+        expert_efficiency=t["experts"],
+        kv_efficiency=t["kv"]["low"] if low_precision_kv else GPU_KV_EFFICIENCY.get((hardware.get("name"), backend),
+                                                                                    t["kv"]["high"]),
         pass_overhead_s=t["pass"], layer_overhead_s=t["layer"], prefill_layer_overhead_s=t["prefill_layer"],
         mixed_layer_overhead_s=t["mixed_layer"], decode_token_overhead_s=t["decode_token"],
         moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"],
