@@ -57,6 +57,15 @@ class RooflineTerms:
     all_reduce_efficiency: float  # all-reduced bytes per second as a share of the per-GPU NVLink figure
     all_reduce: bool  # False: the pass runs no tensor-parallel all-reduce of its own (fused into the MoE combine)
     all_to_all_efficiency: float  # share of NVLink bandwidth the expert dispatch and combine reach
+    # share of the weight precision's peak the routed experts' grouped GEMMs reach (0: priced with the other GEMMs)
+    expert_compute_efficiency: float = 0.0
+    # s of a decode attention kernel's KV read per attention layer that its fixed latency hides (the kernel costs its
+    # read beyond that); 0: the read adds to the layer's small kernels whole
+    decode_kv_hidden_s: float = 0.0
+    # block-scaled GEMMs run in tiles of this many tokens (rows), and this share of their FLOP time is paid per whole
+    # tile (a pass of 257 tokens pays two tiles); 0: FLOP time follows the tokens
+    gemm_tile_tokens: int = 0
+    gemm_tile_share: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from .durations import ms_coefficients_to_ns, ms_to_ns
 from .geometry.kv_bytes import DTYPE_BYTES, native_bytes_per_token
 from .geometry.memory import embedding_params, weights_per_gpu
 from .plan_records import FixedTiming, PolynomialTiming, RooflineTerms, RooflineTiming, Timing
+from .timing_families import family_moe_layers, family_routed_params, family_terms
 
 BACKENDS = ("vllm", "sglang", "trtllm")
 LOW_PRECISION = ("fp8", "fp4")
@@ -37,13 +38,14 @@ SHARED_TERMS = {"layer": 37e-6, "prefill_layer": 58e-6, "mixed_layer": 39e-6, "a
 BACKEND_TERMS = {
     "vllm": {**SHARED_TERMS, "compute": {"high": 0.78, "low": 0.61}, "low_weights": 0.773,
              "kv": {"high": 0.92, "low": 0.65}, "attention": 0.65, "pass": 0.5e-3, "decode_token": 8.1e-6,
-             "moe_layer": 154e-6, "moe_all_reduce": True, "all_to_all": 0.8},
+             "moe_layer": 154e-6, "moe_all_reduce": True, "all_to_all": 0.8, "kv_hidden": 0.0},
     "sglang": {**SHARED_TERMS, "compute": {"high": 0.73, "low": 0.59}, "low_weights": 0.773,
                "kv": {"high": 0.92, "low": 0.51}, "attention": 0.56, "pass": 0.5e-3, "decode_token": 5.3e-6,
-               "moe_layer": 92e-6, "moe_all_reduce": True, "all_to_all": 0.9},
+               "moe_layer": 92e-6, "moe_all_reduce": True, "all_to_all": 0.9, "kv_hidden": 6e-6},
     "trtllm": {**SHARED_TERMS, "compute": {"high": 0.79, "low": 0.585}, "low_weights": 0.907,
                "kv": {"high": 0.92, "low": 0.80}, "attention": 0.60, "pass": 0.75e-3, "decode_token": 7.8e-6,
-               "moe_layer": 41e-6, "moe_all_reduce": False, "all_to_all": 1.1, "experts": 0.72},
+               "moe_layer": 41e-6, "moe_all_reduce": False, "all_to_all": 1.1, "experts": 0.72,
+               "kv_hidden": 0.0},
 }
 # the share of the hopper-relative GEMM efficiency each architecture's measured kernels reach at its catalog peak
 ARCHITECTURE_COMPUTE = {"blackwell": 0.90}
@@ -52,10 +54,17 @@ ARCHITECTURE_ATTENTION = {"blackwell": 0.83}  # likewise for the prefill attenti
 # decode GEMMs read a larger share of H100's 3.35 TB/s than of H200's 4.8 TB/s (facts, "Default timing calibration")
 GPU_WEIGHT_EFFICIENCY = {"h100_sxm": 0.79, "h200_sxm": 0.74, "b200_sxm": 0.76, "gb200": 0.76}
 WEIGHT_EFFICIENCY = 0.75  # a GPU without a calibrated figure (A100, inline hardware)
+# bf16 KV reads of decode attention on Ampere: AISimulate's A100 vLLM and SGLang kernels read 0.66 / 0.61 of HBM (batch
+# 64 at 16k tokens: 128.0 / 137.3 ms), TensorRT-LLM's the 0.92 of every other GPU (facts §52)
+GPU_KV_EFFICIENCY = {("a100_sxm", "vllm"): 0.66, ("a100_sxm", "sglang"): 0.61}
 # AISimulate's measured all-reduces move a pass's hidden states (4,096 tokens) at this share of the per-GPU NVLink
 # figure by TP degree: TP2 0.51 (H200) and 0.45 (B200), TP4 0.41 (H100, H200), TP8 0.46 (H200)
 ALL_REDUCE_EFFICIENCY = {2: 0.48, 4: 0.41, 8: 0.46}
 ALL_REDUCE_OTHER = 0.44
+# AISimulate's measured block-scaled (fp8) GEMMs step every 256 tokens (Qwen3-32B-FP8 H200: 37.3 ms at 512 tokens,
+# 48.3 at 513, flat to 768); this share of a dense model's GEMM FLOP time is paid per whole 256-token tile (facts §52).
+# MoE models keep smooth GEMMs (their expert tables are priced apart; DeepSeek-V3's passes are fitted without tiles)
+LOW_PRECISION_TILE = (256, 0.9)
 
 
 def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precision_kv: bool, tensor: int = 1,
@@ -67,12 +76,17 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
         compute_efficiency=t["compute"][precision] * ARCHITECTURE_COMPUTE.get(hardware.get("architecture"), 1.0),
         attention_efficiency=t["attention"] * ARCHITECTURE_ATTENTION.get(hardware.get("architecture"), 1.0),
         weight_efficiency=weights * (t["low_weights"] if low_precision else 1.0),
-        expert_efficiency=t["experts"], kv_efficiency=t["kv"]["low" if low_precision_kv else "high"],
+        expert_efficiency=t["experts"],
+        kv_efficiency=t["kv"]["low"] if low_precision_kv else GPU_KV_EFFICIENCY.get((hardware.get("name"), backend),
+                                                                                    t["kv"]["high"]),
         pass_overhead_s=t["pass"], layer_overhead_s=t["layer"], prefill_layer_overhead_s=t["prefill_layer"],
         mixed_layer_overhead_s=t["mixed_layer"], decode_token_overhead_s=t["decode_token"],
         moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"],
         all_reduce_efficiency=ALL_REDUCE_EFFICIENCY.get(tensor, ALL_REDUCE_OTHER),
-        all_reduce=t["moe_all_reduce"] or not moe, all_to_all_efficiency=t["all_to_all"])
+        all_reduce=t["moe_all_reduce"] or not moe, all_to_all_efficiency=t["all_to_all"],
+        decode_kv_hidden_s=t["kv_hidden"],
+        gemm_tile_tokens=LOW_PRECISION_TILE[0] if low_precision and not moe else 0,
+        gemm_tile_share=LOW_PRECISION_TILE[1] if low_precision and not moe else 0.0)
 
 
 def routed_params(model: dict) -> float:
@@ -80,7 +94,8 @@ def routed_params(model: dict) -> float:
     experts, inter, hidden = model.get("num_experts"), model.get("moe_intermediate_size"), model.get("hidden_size")
     if not (experts and inter and hidden):
         return 0.0
-    return min(model["params"], model["num_layers"] * experts * 3 * hidden * inter)
+    family = family_routed_params(model)
+    return min(model["params"], family if family is not None else model["num_layers"] * experts * 3 * hidden * inter)
 
 
 def active_params(model: dict) -> float:
@@ -117,9 +132,9 @@ def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_d
     # the routed experts' share of the weights, as the active parameters imply it: active = P(1 - f) + P f k/E
     experts, per_token = model.get("num_experts", 0), model.get("experts_per_token", 0)
     routed = (1 - active_params(model) / model["params"]) / (1 - per_token / experts) if per_token else 0.0
+    terms = roofline_terms(backend, hardware, dtype in LOW_PRECISION, kv_dtype_bytes < 2, tensor, bool(routed))
     return RooflineTiming(
-        terms=roofline_terms(backend, hardware, dtype in LOW_PRECISION, kv_dtype_bytes < 2, tensor, bool(routed)),
-        moe_layers=layers if routed else 0, experts=experts if routed else 0,
+        terms=family_terms(model, backend, terms), moe_layers=family_moe_layers(model, layers) if routed else 0, experts=experts if routed else 0,
         experts_per_token=per_token if routed else 0, routed_weight_fraction=routed, expert_parallel=expert_parallel,
         ffn_width=0 if routed else model.get("intermediate_size", 0),
         tensor=tensor, num_layers=layers, attention_layers=model.get("kv_layers", layers), attention_heads=heads,

@@ -7,8 +7,13 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
     t_gemm = max(2 * P_gemm * T / tp / (peak[weight precision] * e_compute),
                  W (1 - f_routed) / (HBM * e_weights) + W f_routed (1 - (1 - k/E)^T) / (HBM * e_experts))
                                                             MoE: T tokens leave (1 - k/E)^T of the experts unread
-    t_attn = a(sum(n_i * (c_i + n_i/2)), sum(c_i + n_i)) + a(C, C)       prefill and decode attention, two kernels:
+                                                            fp8 dense: T in the FLOP term is s * rows + (1 - s) * T,
+                                                            rows = T rounded up to whole 256-token tiles (64, 128
+                                                            below 129), s = gemm_tile_share
+    t_attn = a(sum(n_i * (c_i + n_i/2)), sum(c_i + n_i)) + max(0, a(C, C) - L_attn * kv_hidden)
+                                                            prefill and decode attention, two kernels, where:
     a(P, K) = max(4 * L_attn * H * D * P / tp / (peak[bf16] * e_attention), kv_bytes_per_token * K / (HBM * e_kv))
+                                                            (kv_hidden: the read a decode kernel's latency hides)
     t_ar   = 2 * L * (T * hidden * 2 B / (NVLink * e_all_reduce) + all_reduce_latency)  only when tp > 1 (and
                                                             not fused into the backend's MoE combine)
     t_elem = L * T * (21.5 B * hidden + 7.7 B * ffn_width / tp) / HBM   add-norms and a dense FFN's gate activation
@@ -96,16 +101,48 @@ def default_timing(inputs) -> Timing:
     def attention(pairs: float, kv_tokens: float) -> float:
         return max(flops_per_pair * pairs / attention_flops_per_s, kv_s_per_token * kv_tokens)
 
+    kv_hidden_s = inputs.attention_layers * terms.decode_kv_hidden_s
+
+    def decode_attention(pairs: float, kv_tokens: float) -> float:
+        # the first microseconds of each layer's read hide under the kernel's launch and latency, already in
+        # the layer's small kernels (SGLang: a decode pass of 2 x 4,500 tokens costs 0.24 ms over 2 x 1,024, not 0.33)
+        return max(0.0, attention(pairs, kv_tokens) - kv_hidden_s)
+
+    if terms.expert_compute_efficiency:
+        # the routed experts' grouped GEMMs are kernels of their own, bound by their FLOPs or their reads
+        expert_flops_per_token = 2 * inputs.params * routed * inputs.experts_per_token / inputs.experts / tp
+        expert_flops_per_s = inputs.peak_flops * terms.expert_compute_efficiency
+        flops_per_token -= expert_flops_per_token
+    else:
+        expert_flops_per_token, expert_flops_per_s = 0.0, 1.0
+
+    tile, tile_share = terms.gemm_tile_tokens, terms.gemm_tile_share
+
+    def gemms(tokens: int) -> float:
+        # routed experts: a token picks k of E, so T tokens leave (1 - k/E)^T of them unread
+        experts = expert_s * (1 - miss ** tokens)
+        if tile:
+            # rows are computed in whole tiles: AISimulate's fp8 GEMMs at 257 tokens cost what they cost at 512;
+            # below half a tile its steps are the powers of two from 64 (65 tokens cost what 128 do)
+            whole = -(-tokens // tile) * tile if 2 * tokens > tile else max(64, 1 << (tokens - 1).bit_length())
+            tokens = tile_share * whole + (1 - tile_share) * tokens
+        if expert_flops_per_token:
+            # AISimulate's measured grouped GEMMs cost their reads plus their FLOPs (Kimi K3: 70 ms + 81 us per
+            # token at 1k-16k tokens), as a kernel that does not overlap the two would
+            return max(flops_per_token * tokens / flops_per_s, weight_s) \
+                + expert_flops_per_token * tokens / expert_flops_per_s + experts
+        return max(flops_per_token * tokens / flops_per_s, weight_s + experts)
+
     def seconds(work: PassWork, decode_tokens: int, decode_pairs: float, decode_kv: float) -> float:
         tokens = work.prefill_tokens + decode_tokens
         # the GEMMs, the prefill attention and the decode attention are kernels of their own, each bound by its
-        # compute or its reads; routed experts: a token picks k of E, so T tokens leave (1 - k/E)^T of them unread
-        gemm = max(flops_per_token * tokens / flops_per_s, weight_s + expert_s * (1 - miss ** tokens))
+        # compute or its reads
+        gemm = gemms(tokens)
         prefill = attention(sum(n * (c + n / 2) for n, c in work.prefill_chunks),
                             sum(c + n for n, c in work.prefill_chunks))
         # a layer's small kernels cost their launches until the tokens make them memory-bound
         small = max(layer_s, elementwise_s_per_token * tokens)
-        return gemm + prefill + attention(decode_pairs, decode_kv) + small + fixed_s \
+        return gemm + prefill + decode_attention(decode_pairs, decode_kv) + small + fixed_s \
             + (ar_s_per_token + a2a_s_per_token) * tokens + per_decode_s * decode_tokens \
             + (prefill_s + (mixed_s if decode_tokens else 0.0) if work.prefill_chunks else 0.0)
 

@@ -1,0 +1,55 @@
+"""Roofline terms of the model families AISimulate prices with a module of their own (Kimi K3, DeepSeek V4).
+
+AISimulate 0.13 times DeepSeek-V3 and the dense models with its generic op graphs, which the per-backend terms of
+timing_inputs.py follow; Kimi K3 (`sdk/models/kimi_k3.py`: 92 LatentMoE layers whose 896 routed experts work in a
+3,584-wide latent space, KDA layers) and DeepSeek V4 (`deepseek_v4.py`: mxfp4 experts, its own attention module)
+have their own graphs and measured kernels, so their MoE layers cost what those kernels cost, not what DeepSeek-V3's
+do.  This table says, per family, what the catalog record cannot (the routed experts' real width and the number
+of MoE layers) and, per backend, the MoE terms fitted to AISimulate's passes (docs/reference-facts.md §52):
+``moe_layer`` (s per MoE layer and pass: routing, dispatch, launches), ``experts`` (the routed experts' read as a
+share of HBM bandwidth, over bytes at the record's weight precision), ``expert_compute`` (their grouped GEMMs'
+share of the weight precision's peak), ``all_to_all`` (the dispatch's share of NVLink).  A family or backend
+missing here keeps the generic terms.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+FAMILIES = {
+    # layer 0 is a dense SwiGLU layer (first_k_dense_replace 1); the routed experts map 3,584 -> 3,072 -> 3,584
+    # AISimulate's KDA layers add ~30 ms of conv1d to every pass that prefills (vLLM), priced per attention layer;
+    # LatentMoE dispatches latent-width activations, so the all-to-all moves less than the hidden-width bf16 bytes
+    "kimi_k3": {"moe_layers": 92, "expert_width": 3584, "backends": {
+        "vllm": {"moe_layer": 128e-6, "experts": 0.34, "expert_compute": 0.0134, "all_to_all": 9.0,
+                 "prefill_layer": 500e-6},
+        "sglang": {"moe_layer": 77e-6, "experts": 0.76, "expert_compute": 0.060, "all_to_all": 4.6,
+                   "prefill_layer": 910e-6}}},
+    # mxfp4 experts (0.53 B a parameter against the record's fp8: a read efficiency above 1 over fp8 bytes); its
+    # compressed sparse attention does a fraction of a dense MLA's FLOPs (an attention efficiency above 1)
+    "deepseek_v4": {"backends": {
+        "vllm": {"moe_layer": 42e-6, "experts": 1.42, "expert_compute": 0.070, "all_to_all": 4.2,
+                 "prefill_layer": 46e-6, "attention": 2.2},
+        "sglang": {"moe_layer": 50e-6, "experts": 1.5, "expert_compute": 0.078, "all_to_all": 3.8,
+                   "prefill_layer": 55e-6, "attention": 16.0}}},
+}
+TERM_FIELDS = {"moe_layer": "moe_layer_overhead_s", "experts": "expert_efficiency",
+               "expert_compute": "expert_compute_efficiency", "all_to_all": "all_to_all_efficiency",
+               "layer": "layer_overhead_s", "attention": "attention_efficiency", "prefill_layer": "prefill_layer_overhead_s"}
+
+
+def family_routed_params(model: dict) -> float | None:
+    """The routed experts' parameters where the family's experts are not `hidden_size` wide, else None."""
+    family = FAMILIES.get(model.get("family"), {})
+    if "expert_width" not in family:
+        return None
+    return family["moe_layers"] * model["num_experts"] * 3 * family["expert_width"] * model["moe_intermediate_size"]
+
+
+def family_moe_layers(model: dict, layers: int) -> int:
+    return FAMILIES.get(model.get("family"), {}).get("moe_layers", layers)
+
+
+def family_terms(model: dict, backend: str, terms):
+    """`terms` with the family's fitted MoE terms for `backend` in place of the generic ones."""
+    fitted = FAMILIES.get(model.get("family"), {}).get("backends", {}).get(backend, {})
+    return replace(terms, **{TERM_FIELDS[key]: value for key, value in fitted.items()}) if fitted else terms
