@@ -6,6 +6,8 @@ diagnostics: one per unknown key
 (with a "did you mean"), strict integers (``16.0`` and ``"16"`` are not
 integers), enum values with the closest allowed one, and for `anyOf` choices
 (a catalog name or an inline object) only the branch that fits the value's type.
+A document is first checked by the schema's compiled predicate (`schema_fast`, the same
+verdict); jsonschema is imported and run only for one that has errors, to explain them.
 """
 from __future__ import annotations
 
@@ -14,13 +16,10 @@ import math
 from functools import lru_cache
 from typing import Any, Iterable
 
-from jsonschema import Draft202012Validator
-from jsonschema.validators import extend
-from referencing import Registry, Resource
-
 from ..schema import PREDICT, REPLAYSPEC, load_schema
 from .config_units import unit_hint
 from .diagnostics import Diagnostic, field_words, join_pointer
+from .schema_fast import compile_check
 
 OTHER_STACKS = {"router": "the router stack", "planner": "the planner stack"}
 _TYPE_NAMES = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
@@ -31,23 +30,53 @@ def _strict_integer(checker, instance) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-_TYPES = Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer)
-StrictValidator = extend(Draft202012Validator, type_checker=_TYPES)
+@lru_cache(maxsize=None)
+def _strict_class():
+    """jsonschema's Draft 2020-12 validator with strict integers (imported here: only an error needs it)."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import extend
+    return extend(Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", _strict_integer))
 
 
 @lru_cache(maxsize=None)
-def registry() -> Registry:
+def documents() -> dict[str, dict]:
     """Every schema of the package by its `$id`, so one may `$ref` another (ReplaySpec -> predict `engine`)."""
-    schemas = [load_schema(name) for name in (PREDICT, REPLAYSPEC)]
-    return Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas)
-
-
-def strict_validator(schema: dict):
-    return StrictValidator(schema, registry=registry())
+    return {s["$id"]: s for s in (load_schema(name) for name in (PREDICT, REPLAYSPEC))}
 
 
 @lru_cache(maxsize=None)
-def validator(name: str = PREDICT):
+def registry():
+    from referencing import Registry, Resource
+    return Registry().with_resources((i, Resource.from_contents(s)) for i, s in documents().items())
+
+
+class SchemaChecker:
+    """One schema's two checks: a compiled predicate (`schema_fast`) that vouches for a valid document, and
+    jsonschema's strict validator, made when first needed, for the errors of one it cannot vouch for."""
+
+    __slots__ = ("schema", "_fast", "_slow")
+
+    def __init__(self, schema: dict):
+        self.schema, self._fast, self._slow = schema, False, None
+
+    def certainly_valid(self, document: Any) -> bool:
+        if self._fast is False:
+            self._fast = compile_check(self.schema, self.schema, documents())
+        return self._fast is not None and self._fast(document)
+
+    def iter_errors(self, document: Any):
+        if self._slow is None:
+            self._slow = _strict_class()(self.schema, registry=registry())
+        return self._slow.iter_errors(document)
+
+
+def strict_validator(schema: dict) -> SchemaChecker:
+    return SchemaChecker(schema)
+
+
+@lru_cache(maxsize=None)
+def validator(name: str = PREDICT) -> SchemaChecker:
     return strict_validator(load_schema(name))
 
 
@@ -77,9 +106,17 @@ def schema_errors(document: dict, schema_name: str = PREDICT) -> list[Diagnostic
     return errors_of(validator(schema_name), document)
 
 
-def errors_of(schema_validator, document: dict) -> list[Diagnostic]:
+def errors_of(checker: SchemaChecker, document: dict) -> list[Diagnostic]:
+    """The document's diagnostics; none, without jsonschema, for a document the compiled check vouches for."""
+    if checker.certainly_valid(document):
+        return []
+    return jsonschema_errors(checker, document)
+
+
+def jsonschema_errors(checker: SchemaChecker, document: dict) -> list[Diagnostic]:
+    """The diagnostics of jsonschema's errors (the document's whole verdict, as `errors_of` but never fast)."""
     out: dict[Diagnostic, None] = {}
-    for error in schema_validator.iter_errors(document):
+    for error in checker.iter_errors(document):
         out.update(dict.fromkeys(_convert(error)))
     return list(out)
 

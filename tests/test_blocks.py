@@ -4,6 +4,8 @@ REFERENCE.md "Block hashing", with `xxhash.xxh3_64_intdigest` and `struct`, neve
 """
 from __future__ import annotations
 
+import random
+
 import struct
 from array import array
 
@@ -151,6 +153,20 @@ def test_trace_keys_engine_blocks_inside_trace_blocks():
     """Trace block h of T tokens holds engine blocks keyed h * (T // bs) + j (j = 0, 1, ...)."""
     # T = 8, bs = 4: two blocks per id; id 5 -> 10, 11; id 6 -> 12, 13; id 7 -> 14, 15
     assert blocks.trace_keys([5, 6, 7], 24, 8, 4) == [10, 11, 12, 13, 14, 15]
+
+
+def test_trace_keys_of_consecutive_ids_are_the_per_id_ranges():
+    """Runs of consecutive ids are made as one range each: the keys are still id * per + j for every id in order,
+    whatever the ids (repeated, descending, 0, gaps of one) and however many blocks the prompt fills."""
+    rng = random.Random(20)
+    for _ in range(300):
+        ids = [rng.choice([0, 1, 2, 3, 7, 8, 9, 40, 41]) for _ in range(rng.randint(0, 9))]
+        for block_size, per in ((4, 2), (8, 1), (2, 4)):
+            tokens = rng.randint(1, max(1, 8 * len(ids)))
+            full = tokens // block_size
+            expected = [h * per + j for h in ids for j in range(per)][:full]
+            assert blocks.trace_keys(ids, tokens, 8, block_size) == expected, (ids, tokens, block_size)
+    assert blocks.trace_keys((3, 4, 5, 9, 10, 0), 48, 8, 4) == [6, 7, 8, 9, 10, 11, 18, 19, 20, 21, 0, 1]
 
 
 def test_trace_keys_equal_ids_give_equal_keys():

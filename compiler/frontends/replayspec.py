@@ -29,7 +29,7 @@ where it was written (the pipeline still locates with the source table, which
 falls back to the nearest written ancestor).
 
 Speed: a plan must stay fast for long request lists.  Requests are checked
-first by a predicate compiled from the request schema (`compile_check`); only
+first by a predicate compiled from the request schema (`schema_fast`); only
 the ones it cannot vouch for (and one more, for the shape) go through jsonschema,
 for its diagnostics.  The request
 list is lowered as immutable JSON records (`FrozenList` / `FrozenDict`), which
@@ -49,11 +49,12 @@ from pyrsistent import PMap, freeze, pmap, thaw
 from ...schema import PREDICT, REPLAYSPEC, load_schema
 from ..diagnostics import CompileError, Diagnostic
 from ..load import Loaded
-from ..schema_check import errors_of, strict_validator, validator
+from ..schema_check import documents, errors_of, strict_validator, validator
+from ..schema_fast import Check, compile_check
 from ..rules.replayspec import FRONTEND_RULES, VERSION
 from ..spans import Span, SpanTable
 from ..spec import Spec
-from .fast_json import Check, FrozenList, compile_check, frozen_json
+from .fast_json import FrozenList, frozen_json
 
 KIND = "replayspec"
 POOLS = {"aggregated": (("workers", "aggregated"),), "disaggregated": (("prefill", "prefill"), ("decode", "decode"))}
@@ -62,7 +63,7 @@ POOLS = {"aggregated": (("workers", "aggregated"),), "disaggregated": (("prefill
 @lru_cache(maxsize=None)
 def request_check() -> Check | None:
     schema = load_schema(REPLAYSPEC)
-    return compile_check(schema["$defs"]["request"], schema)
+    return compile_check(schema["$defs"]["request"], schema, documents())
 
 
 def _all_certainly_valid(requests: Iterable) -> bool:

@@ -60,22 +60,28 @@ def _ms(ns: int | None) -> float | None:
 
 
 def request_record(request: Request) -> dict:
+    """The request's requests.jsonl record.  (Written for a million-row trace's speed: one dict display, times
+    converted inline, the ITL mean from the gap runs without a list of them; the values are the same expressions.)"""
     spec = request.spec
-    first, last = request.first_token_ns, request.last_token_ns
-    itl = [(gap / MS, count) for gap, count in gap_runs(request.gaps)]
-    gaps = sum(count for _, count in itl)
+    arrival, first, last = request.arrival_ns, request.first_token_ns, request.last_token_ns
+    second, admit, end = request.second_token_ns, request.first_admit_ns, request.terminal_ns
+    runs = request.gaps
+    if type(runs) is not list:  # (packed: gap, count, gap, count, ...)
+        runs = list(gap_runs(runs))
+    gaps = sum([count for _, count in runs]) if runs else 0
     history = admission_history(request)
     uuid = spec.uuid
     record = {
         "uuid": uuid, "index": spec.index, "id": spec.name or uuid, "session_id": spec.session_id,
         "turn_index": spec.turn_index,
-        "arrival_time_ms": _ms(request.arrival_ns), "first_admit_ms": _ms(request.first_admit_ns),
-        "first_token_ms": _ms(first), "last_token_ms": _ms(last),
-        "terminal_time_ms": _ms(request.terminal_ns),
-        "ttft_ms": (first - request.arrival_ns) / MS if first is not None else None,
-        "ttst_ms": (request.second_token_ns - first) / MS if request.second_token_ns is not None else None,
-        "itl_ms": math.fsum(v * c for v, c in itl) / gaps if gaps else None,
-        "e2e_latency_ms": (last - request.arrival_ns) / MS if request.status == "completed" else None,
+        "arrival_time_ms": None if arrival is None else arrival / MS,
+        "first_admit_ms": None if admit is None else admit / MS,
+        "first_token_ms": None if first is None else first / MS, "last_token_ms": None if last is None else last / MS,
+        "terminal_time_ms": None if end is None else end / MS,
+        "ttft_ms": (first - arrival) / MS if first is not None else None,
+        "ttst_ms": (second - first) / MS if second is not None else None,
+        "itl_ms": math.fsum([gap / MS * count for gap, count in runs]) / gaps if gaps else None,
+        "e2e_latency_ms": (last - arrival) / MS if request.status == "completed" else None,
         "input_length": spec.prompt_len, "requested_output_length": spec.requested_output_len or spec.output_len,
         "output_length": request.generated,
         "reused_input_tokens": request.reused_tokens,
@@ -84,7 +90,7 @@ def request_record(request: Request) -> dict:
         "first_admission_host_reused_input_tokens": request.first_host_tokens,
         "admission_history": history,
         "admission_count": len(history),
-        "readmission_count": sum(1 for a in history if a["is_readmission"]),
+        "readmission_count": sum([a["is_readmission"] for a in history]),  # (bools: their sum is an int)
         "terminal_status": request.status, "terminal_reason": request.reason or None,
         "dp_rank": request.rank,
     }

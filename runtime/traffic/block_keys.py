@@ -80,11 +80,18 @@ def trace_keys(hash_ids, tokens: int, trace_block: int, block_size: int) -> list
     """
     span = 2 * trace_block
     full = tokens // block_size
-    if trace_block % block_size == 0:  # the common case, as one comprehension
+    if trace_block % block_size == 0:  # the common case: each id's blocks are one range of keys
         per = trace_block // block_size
         keys: list[int] = []
-        for base in [h * per for h in hash_ids[:-(-full // per)]]:  # (ranges extend a list in C)
-            keys.extend(range(base, base + per))
+        start = end = -1  # (ids are >= 0)
+        for h in hash_ids[:-(-full // per)]:  # consecutive ids (a prompt's new blocks, usually) extend one range
+            if h != end:
+                if end >= 0:
+                    keys.extend(range(start * per, end * per))
+                start = h
+            end = h + 1
+        if end >= 0:
+            keys.extend(range(start * per, end * per))
         del keys[full:]
         return keys
     # the block's start is in [-(block_size - 1), trace_block - block_size] from trace block `last`'s start: shifted
