@@ -129,6 +129,22 @@ def advance_decodes(rank, request: Request, passes: int, ends: list[int], gaps: 
     request.last_token_ns = ends[passes - 1]
 
 
+def finish_fused(rank, request: Request, j: int, ends: list[int], gaps: list[list[int]]) -> tuple[Request, int]:
+    """The request finishes in fused pass `j`: its tokens of passes 0..j, then its release at that pass's end.
+    Returns (request, end time)."""
+    advance_decodes(rank, request, j + 1, ends, gaps)
+    release_finished(rank, [request], ends[j])
+    return request, ends[j]
+
+
+def advance_survivors(rank, items, last_pass: dict, ends: list[int], gaps: list[list[int]]) -> None:
+    """The tokens of a fused run for the batch's requests that did not finish in it (`last_pass`: id(request) ->
+    its last pass of the run)."""
+    for request, _ in items:
+        if request.status != "completed":
+            advance_decodes(rank, request, last_pass[id(request)] + 1, ends, gaps)
+
+
 def move_to(request: Request, rank, stop_after: int) -> None:
     """The request now lives on `rank` (its keys follow the rank's block size, if its G1 matches by keys), to sample
     `stop_after` tokens."""

@@ -8,7 +8,7 @@ exactly what stepping each pass and each crossing gives (tests/test_fused_crossi
 """
 from __future__ import annotations
 
-from ..serving.pass_results import add_decode_block, advance_decodes, release_finished
+from ..serving.pass_results import add_decode_block, finish_fused
 from ..timing import PassWork
 
 
@@ -94,7 +94,5 @@ def apply_in_bulk(rank, events: list, ends: list[int], gaps: list, finished: lis
                     event[3].blocks.append(block)
         if stop < count:  # a finish at the end of its pass
             j, _, _, request = events[stop]
-            advance_decodes(rank, request, j + 1, ends, gaps)
-            release_finished(rank, [request], ends[j])
-            finished.append((request, ends[j]))
+            finished.append(finish_fused(rank, request, j, ends, gaps))
         start = stop + 1

@@ -23,7 +23,7 @@ run's tokens after the last one, as `macro.apply` does for every other rank.
 """
 from __future__ import annotations
 
-from ..serving.pass_results import add_decode_block, advance_decodes, release_finished
+from ..serving.pass_results import add_decode_block, advance_survivors, finish_fused
 from ..tiers.offload import offer
 from .events import FUSED_ALLOCATIONS, FUSED_STORES
 
@@ -56,9 +56,7 @@ class Deferred:
                     break
                 if at is not None:
                     at(ends[j])
-                advance_decodes(rank, request, j + 1, ends, self.gaps)
-                release_finished(rank, [request], ends[j])
-                finished.append((request, ends[j]))
+                finished.append(finish_fused(rank, request, j, ends, self.gaps))
             else:
                 if j != allocations and chain.holding_keyless:  # a landing may free a block to the queue's head
                     if self.waits_at != j:
@@ -73,9 +71,7 @@ class Deferred:
         self.cursor = cursor
         if cursor == len(events):
             self.cursor += 1  # (done: the survivors get their tokens once)
-            for request, _ in self.batch.items:
-                if request.status != "completed":
-                    advance_decodes(rank, request, self.last_pass[id(request)] + 1, ends, self.gaps)
+            advance_survivors(rank, self.batch.items, self.last_pass, ends, self.gaps)
         return finished
 
 

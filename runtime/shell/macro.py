@@ -22,7 +22,7 @@ from itertools import islice, repeat
 from ..tiers.apc import ApcPool
 from ..tiers.g1 import BlockPool
 from ..tiers.g1_runs import RunPool
-from ..serving.pass_results import add_decode_block, advance_decodes, gap_runs, release_finished
+from ..serving.pass_results import add_decode_block, advance_survivors, finish_fused, gap_runs
 from ..serving.scheduler import Batch, Rank, admit_waiting, known_sequence
 from .fused_passes import apply_in_bulk, constant_bound, constant_passes, timed_passes
 from .fused_tail import Deferred
@@ -229,7 +229,7 @@ def apply(macro: Macro) -> list[tuple[object, int]]:
         at = rank.pool.at  # a pool that stamps changes with their time (APC's TTL) is told it (None: it does not)
         if at is None and rank not in held and rank.pool.events is None:
             apply_in_bulk(rank, events, ends, gaps, finished)
-            _advance_the_rest(rank, batch, macro, ends, gaps)
+            advance_survivors(rank, batch.items, macro.last_pass, ends, gaps)
             continue
         looks = 1 if rank in held else last + 1  # the next pass whose admission attempt is due (held ranks)
         for j, kind, _, request in events:
@@ -244,23 +244,12 @@ def apply(macro: Macro) -> list[tuple[object, int]]:
             else:
                 if at is not None:
                     at(ends[j])
-                advance_decodes(rank, request, j + 1, ends, gaps)
-                release_finished(rank, [request], ends[j])
-                finished.append((request, ends[j]))
+                finished.append(finish_fused(rank, request, j, ends, gaps))
         while looks <= last:
             _look_again(rank, ends[looks - 1])
             looks += 1
-        _advance_the_rest(rank, batch, macro, ends, gaps)
+        advance_survivors(rank, batch.items, macro.last_pass, ends, gaps)
     return finished
-
-
-def _advance_the_rest(rank: Rank, batch: Batch, macro: Macro, ends: list[int], gaps: list) -> None:
-    """The tokens of the fused passes of the rank's requests that did not finish in them."""
-    for request, _ in batch.items:
-        if request.status != "completed":
-            advance_decodes(rank, request, macro.last_pass[id(request)] + 1, ends, gaps)
-
-
 
 
 def _look_again(rank: Rank, start: int) -> None:
