@@ -110,3 +110,29 @@ def test_a_prompt_that_reaches_the_context_is_rejected_when_reached_on_both_back
         assert [_times(r) for r in records] == [(1000, 0.0, 290.0, "completed"), (5000, 15.0, 110.0, "rejected"),
                                                 (4096, 17.0, 110.0, "rejected"), (300, 18.0, 150.0, "completed")]
         assert records[3]["first_admit_ms"] == 50.0 and records[2]["output_length"] == 0
+
+
+def test_a_prompt_that_fits_is_generated_up_to_the_context(tmp_path):
+    # issue 13 item 5: context 4,096, block 16, fixed 50 / 10 ms.  A (4,000 tokens, 200 asked) fits, its whole
+    # sequence does not: vLLM stops at max_model_len, so A makes 4,096 - 4,000 = 96 tokens.  B (1,000, 20 out,
+    # A's first 1,024 tokens) arrives at 5 and reuses floor(999 / 16) x 16 = 992.  A's first token at 50; the pass
+    # from 50 runs B's 8 tokens and A's decode (50 + 10 ms, to 110); A's 94 more decodes end at 110 + 940 = 1,050,
+    # B's 19 at 110 + 190 = 300.  Reuse 992 / 5,000.  AISimulate on the same file: the same four instants, 96
+    # tokens, 0.1984 (facts section 62).
+    (tmp_path / "trace.jsonl").write_text(
+        '{"timestamp": 0, "input_length": 4000, "output_length": 200, "hash_ids": [1, 2, 3, 4, 5, 6, 7, 8]}\n'
+        '{"timestamp": 5, "input_length": 1000, "output_length": 20, "hash_ids": [1, 2]}\n')
+    config = tmp_path / "c.yaml"
+    config.write_text(SESSIONS.format(backend="vllm", context=4096, blocks=2000).split("traffic:")[0] + """traffic:
+  source: {type: trace, paths: [trace.jsonl], format: mooncake, block_size: 512}
+  load: {type: trace_timestamps}
+""")
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["predict", "-c", str(config), "--output-dir", str(tmp_path / "out"), "--no-progress",
+                     "--capture-per-request"]) == 0
+    summary, (a, b) = read_outputs(tmp_path / "out")
+    assert [(r["output_length"], r["requested_output_length"], r["first_token_ms"], r["last_token_ms"],
+             r["reused_input_tokens"], r["terminal_status"]) for r in (a, b)] == \
+        [(96, 200, 50.0, 1050.0, 0, "completed"), (20, 20, 110.0, 300.0, 992, "completed")]
+    assert summary["prefix_cache_reused_ratio"] == 992 / 5000
+    assert (summary["rejected_requests"], summary["duration_ms"]) == (0, 1050.0)
