@@ -76,3 +76,24 @@ def test_missing_traffic_means_the_reference_default():
     assert traffic == {"source": {"type": "synthetic", "input_tokens": 1024, "output_tokens": 128,
                                   "cached_prefix_tokens": 0},
                        "load": {"type": "concurrency", "concurrency": 10}, "stop": {"requests": 100}}
+
+
+def test_unset_moe_widths_are_one_as_aisimulate_reads_them():
+    """Issue 13 item 8: an unset `moe_tensor` / `moe_expert` is 1 (the spec's parallelism default, AISimulate's
+    moe_tp_size / moe_ep_size), so DeepSeek-V3 at `tensor: 8` alone has experts of width 1 x 1 against 8 and is
+    refused, as AISimulate 0.13 refuses it ("moe_tp_size(1) * moe_ep_size(1) = 1", facts section 13); either
+    width at 8 with the other unset is valid (heldout2/k06 runs `tensor: 8, moe_tensor: 8` in both tools, §62)."""
+    text = ("engine:\n  model: deepseek-ai/DeepSeek-V3\n  hardware: h200_sxm\n  workers:\n    aggregated:\n"
+            "      parallelism: {%s}\n      kv_cache: {block_size: 64, capacity: {type: fixed, blocks: 4096}}\n"
+            + TRAFFIC)
+    assert codes(compile_yaml(text % "tensor: 8")) == {"PARALLEL-MOE-WIDTH"}
+    for widths, resolved, unset in (("tensor: 8, moe_tensor: 8", (8, 1), "moe_expert"),
+                                    ("tensor: 8, moe_expert: 8", (1, 8), "moe_tensor"),
+                                    ("tensor: 4, attention_data: 2, moe_expert: 8", (1, 8), "moe_tensor")):
+        result = compile_yaml(text % widths)
+        assert codes(result) == set()
+        plan = result.plan.to_dict()
+        parallelism = plan["engine"]["workers"]["aggregated"]["parallelism"]
+        assert (parallelism["moe_tensor"], parallelism["moe_expert"]) == resolved
+        assert plan["provenance"][f"/engine/workers/aggregated/parallelism/{unset}"] == \
+            "default(spec: parallelism defaults to 1)"
