@@ -150,8 +150,9 @@ def test_the_spec_example_resumes_a_request_sharing_23700_tokens_at_23040(tmp_pa
     and 24,192 tokens.  A later request sharing 23,700 tokens resumes at 23,040."
 
     B shares A's first 185 units (23,680 tokens; its 186th unit, 23,680-23,808, differs from the 23,700th token
-    on); C shares 189 (24,192 tokens, 15 blocks and 9 units of the 16th).  A's snapshot at 23,040 is its state
-    (2 blocks, 3,072 bytes); the one at 24,192 also keeps the 1,152 tokens of block 16 (3 blocks, 4,608 bytes).
+    on); C shares 189 (24,192 tokens, 15 blocks and 9 units of the 16th).  A's snapshots are its state (2 blocks,
+    3,072 bytes) at both: 24,192 is inside block 16 but short of the prompt's end, so it takes no block for that
+    block's first 1,152 tokens (AISimulate's count, facts section 62; only a snapshot at the prompt's end does).
     B resumes at 23,040 and C at 24,192; B stores only its own 24,192 (its 23,040 is A's), C none (its 23,040 and
     24,192 are A's)."""
     rows = [trace_row(0, 24_300, 2, A_IDS, 128),
@@ -164,7 +165,7 @@ def test_the_spec_example_resumes_a_request_sharing_23700_tokens_at_23040(tmp_pa
     assert [r["reused_input_tokens"] for r in records] == [0, 23_040, 24_192]
     snapshots = single.ranks()[0].snapshots
     stored = sorted((position, len(blocks) * 1536) for position, _, blocks in snapshots.stored.values())
-    assert stored == [(23_040, 3_072), (24_192, 4_608), (24_192, 4_608)]
+    assert stored == [(23_040, 3_072), (24_192, 3_072), (24_192, 3_072)]
     section = json.loads(json.dumps(summary_sections(single)["state_cache"]))["aggregated"]  # (as written)
     assert section == {
         "block_size": 1536, "prefix_match_unit": 128, "bytes_per_request": 3000, "state_blocks_per_request": 2,
@@ -234,16 +235,34 @@ def test_a_bigger_g1_keeps_the_snapshot(tmp_path):
 
 
 def test_a_snapshot_inside_a_block_is_skipped_when_no_block_is_free(tmp_path):
-    """Unit 32 in 64-token blocks: a 32-token prompt keeps its snapshot at 32, inside block 0, which needs one
-    block more than the state (the KV of the block's first 32 tokens).  With 3 blocks, A holds all of them (its
-    token block and 2 state blocks) when its pass ends: the snapshot is skipped, and B (63 tokens), sharing A's
-    first unit, computes from 0; its own snapshot at 32 is skipped for the same reason."""
-    rows = [trace_row(0, 32, 1, [1], 32), trace_row(50, 63, 1, [1, 2], 32)]
+    """Unit 32 in 64-token blocks: a 32-token prompt keeps its snapshot at 32, its end, inside block 0, which
+    needs one block more than the state (the KV of the block's first 32 tokens).  With 3 blocks, A holds all of
+    them (its token block and 2 state blocks) when its pass ends: the snapshot is skipped, and B (the same 32
+    tokens) computes from 0; its own snapshot at 32 is skipped for the same reason."""
+    rows = [trace_row(0, 32, 1, [1], 32), trace_row(50, 32, 1, [1], 32)]
     single, records = replay(tmp_path, rows, config(block=64, unit=32, g1_blocks=3, state_bytes=1500,
                                                     bytes_per_token=16))
     assert resumed(records) == [[0], [0]]
     section = summary_sections(single)["state_cache"]["aggregated"]
     assert (section["snapshots_stored"], section["snapshots_skipped"]) == (0, 2)
+
+
+def test_only_a_snapshot_at_the_prompts_end_takes_a_block_for_its_first_tokens(tmp_path):
+    """Unit 32 in 64-token blocks (1,024 bytes each), 8 blocks, a state of 2.  A (63 tokens, units [1, 2]) keeps
+    its snapshot at 32, inside block 0 but short of its end: its state alone, 2 blocks (AISimulate's count, facts
+    section 62); it runs 0-32 and 32-63 (first token at 20 ms).  B (32 tokens, unit [5]) keeps its at 32, its end:
+    state and one block, 3.  B's 3 blocks and that one come from the head of the free queue (A's keyless blocks
+    and never-used ones), so A's snapshot survives and C (63 tokens, units [1, 3]) resumes there: one 10 ms pass
+    from 32, reusing 32 tokens."""
+    rows = [trace_row(0, 63, 1, [1, 2], 32), trace_row(50, 32, 1, [5], 32), trace_row(100, 63, 1, [1, 3], 32)]
+    single, records = replay(tmp_path, rows, config(block=64, unit=32, g1_blocks=8, state_bytes=1500,
+                                                    bytes_per_token=16))
+    assert resumed(records) == [[0], [0], [32]]
+    assert [r["ttft_ms"] for r in records] == [20.0, 10.0, 10.0]
+    assert [r["reused_input_tokens"] for r in records] == [0, 0, 32]
+    snapshots = single.ranks()[0].snapshots
+    assert sorted((position, len(blocks) * 1024) for position, _, blocks in snapshots.stored.values()) == \
+        [(32, 2048), (32, 3072)]
 
 
 FIXED_BYTES_UNIT = """

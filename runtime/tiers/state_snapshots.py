@@ -19,9 +19,10 @@ room: a preemption, as any allocation).  In align mode the snapshot's blocks sta
 reads them, until the request is scheduled again (vLLM's `remove_skipped_blocks`), and are then free cached
 blocks, evicted in LRU order; `pass_ends` frees them when the fresh ones are taken.  A resume holds the
 snapshot's blocks through the request's first pass in the same way (most recently used afterwards; `pass_ends`:
-only while its admission allocates) and allocates the request's own state.  A position inside a block needs one more block, the KV of that block's first tokens, which no full-block key keeps: it is
-taken when the snapshot is stored (none free: the snapshot is skipped).  Ranks without a state cache use
-`WHOLE_BLOCKS`: reuse resumes after the last matching whole block.
+only while its admission allocates) and allocates the request's own state.  A snapshot inside a block at the
+prompt's end needs one more block (that block's first tokens, which no full-block key keeps), taken when it is
+stored (none free: skipped); one short of the prompt's end takes none, as AISimulate counts (facts §62).  Ranks
+without a state cache use `WHOLE_BLOCKS`: reuse resumes after the last matching whole block.
 """
 from __future__ import annotations
 
@@ -232,7 +233,7 @@ class StateSnapshots(WholeBlocks):
         if id(request) in self.owed or self._find(pool, key) is not None:
             return  # its state is a snapshot still to be replaced, or another request stored this one already
         extra = []
-        if position % size:
+        if position % size and position == request.spec.prompt_len:  # (short of the prompt's end: no block, §62)
             if pool.free_count < 1:
                 self.skipped += 1
                 return
