@@ -23,7 +23,6 @@ from ..serving.pass_results import advance_decodes, gap_runs
 from ..timing import PassWork
 from .sglang_decode import complete
 from .sglang_overlap import ended
-from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY
 
 
 class Fused:
@@ -107,7 +106,7 @@ def apply(fused: Fused) -> list:
         pool.take(_pages_through(rank, requests, passes - 1))
         ratio = state.ratio
         for _ in range(passes):
-            ratio = max(ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
+            ratio = max(ratio - state.decay, state.min_ratio)
         state.ratio = ratio
         state.decodes += passes
         ended(state, ends[-2] if passes > 1 else state.started, ends[-1])
