@@ -2,8 +2,11 @@
 
 A run starts from a scheduled decode pass (pass 0) on every rank that has
 running requests, each with a token already (a P/D arrival samples its first
-in a pass of its own), and nothing waiting (a waiting request would be weighed for an
-extend batch every round).  During pure decode passes nothing enters the radix
+in a pass of its own), nothing waiting (a waiting request would be weighed for an
+extend batch every round), and no reservation held for a request a prefill rank
+computes (its prefill's end and its landing are not queued yet when the run is
+planned, so nothing would cut the run where it must join: facts section 61, e07).
+During pure decode passes nothing enters the radix
 tree and nothing is matched, so the pool changes only by each pass's new pages:
 pass p needs the pages its requests cross into, and the run stops before the
 first pass whose need would exceed what is free or evictable (SGLang would
@@ -38,6 +41,8 @@ def _eligible(ranks, batches) -> bool:
     for rank, batch in zip(ranks, batches):
         if rank.waiting or (batch is None and rank.running):
             return False
+        if len(rank.pool.sglang.leases) > len(rank.running):
+            return False  # a reservation whose request is being prefilled elsewhere: its landing is not queued yet
         if batch is not None and (not batch.items or batch.work.prefill_chunks or rank.pool.recorder is not None
                                   or rank.pool.sglang.extend or rank.pool.sglang.retracted
                                   or not all(r.generated for r, _ in batch.items)):  # (a P/D arrival's first token)
