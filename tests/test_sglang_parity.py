@@ -181,3 +181,47 @@ def test_sessions_under_pressure_match_aisimulate(tmp_path):
     assert round(sum(r["ttft_ms"] for r in records) / len(records), 4) == 774.5833
     assert (sum(r["reused_input_tokens"] for r in records), sum(r["input_length"] for r in records)) == \
         (76_356, 264_192)
+
+
+DP = """engine:
+  model: Qwen/Qwen3-8B
+  hardware: h100_sxm
+  backend: sglang
+  workers:
+    aggregated:
+      parallelism: {{attention_data: {dp}}}
+      timing: {{type: fixed, prefill_ms: 50.0, decode_ms: 10.0}}
+      kv_cache:
+        block_size: 1
+        capacity: {{type: fixed, blocks: {blocks}}}
+traffic:
+  source: {{type: synthetic, input_tokens: {prompt}, output_tokens: {output}}}
+  load: {{type: concurrency, concurrency: {n}}}
+  stop: {{requests: {n}}}
+"""
+
+
+def _dp_run(tmp_path, **shape) -> list:
+    text = DP.format(**shape)
+    path = tmp_path / "dp.yaml"
+    path.write_text(text)
+    result = compile_bytes(text.encode(), str(path), ())
+    assert result.plan is not None, [str(d) for d in result.diagnostics]
+    replay = build(finish_plan(result.plan.to_dict(), tmp_path))
+    replay.run()
+    return sorted((r.first_admit_ns // MS, len(r.admissions) - 1) for r in replay.requests)
+
+
+def test_attention_dp_divides_the_chunk_and_the_ratio(tmp_path):
+    """SGLang with attention-DP (server_args' _handle_data_parallelism) divides chunked_prefill_size by the DP size and
+    schedule_conservativeness by 0.3 (facts section 61; AISimulate's admissions, every row).  Six 2,048-token prompts
+    at t = 0: 8,192 tokens extend four at DP 1, but 4,096 per rank extend two per rank at DP 2, the other two a pass
+    later.  200 / 1,000 requests into 3,000 tokens per rank: at DP 1 the third is admitted at 60 ms and retracted,
+    the fourth waits to 10,090 ms (ratio 0.7); at DP 2 the ratio starts at 0.21, so each rank's third is admitted
+    right after the first extend (50 ms) and its fourth at 100 ms, each retracted once."""
+    chunk = dict(blocks=60000, prompt=2048, output=20, n=6)
+    assert _dp_run(tmp_path, dp=1, **chunk) == [(0, 0)] * 4 + [(50, 0)] * 2
+    assert _dp_run(tmp_path, dp=2, **chunk) == [(0, 0)] * 4 + [(50, 0)] * 2  # (4 = two per rank)
+    ratio = dict(blocks=3000, prompt=200, output=1000)
+    assert _dp_run(tmp_path, dp=1, n=4, **ratio) == [(0, 0), (0, 0), (60, 1), (10090, 0)]
+    assert _dp_run(tmp_path, dp=2, n=8, **ratio) == [(0, 0)] * 4 + [(50, 1)] * 2 + [(100, 1)] * 2

@@ -158,6 +158,36 @@ def test_a_request_arriving_as_a_decode_pass_ends_reserves_after_the_next_one():
     batch = SGLANG.schedule(destination, now)
     assert [r.spec.index for r, _ in batch.items] == [0] and not destination.jobs and b.pd.phase == "reserve"
     SGLANG.finish(destination, batch, now + 10 * MS)
+    handoff.add_try(destination)  # (the pass end's trigger: Disaggregation.worker_pass_ended)
     SGLANG.schedule(destination, now + 10 * MS)
     (job,) = destination.jobs
     assert job.request is b and not destination.waiting
+
+
+def test_a_decode_pass_end_takes_one_reservation():
+    """A decode rank decoding A; B and C both wait to reserve.  Each pass end is one trigger and reserves one (the
+    mocker's retry_pending_destinations_at, as vLLM's reserve_pending): B when the first pass ends (70 ms), C when
+    the next ends (80 ms).  AISimulate's e07 (facts section 61: two prefill workers, one decode worker) reserves two
+    sessions arriving in one decode pass at 283.93 and 293.93 ms; kvreplay reserved both at 283.93 before."""
+    source, destination = ranks()
+    a = request(0, [(7, 0, 11)], 20)
+    end = reserve_and_prefill(source, destination, a)
+    handoff.landed(destination, a, end)
+    _, now = pass_on(destination, end)
+    batch = SGLANG.schedule(destination, now)  # (A's decode, 60-70 ms; B and C arrive during it)
+    b, c = request(1, [(9, 0, 11)], 3), request(2, [(8, 0, 11)], 3)
+    for r in (b, c):
+        r.arrival_ns = now + 5 * MS
+        handoff.placed(r, destination, True)
+        destination.waiting.append(r)
+    SGLANG.finish(destination, batch, now + 10 * MS)
+    now += 10 * MS
+    handoff.add_try(destination)
+    batch = SGLANG.schedule(destination, now)
+    assert [job.request for job in destination.jobs] == [b] and c.pd.phase == "reserve"
+    assert list(destination.waiting) == [c] and now == 70 * MS
+    destination.jobs.clear()
+    SGLANG.finish(destination, batch, now + 10 * MS)
+    handoff.add_try(destination)
+    SGLANG.schedule(destination, now + 10 * MS)
+    assert [job.request for job in destination.jobs] == [c] and not destination.waiting

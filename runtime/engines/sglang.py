@@ -33,7 +33,7 @@ from .engine import Engine
 from .sglang_decode import cancel_running, complete, decode_batch, drop
 from .sglang_handoff import PAGES, admit_destinations, cancel_ready
 from .sglang_prefill import prefill_batch
-from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY, SglangState, insert, observed
+from .sglang_state import SglangState, insert, observed
 
 
 class SglangEngine(Engine):
@@ -56,7 +56,8 @@ class SglangEngine(Engine):
         pool.set_page(rank.block_size)  # (the rank knows its block size; g1() is called before it exists)
         pool.sglang = SglangState(getattr(role, "prefill_decode_interval", 0) if role is not None else 0,
                                   getattr(role, "schedule_policy", "fcfs") if role is not None else "fcfs",
-                                  getattr(role, "host_loop", False) and rank.role != "decode")
+                                  getattr(role, "host_loop", False) and rank.role != "decode",
+                                  rank.max_batched, getattr(role, "attention_data", 1) if role is not None else 1)
         rank.handoff_kv = PAGES  # (P/D: sglang_handoff.py)
 
     def schedule(self, rank, now_ns: int):
@@ -119,7 +120,7 @@ class SglangEngine(Engine):
         if joined:
             rank.running.extend(joined)
         if not prefill and not state.retracted:
-            state.ratio = max(state.ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
+            state.ratio = max(state.ratio - state.decay, state.min_ratio)
         if not prefill:
             state.decodes += 1
         if finished:

@@ -41,6 +41,10 @@ def decode_batch(rank, state) -> list:
         return []
     if pool.available + pool.evictable < growth(pool, state, running) and len(running) > 1:
         retract(rank, state)
+    if pool.recorder is None:  # one eviction for the pass frees the same pages, in the same LRU order, as one per
+        short = growth(pool, state, rank.running) - pool.available  # request (without KV events to record)
+        if short > 0:
+            pool.evict(short)
     leases = state.leases
     items = []
     for request in rank.running:

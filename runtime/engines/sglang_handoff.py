@@ -61,12 +61,19 @@ def admit_destinations(rank, now_ns: int) -> None:
     prompt pages enter the tree now), one to reserve reserves (the first that cannot stops the rest), one whose
     KV travels waits.  A request that arrives as a pass of a rank with running requests ends reserves only at
     the end of the next one: AISimulate's decode worker starts that pass before it takes the reservation (a
-    session's next turn, due as its last token ends, reserves one decode pass later)."""
+    session's next turn, due as its last token ends, reserves one decode pass later).  Each trigger (a pass end,
+    an activation; always one on a rank that runs nothing) reserves one request at most, as vLLM's
+    handoff.reserve_pending: two sessions arriving in one decode pass reserve a pass apart (facts section 61)."""
     pool, state = rank.pool, rank.pool.sglang
     kept = []
     blocked = False
+    tries, rank.reserve_tries = rank.reserve_tries, 0  # (one reservation per trigger, as vLLM's: handoff.py)
+    if not rank.running:
+        tries = max(tries, 1)
     for request in rank.waiting:
         phase = request.pd.phase if request.pd is not None else None
+        if phase in ("reserve", "pending") and not tries:
+            blocked = True
         if phase == "arrived" and len(rank.running) < rank.max_sequences:
             handoff.admit_arrived(request, now_ns)
             request.status = "running"
@@ -77,6 +84,7 @@ def admit_destinations(rank, now_ns: int) -> None:
             blocked = True  # (see below)
         if phase in ("reserve", "pending") and not blocked:
             if handoff.reserve(rank, request, rank.handoff, now_ns):
+                tries -= 1
                 if phase == "reserve":
                     rank.jobs.append(handoff.PrefillMove(request))
                     continue

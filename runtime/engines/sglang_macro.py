@@ -2,8 +2,11 @@
 
 A run starts from a scheduled decode pass (pass 0) on every rank that has
 running requests, each with a token already (a P/D arrival samples its first
-in a pass of its own), and nothing waiting (a waiting request would be weighed for an
-extend batch every round).  During pure decode passes nothing enters the radix
+in a pass of its own), nothing waiting (a waiting request would be weighed for an
+extend batch every round), and no reservation held for a request a prefill rank
+computes (its prefill's end and its landing are not queued yet when the run is
+planned, so nothing would cut the run where it must join: facts section 61, e07).
+During pure decode passes nothing enters the radix
 tree and nothing is matched, so the pool changes only by each pass's new pages:
 pass p needs the pages its requests cross into, and the run stops before the
 first pass whose need would exceed what is free or evictable (SGLang would
@@ -23,7 +26,6 @@ from ..serving.pass_results import advance_decodes, gap_runs
 from ..timing import PassWork
 from .sglang_decode import complete
 from .sglang_overlap import ended
-from .sglang_state import MIN_NEW_TOKEN_RATIO, NEW_TOKEN_RATIO_DECAY
 
 
 class Fused:
@@ -39,6 +41,8 @@ def _eligible(ranks, batches) -> bool:
     for rank, batch in zip(ranks, batches):
         if rank.waiting or (batch is None and rank.running):
             return False
+        if len(rank.pool.sglang.leases) > len(rank.running):
+            return False  # a reservation whose request is being prefilled elsewhere: its landing is not queued yet
         if batch is not None and (not batch.items or batch.work.prefill_chunks or rank.pool.recorder is not None
                                   or rank.pool.sglang.extend or rank.pool.sglang.retracted
                                   or not all(r.generated for r, _ in batch.items)):  # (a P/D arrival's first token)
@@ -107,7 +111,7 @@ def apply(fused: Fused) -> list:
         pool.take(_pages_through(rank, requests, passes - 1))
         ratio = state.ratio
         for _ in range(passes):
-            ratio = max(ratio - NEW_TOKEN_RATIO_DECAY, MIN_NEW_TOKEN_RATIO)
+            ratio = max(ratio - state.decay, state.min_ratio)
         state.ratio = ratio
         state.decodes += passes
         ended(state, ends[-2] if passes > 1 else state.started, ends[-1])

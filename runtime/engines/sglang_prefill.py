@@ -8,7 +8,8 @@ times the new-token ratio); the first that does not fit strictly below that
 stops the batch.  A prompt longer than what is left of the chunk budget is cut
 to it in whole pages (chunked prefill, SGLang's PrefillAdder: so a pass fills its
 budget, the last admission's prompt going on in the next pass; the chunk size is
-the rank's `max_batched_tokens`, so each DP rank has its own), and a chunk that
+`max_batched_tokens` divided by the worker's attention-DP ranks, as SGLang's server_args divides
+chunked_prefill_size: sglang_state.py), and a chunk that
 does not end the prompt is charged no output.  An admission reuses the longest cached prefix in whole pages, never
 the last known token, and locks it.  Weighing a request reads its cached prefix without touching it; only
 an admission refreshes the path's last use (AISimulate's mocker: a waiting request refreshed at every round
@@ -30,8 +31,7 @@ def prefill_batch(rank, state, now_ns: int) -> list:
     reserved = sum(min(r.stop_after - r.generated, CLIP_MAX_NEW_TOKENS) for r in running) * state.ratio
     rem_total = pool.available + pool.evictable - reserved
     rem_input = MAX_PREFILL_TOKENS
-    chunk_size = rank.max_batched
-    rem_chunk = chunk_size
+    rem_chunk = state.chunk
     items: list = []
     waiting = rank.waiting
     order = list(waiting) if state.policy == "fcfs" else lpm_order(rank, waiting)

@@ -16,13 +16,20 @@ four-turn session reuses 1,152 tokens per turn (1,024 + 128) where vLLM at
 page 1 would reuse 1,151.
 
 Constants are SGLang v0.5.20's defaults (environ.py / server_args.py), as
-AISimulate's mocker uses them.
+AISimulate's mocker uses them.  With attention-DP (`attention_data` > 1) SGLang's
+server_args (`_handle_data_parallelism`) multiplies schedule_conservativeness by
+0.3, which scales the new-token ratio's start and floor, and divides
+chunked_prefill_size by the DP size, so each rank's extend budget is its share of
+`max_batched_tokens` (AISimulate agrees: 2,048-token prompts at DP 2 extend two per
+rank in a pass, not three, and a third 200 / 1,000 request per rank is admitted
+right after the first extend instead of after a retraction; facts section 61).
 """
 from __future__ import annotations
 
-INIT_NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO x schedule_conservativeness 1.0
-MIN_NEW_TOKEN_RATIO = INIT_NEW_TOKEN_RATIO * 0.14  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
-NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600  # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
+INIT_NEW_TOKEN_RATIO = 0.7  # SGLANG_INIT_NEW_TOKEN_RATIO (x schedule_conservativeness, 1.0)
+MIN_NEW_TOKEN_RATIO_FACTOR = 0.14  # SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR
+NEW_TOKEN_RATIO_DECAY_STEPS = 600  # SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS
+DP_ATTENTION_CONSERVATIVENESS = 0.3  # server_args: schedule_conservativeness x 0.3 with attention-DP
 CLIP_MAX_NEW_TOKENS = 4096  # SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION: the output a waiting request is charged at most
 MAX_PREFILL_TOKENS = 16384  # server_args.max_prefill_tokens
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS: free tokens kept per surviving request after a retraction
@@ -40,11 +47,16 @@ class Lease:
 class SglangState:
     """A rank's scheduler state: the new-token ratio, leases, and the prefill-decode interval left."""
 
-    __slots__ = ("ratio", "leases", "interval", "blocked", "policy", "retractions", "extend", "retracted", "decodes",
+    __slots__ = ("ratio", "min_ratio", "decay", "chunk", "leases", "interval", "blocked", "policy", "retractions", "extend", "retracted", "decodes",
                  "overlap", "pending", "ghosts", "started", "last_start", "last_end")
 
-    def __init__(self, interval: int = 0, policy: str = "fcfs", overlap: bool = False):
-        self.ratio = INIT_NEW_TOKEN_RATIO
+    def __init__(self, interval: int = 0, policy: str = "fcfs", overlap: bool = False, chunk: int = 8192,
+                 dp_size: int = 1):
+        init = INIT_NEW_TOKEN_RATIO * (DP_ATTENTION_CONSERVATIVENESS if dp_size > 1 else 1.0)
+        self.ratio = init
+        self.min_ratio = init * MIN_NEW_TOKEN_RATIO_FACTOR
+        self.decay = (init - self.min_ratio) / NEW_TOKEN_RATIO_DECAY_STEPS
+        self.chunk = chunk // dp_size  # this rank's extend budget (chunked_prefill_size // dp_size)
         self.leases: dict[int, Lease] = {}  # id(request) -> its lease
         self.interval = interval  # prefill_decode_interval
         self.blocked = 0  # scheduler rounds before the next prefill may run
