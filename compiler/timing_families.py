@@ -32,9 +32,26 @@ FAMILIES = {
         "sglang": {"moe_layer": 50e-6, "experts": 1.5, "expert_compute": 0.078, "all_to_all": 3.8,
                    "prefill_layer": 55e-6, "attention": 16.0}}},
 }
+# MoE models AISimulate prices with its generic graphs (DeepSeek-V3), per GPU and backend where its measured kernels
+# differ from the H200 ones the generic terms were fitted to (facts §60): Blackwell's MoE layers cost less per pass,
+# B200 SGLang's context MLA kernel costs ~40 ms a pass however short the prompt (0.66 ms per layer), GB200's vLLM
+# MLA decode is slower than B200's
+GPU_MOE_TERMS = {
+    ("b200_sxm", "vllm"): {"moe_layer": 89e-6, "experts": 0.85, "all_to_all": 0.63, "prefill_layer": 25e-6,
+                           "compute": 0.255},
+    ("gb200", "vllm"): {"moe_layer": 126e-6, "experts": 0.81, "all_to_all": 0.565, "prefill_layer": 45e-6,
+                        "compute": 0.255},
+    ("b200_sxm", "sglang"): {"moe_layer": 75e-6, "experts": 1.19, "all_to_all": 0.85, "prefill_layer": 688e-6},
+    # AISimulate has no GB200 SGLang context-MLA rows (it cannot price a prefill there): decode only
+    ("gb200", "sglang"): {"moe_layer": 119e-6, "experts": 1.13, "all_to_all": 0.9},
+    # TensorRT-LLM's Blackwell expert reads grow faster from batch 1 to 8 (B200 12.16 ms at 8 x 1k against 6.94 at 1)
+    ("b200_sxm", "trtllm"): {"moe_layer": 60e-6, "experts": 0.775, "all_to_all": 1.19},
+    ("gb200", "trtllm"): {"moe_layer": 60e-6, "experts": 0.775, "all_to_all": 1.19},
+}
 TERM_FIELDS = {"moe_layer": "moe_layer_overhead_s", "experts": "expert_efficiency",
                "expert_compute": "expert_compute_efficiency", "all_to_all": "all_to_all_efficiency",
-               "layer": "layer_overhead_s", "attention": "attention_efficiency", "prefill_layer": "prefill_layer_overhead_s"}
+               "layer": "layer_overhead_s", "attention": "attention_efficiency", "prefill_layer": "prefill_layer_overhead_s",
+               "kv": "kv_efficiency", "weights": "weight_efficiency", "compute": "compute_efficiency"}
 
 
 def family_routed_params(model: dict) -> float | None:
@@ -49,7 +66,11 @@ def family_moe_layers(model: dict, layers: int) -> int:
     return FAMILIES.get(model.get("family"), {}).get("moe_layers", layers)
 
 
-def family_terms(model: dict, backend: str, terms):
-    """`terms` with the family's fitted MoE terms for `backend` in place of the generic ones."""
-    fitted = FAMILIES.get(model.get("family"), {}).get("backends", {}).get(backend, {})
+def family_terms(model: dict, backend: str, terms, gpu: str | None = None, moe: bool = False):
+    """`terms` with the family's fitted MoE terms for `backend` in place of the generic ones (for an MoE model of no
+    family: the GPU's, where it has its own)."""
+    if model.get("family") in FAMILIES:
+        fitted = FAMILIES[model["family"]].get("backends", {}).get(backend, {})
+    else:
+        fitted = GPU_MOE_TERMS.get((gpu, backend), {}) if moe else {}
     return replace(terms, **{TERM_FIELDS[key]: value for key, value in fitted.items()}) if fitted else terms

@@ -134,7 +134,7 @@ def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_d
     routed = (1 - active_params(model) / model["params"]) / (1 - per_token / experts) if per_token else 0.0
     terms = roofline_terms(backend, hardware, dtype in LOW_PRECISION, kv_dtype_bytes < 2, tensor, bool(routed))
     return RooflineTiming(
-        terms=family_terms(model, backend, terms), moe_layers=family_moe_layers(model, layers) if routed else 0, experts=experts if routed else 0,
+        terms=family_terms(model, backend, terms, hardware.get("name"), bool(routed)), moe_layers=family_moe_layers(model, layers) if routed else 0, experts=experts if routed else 0,
         experts_per_token=per_token if routed else 0, routed_weight_fraction=routed, expert_parallel=expert_parallel,
         ffn_width=0 if routed else model.get("intermediate_size", 0),
         tensor=tensor, num_layers=layers, attention_layers=model.get("kv_layers", layers), attention_heads=heads,
