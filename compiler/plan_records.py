@@ -50,7 +50,6 @@ class RooflineTerms:
     pass_overhead_s: float  # scheduler, sampling, launch per pass
     layer_overhead_s: float  # small kernels of every layer (norms, rotary, launches)
     prefill_layer_overhead_s: float  # per attention layer of a pass with prefill (the prefill attention kernel)
-    mixed_layer_overhead_s: float  # per attention layer of a pass with both prefill and decode (its own decode kernel)
     decode_token_overhead_s: float  # per decode token of a pass (its sampling, its sequence in the kernels)
     moe_layer_overhead_s: float  # routing, expert grouping and dispatch of every MoE layer
     all_reduce_latency_s: float

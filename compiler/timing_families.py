@@ -25,12 +25,15 @@ FAMILIES = {
         "sglang": {"moe_layer": 77e-6, "experts": 0.76, "expert_compute": 0.060, "all_to_all": 4.6,
                    "prefill_layer": 910e-6}}},
     # mxfp4 experts (0.53 B a parameter against the record's fp8: a read efficiency above 1 over fp8 bytes); its
-    # compressed sparse attention does a fraction of a dense MLA's FLOPs (an attention efficiency above 1)
+    # compressed sparse attention does a fraction of a dense MLA's FLOPs in SGLang (an attention efficiency above 1);
+    # vLLM's costs about a dense one's (a 3,128-token chunk after 3,072 cached tokens: 76.2 ms against 58.2 with none).
+    # Fitted to prefills with and without a cached prefix and decodes of 1-64 (facts §60), not to AIS's mixed passes,
+    # which its runs price as a prefill plus a decode
     "deepseek_v4": {"backends": {
-        "vllm": {"moe_layer": 42e-6, "experts": 1.42, "expert_compute": 0.070, "all_to_all": 4.2,
-                 "prefill_layer": 46e-6, "attention": 2.2},
-        "sglang": {"moe_layer": 50e-6, "experts": 1.5, "expert_compute": 0.078, "all_to_all": 3.8,
-                   "prefill_layer": 55e-6, "attention": 16.0}}},
+        "vllm": {"moe_layer": 45e-6, "experts": 1.49, "expert_compute": 0.0775, "all_to_all": 2.0,
+                 "prefill_layer": 55e-6, "attention": 1.12, "decode_token": 14e-6},
+        "sglang": {"moe_layer": 56e-6, "experts": 1.65, "expert_compute": 0.0724, "all_to_all": 3.35,
+                   "prefill_layer": 46e-6, "attention": 5.6, "decode_token": 12.6e-6}}},
 }
 # MoE models AISimulate prices with its generic graphs (DeepSeek-V3), per GPU and backend where its measured kernels
 # differ from the H200 ones the generic terms were fitted to (facts §60): Blackwell's MoE layers cost less per pass,
@@ -51,7 +54,8 @@ GPU_MOE_TERMS = {
 TERM_FIELDS = {"moe_layer": "moe_layer_overhead_s", "experts": "expert_efficiency",
                "expert_compute": "expert_compute_efficiency", "all_to_all": "all_to_all_efficiency",
                "layer": "layer_overhead_s", "attention": "attention_efficiency", "prefill_layer": "prefill_layer_overhead_s",
-               "kv": "kv_efficiency", "weights": "weight_efficiency", "compute": "compute_efficiency"}
+               "kv": "kv_efficiency", "weights": "weight_efficiency", "compute": "compute_efficiency",
+               "decode_token": "decode_token_overhead_s"}
 
 
 def family_routed_params(model: dict) -> float | None:
