@@ -221,3 +221,35 @@ def test_deepseek_v3_on_blackwell_takes_its_gpus_moe_terms():
     assert (kimi.moe_layer_overhead_s, kimi.prefill_layer_overhead_s) == (77e-6, 910e-6)
     dense = roofline_record(resolve_model("Qwen/Qwen3-32B")[0], b200, "sglang", 2, 2).terms
     assert (dense.prefill_layer_overhead_s, dense.moe_layer_overhead_s) == (58e-6, 92e-6)
+
+
+# passes of AISimulate's runs (facts §60): a prefill chunk after a cached prefix (`predict_prefill_latency(1, n + c, c)`)
+# and mixed passes, which its runs price as `predict_prefill_latency(chunks, mean prompt, mean prefix)` plus
+# `decode_step_latency(decodes, mean context)`: s22's request 3 beside one decode (65.504 + 9.938 ms), and
+# dsv4-sessions-5000's second pass (4 chunks after 2,192 cached tokens in all, 2 decodes at 3,001: 125.756 + 5.561)
+RUN_PASSES = [
+    (("deepseek-v4", "b200", "vllm", 4), PassWork(prefill_chunks=((3128, 3072),)), 76.217),
+    (("deepseek-v4", "b200", "vllm", 4), PassWork(prefill_chunks=((6256, 3072),)), 143.338),
+    (("deepseek-v4", "b200", "sglang", 4), PassWork(prefill_chunks=((3128, 3072),)), 59.507),
+    (("deepseek-v4", "b200", "sglang", 4), PassWork(prefill_chunks=((6256, 3072),)), 107.19),
+    (("deepseek-v4", "b200", "vllm", 4), PassWork(prefill_chunks=((808, 2192), (3000, 0), (3000, 0), (1382, 0)),
+                                                  decode_requests=2, decode_context=6002), 131.317),
+    (("qwen3-32b", "h100", "vllm", 4), PassWork(prefill_chunks=((2048, 0),), decode_requests=1, decode_context=2100),
+     75.442),
+]
+
+
+@pytest.mark.parametrize("setup, work, theirs", RUN_PASSES, ids=[f"{' '.join(map(str, s))} {w.prefill_chunks[0]}"
+                                                                 f" +{w.decode_requests}" for s, w, _ in RUN_PASSES])
+def test_a_runs_pass_agrees_with_aisimulate(setup, work, theirs):
+    ours = step(*setup)(work) / 1e6
+    assert abs(ours / theirs - 1) <= (0.20 if setup[0] in MOE else 0.10), (ours, theirs)
+
+
+def test_a_mixed_pass_is_a_prefill_pass_plus_a_decode_pass():
+    """DeepSeek V4 on B200 vLLM: 4 prefill chunks beside 2 decodes cost exactly the chunks' pass plus the decodes'."""
+    timing = step("deepseek-v4", "b200", "vllm", 4)
+    chunks = ((808, 2192), (3000, 0), (3000, 0), (1382, 0))
+    mixed = timing(PassWork(prefill_chunks=chunks, decode_requests=2, decode_context=6002))
+    alone = timing(PassWork(prefill_chunks=chunks)) + timing(PassWork(decode_requests=2, decode_context=6002))
+    assert abs(mixed - alone) <= 1  # each part rounds to whole ns on its own
