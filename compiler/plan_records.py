@@ -65,6 +65,9 @@ class RooflineTerms:
     # tile (a pass of 257 tokens pays two tiles); 0: FLOP time follows the tokens
     gemm_tile_tokens: int = 0
     gemm_tile_share: float = 0.0
+    # the prefill attention kernel's cost reaches `prefill_layer_overhead_s` at this many prefill tokens in the pass and
+    # is a quarter of it for a chunk of a few tokens, growing in proportion between; 0: the full cost at any size
+    prefill_ramp_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

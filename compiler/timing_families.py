@@ -21,9 +21,9 @@ FAMILIES = {
     # LatentMoE dispatches latent-width activations, so the all-to-all moves less than the hidden-width bf16 bytes
     "kimi_k3": {"moe_layers": 92, "expert_width": 3584, "backends": {
         "vllm": {"moe_layer": 128e-6, "experts": 0.34, "expert_compute": 0.0134, "all_to_all": 9.0,
-                 "prefill_layer": 500e-6},
+                 "prefill_layer": 500e-6, "prefill_ramp": 0},
         "sglang": {"moe_layer": 77e-6, "experts": 0.76, "expert_compute": 0.060, "all_to_all": 4.6,
-                   "prefill_layer": 910e-6}}},
+                   "prefill_layer": 910e-6, "prefill_ramp": 0}}},
     # mxfp4 experts (0.53 B a parameter against the record's fp8: a read efficiency above 1 over fp8 bytes); its
     # compressed sparse attention does a fraction of a dense MLA's FLOPs in SGLang (an attention efficiency above 1);
     # vLLM's costs about a dense one's (a 3,128-token chunk after 3,072 cached tokens: 76.2 ms against 58.2 with none).
@@ -44,7 +44,8 @@ GPU_MOE_TERMS = {
                            "compute": 0.255},
     ("gb200", "vllm"): {"moe_layer": 126e-6, "experts": 0.81, "all_to_all": 0.565, "prefill_layer": 45e-6,
                         "compute": 0.255},
-    ("b200_sxm", "sglang"): {"moe_layer": 75e-6, "experts": 1.19, "all_to_all": 0.85, "prefill_layer": 688e-6},
+    ("b200_sxm", "sglang"): {"moe_layer": 75e-6, "experts": 1.19, "all_to_all": 0.85, "prefill_layer": 688e-6,
+                             "prefill_ramp": 0},
     # AISimulate has no GB200 SGLang context-MLA rows (it cannot price a prefill there): decode only
     ("gb200", "sglang"): {"moe_layer": 119e-6, "experts": 1.13, "all_to_all": 0.9},
     # TensorRT-LLM's Blackwell expert reads grow faster from batch 1 to 8 (B200 12.16 ms at 8 x 1k against 6.94 at 1)
@@ -55,7 +56,7 @@ TERM_FIELDS = {"moe_layer": "moe_layer_overhead_s", "experts": "expert_efficienc
                "expert_compute": "expert_compute_efficiency", "all_to_all": "all_to_all_efficiency",
                "layer": "layer_overhead_s", "attention": "attention_efficiency", "prefill_layer": "prefill_layer_overhead_s",
                "kv": "kv_efficiency", "weights": "weight_efficiency", "compute": "compute_efficiency",
-               "decode_token": "decode_token_overhead_s"}
+               "decode_token": "decode_token_overhead_s", "prefill_ramp": "prefill_ramp_tokens"}
 
 
 def family_routed_params(model: dict) -> float | None:

@@ -33,7 +33,7 @@ KV_DTYPE_BY_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}
 # shape; only these numbers differ.
 # terms every backend shares: small kernels per layer, the prefill attention kernel per layer, all-reduce latency,
 # the routed experts' read (DeepSeek-V3's measured MoE kernels, batch 1-128)
-SHARED_TERMS = {"layer": 37e-6, "prefill_layer": 58e-6, "all_reduce": 10e-6, "experts": 0.83}
+SHARED_TERMS = {"layer": 37e-6, "prefill_layer": 58e-6, "prefill_ramp": 256, "all_reduce": 10e-6, "experts": 0.83}
 BACKEND_TERMS = {
     "vllm": {**SHARED_TERMS, "compute": {"high": 0.78, "low": 0.61}, "low_weights": 0.773,
              "kv": {"high": 0.92, "low": 0.65}, "attention": 0.65, "pass": 0.5e-3, "decode_token": 8.1e-6,
@@ -79,7 +79,7 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
         kv_efficiency=t["kv"]["low"] if low_precision_kv else GPU_KV_EFFICIENCY.get((hardware.get("name"), backend),
                                                                                     t["kv"]["high"]),
         pass_overhead_s=t["pass"], layer_overhead_s=t["layer"], prefill_layer_overhead_s=t["prefill_layer"],
-        decode_token_overhead_s=t["decode_token"],
+        decode_token_overhead_s=t["decode_token"], prefill_ramp_tokens=t["prefill_ramp"],
         moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"],
         all_reduce_efficiency=ALL_REDUCE_EFFICIENCY.get(tensor, ALL_REDUCE_OTHER),
         all_reduce=t["moe_all_reduce"] or not moe, all_to_all_efficiency=t["all_to_all"],

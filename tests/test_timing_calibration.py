@@ -253,3 +253,21 @@ def test_a_mixed_pass_is_a_prefill_pass_plus_a_decode_pass():
     mixed = timing(PassWork(prefill_chunks=chunks, decode_requests=2, decode_context=6002))
     alone = timing(PassWork(prefill_chunks=chunks)) + timing(PassWork(decode_requests=2, decode_context=6002))
     assert abs(mixed - alone) <= 1  # each part rounds to whole ns on its own
+
+
+def test_a_few_token_prefill_pays_a_quarter_of_the_prefill_kernel():
+    """Qwen3-8B on H200 vLLM: the prefill attention kernel's 36 x 58 us reach their whole cost at 256 prefill tokens
+    and a quarter of it for a chunk of a few tokens (AISimulate: 6.60 ms at 16 tokens, 8.61 at 256), growing in
+    proportion between; Kimi K3's per-pass KDA cost and B200 SGLang's DeepSeek-V3 MLA floor do not ramp."""
+    from dataclasses import replace
+    record = roofline_record(resolve_model("Qwen/Qwen3-8B")[0], resolve_hardware("h200_sxm")[0], "vllm", 1, 2)
+    assert record.terms.prefill_ramp_tokens == 256
+    flat = replace(record, terms=replace(record.terms, prefill_ramp_tokens=0))
+    for tokens, share in ((16, 0.25 + 0.75 * 16 / 256), (128, 0.625), (256, 1.0), (1024, 1.0)):
+        work = PassWork(prefill_chunks=((tokens, 0),))
+        saved = default_timing(flat)(work) - default_timing(record)(work)
+        assert abs(saved - 36 * 58e-6 * (1 - share) * 1e9) <= 1, (tokens, saved)
+    b200 = resolve_hardware("b200_sxm")[0]
+    assert roofline_record(resolve_model("moonshotai/Kimi-K3")[0], b200, "vllm", 8, 1, 8).terms.prefill_ramp_tokens == 0
+    v3 = roofline_record(resolve_model("deepseek-ai/DeepSeek-V3")[0], b200, "sglang", 8, 1, 8)
+    assert v3.terms.prefill_ramp_tokens == 0
