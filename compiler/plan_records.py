@@ -50,7 +50,6 @@ class RooflineTerms:
     pass_overhead_s: float  # scheduler, sampling, launch per pass
     layer_overhead_s: float  # small kernels of every layer (norms, rotary, launches)
     prefill_layer_overhead_s: float  # per attention layer of a pass with prefill (the prefill attention kernel)
-    mixed_layer_overhead_s: float  # per attention layer of a pass with both prefill and decode (its own decode kernel)
     decode_token_overhead_s: float  # per decode token of a pass (its sampling, its sequence in the kernels)
     moe_layer_overhead_s: float  # routing, expert grouping and dispatch of every MoE layer
     all_reduce_latency_s: float
@@ -66,6 +65,9 @@ class RooflineTerms:
     # tile (a pass of 257 tokens pays two tiles); 0: FLOP time follows the tokens
     gemm_tile_tokens: int = 0
     gemm_tile_share: float = 0.0
+    # the prefill attention kernel's cost reaches `prefill_layer_overhead_s` at this many prefill tokens in the pass and
+    # is a quarter of it for a chunk of a few tokens, growing in proportion between; 0: the full cost at any size
+    prefill_ramp_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

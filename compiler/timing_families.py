@@ -21,20 +21,42 @@ FAMILIES = {
     # LatentMoE dispatches latent-width activations, so the all-to-all moves less than the hidden-width bf16 bytes
     "kimi_k3": {"moe_layers": 92, "expert_width": 3584, "backends": {
         "vllm": {"moe_layer": 128e-6, "experts": 0.34, "expert_compute": 0.0134, "all_to_all": 9.0,
-                 "prefill_layer": 500e-6},
+                 "prefill_layer": 500e-6, "prefill_ramp": 0},
         "sglang": {"moe_layer": 77e-6, "experts": 0.76, "expert_compute": 0.060, "all_to_all": 4.6,
-                   "prefill_layer": 910e-6}}},
+                   "prefill_layer": 910e-6, "prefill_ramp": 0}}},
     # mxfp4 experts (0.53 B a parameter against the record's fp8: a read efficiency above 1 over fp8 bytes); its
-    # compressed sparse attention does a fraction of a dense MLA's FLOPs (an attention efficiency above 1)
+    # compressed sparse attention does a fraction of a dense MLA's FLOPs in SGLang (an attention efficiency above 1);
+    # vLLM's costs about a dense one's (a 3,128-token chunk after 3,072 cached tokens: 76.2 ms against 58.2 with none).
+    # Fitted to prefills with and without a cached prefix and decodes of 1-64 (facts §60), not to AIS's mixed passes,
+    # which its runs price as a prefill plus a decode
     "deepseek_v4": {"backends": {
-        "vllm": {"moe_layer": 42e-6, "experts": 1.42, "expert_compute": 0.070, "all_to_all": 4.2,
-                 "prefill_layer": 46e-6, "attention": 2.2},
-        "sglang": {"moe_layer": 50e-6, "experts": 1.5, "expert_compute": 0.078, "all_to_all": 3.8,
-                   "prefill_layer": 55e-6, "attention": 16.0}}},
+        "vllm": {"moe_layer": 45e-6, "experts": 1.49, "expert_compute": 0.0775, "all_to_all": 2.0,
+                 "prefill_layer": 55e-6, "attention": 1.12, "decode_token": 14e-6},
+        "sglang": {"moe_layer": 56e-6, "experts": 1.65, "expert_compute": 0.0724, "all_to_all": 3.35,
+                   "prefill_layer": 46e-6, "attention": 5.6, "decode_token": 12.6e-6}}},
+}
+# MoE models AISimulate prices with its generic graphs (DeepSeek-V3), per GPU and backend where its measured kernels
+# differ from the H200 ones the generic terms were fitted to (facts §60): Blackwell's MoE layers cost less per pass,
+# B200 SGLang's context MLA kernel costs ~40 ms a pass however short the prompt (0.66 ms per layer), GB200's vLLM
+# MLA decode is slower than B200's
+GPU_MOE_TERMS = {
+    ("b200_sxm", "vllm"): {"moe_layer": 89e-6, "experts": 0.85, "all_to_all": 0.63, "prefill_layer": 25e-6,
+                           "compute": 0.255},
+    ("gb200", "vllm"): {"moe_layer": 126e-6, "experts": 0.81, "all_to_all": 0.565, "prefill_layer": 45e-6,
+                        "compute": 0.255},
+    ("b200_sxm", "sglang"): {"moe_layer": 75e-6, "experts": 1.19, "all_to_all": 0.85, "prefill_layer": 688e-6,
+                             "prefill_ramp": 0},
+    # AISimulate has no GB200 SGLang context-MLA rows (it cannot price a prefill there): decode only
+    ("gb200", "sglang"): {"moe_layer": 119e-6, "experts": 1.13, "all_to_all": 0.9},
+    # TensorRT-LLM's Blackwell expert reads grow faster from batch 1 to 8 (B200 12.16 ms at 8 x 1k against 6.94 at 1)
+    ("b200_sxm", "trtllm"): {"moe_layer": 60e-6, "experts": 0.775, "all_to_all": 1.19},
+    ("gb200", "trtllm"): {"moe_layer": 60e-6, "experts": 0.775, "all_to_all": 1.19},
 }
 TERM_FIELDS = {"moe_layer": "moe_layer_overhead_s", "experts": "expert_efficiency",
                "expert_compute": "expert_compute_efficiency", "all_to_all": "all_to_all_efficiency",
-               "layer": "layer_overhead_s", "attention": "attention_efficiency", "prefill_layer": "prefill_layer_overhead_s"}
+               "layer": "layer_overhead_s", "attention": "attention_efficiency", "prefill_layer": "prefill_layer_overhead_s",
+               "kv": "kv_efficiency", "weights": "weight_efficiency", "compute": "compute_efficiency",
+               "decode_token": "decode_token_overhead_s", "prefill_ramp": "prefill_ramp_tokens"}
 
 
 def family_routed_params(model: dict) -> float | None:
@@ -49,7 +71,11 @@ def family_moe_layers(model: dict, layers: int) -> int:
     return FAMILIES.get(model.get("family"), {}).get("moe_layers", layers)
 
 
-def family_terms(model: dict, backend: str, terms):
-    """`terms` with the family's fitted MoE terms for `backend` in place of the generic ones."""
-    fitted = FAMILIES.get(model.get("family"), {}).get("backends", {}).get(backend, {})
+def family_terms(model: dict, backend: str, terms, gpu: str | None = None, moe: bool = False):
+    """`terms` with the family's fitted MoE terms for `backend` in place of the generic ones (for an MoE model of no
+    family: the GPU's, where it has its own)."""
+    if model.get("family") in FAMILIES:
+        fitted = FAMILIES[model["family"]].get("backends", {}).get(backend, {})
+    else:
+        fitted = GPU_MOE_TERMS.get((gpu, backend), {}) if moe else {}
     return replace(terms, **{TERM_FIELDS[key]: value for key, value in fitted.items()}) if fitted else terms

@@ -31,10 +31,9 @@ KV_DTYPE_BY_BYTES = {1: "fp8", 2: "bfloat16", 4: "float32"}
 # costs in seconds; "moe_all_reduce": False says the backend's MoE layers fold the tensor-parallel all-reduce into
 # the expert combine (AISimulate prices no all-reduce for TensorRT-LLM's DeepSeek-V3).  The backends share the
 # shape; only these numbers differ.
-# terms every backend shares: small kernels per layer, the prefill attention kernel per layer, the decode attention
-# kernel of a mixed pass per layer, all-reduce latency, the routed experts' read (DeepSeek-V3's measured MoE
-# kernels, batch 1-128)
-SHARED_TERMS = {"layer": 37e-6, "prefill_layer": 58e-6, "mixed_layer": 39e-6, "all_reduce": 10e-6, "experts": 0.83}
+# terms every backend shares: small kernels per layer, the prefill attention kernel per layer, all-reduce latency,
+# the routed experts' read (DeepSeek-V3's measured MoE kernels, batch 1-128)
+SHARED_TERMS = {"layer": 37e-6, "prefill_layer": 58e-6, "prefill_ramp": 256, "all_reduce": 10e-6, "experts": 0.83}
 BACKEND_TERMS = {
     "vllm": {**SHARED_TERMS, "compute": {"high": 0.78, "low": 0.61}, "low_weights": 0.773,
              "kv": {"high": 0.92, "low": 0.65}, "attention": 0.65, "pass": 0.5e-3, "decode_token": 8.1e-6,
@@ -80,7 +79,7 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
         kv_efficiency=t["kv"]["low"] if low_precision_kv else GPU_KV_EFFICIENCY.get((hardware.get("name"), backend),
                                                                                     t["kv"]["high"]),
         pass_overhead_s=t["pass"], layer_overhead_s=t["layer"], prefill_layer_overhead_s=t["prefill_layer"],
-        mixed_layer_overhead_s=t["mixed_layer"], decode_token_overhead_s=t["decode_token"],
+        decode_token_overhead_s=t["decode_token"], prefill_ramp_tokens=t["prefill_ramp"],
         moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"],
         all_reduce_efficiency=ALL_REDUCE_EFFICIENCY.get(tensor, ALL_REDUCE_OTHER),
         all_reduce=t["moe_all_reduce"] or not moe, all_to_all_efficiency=t["all_to_all"],
@@ -134,7 +133,7 @@ def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_d
     routed = (1 - active_params(model) / model["params"]) / (1 - per_token / experts) if per_token else 0.0
     terms = roofline_terms(backend, hardware, dtype in LOW_PRECISION, kv_dtype_bytes < 2, tensor, bool(routed))
     return RooflineTiming(
-        terms=family_terms(model, backend, terms), moe_layers=family_moe_layers(model, layers) if routed else 0, experts=experts if routed else 0,
+        terms=family_terms(model, backend, terms, hardware.get("name"), bool(routed)), moe_layers=family_moe_layers(model, layers) if routed else 0, experts=experts if routed else 0,
         experts_per_token=per_token if routed else 0, routed_weight_fraction=routed, expert_parallel=expert_parallel,
         ffn_width=0 if routed else model.get("intermediate_size", 0),
         tensor=tensor, num_layers=layers, attention_layers=model.get("kv_layers", layers), attention_heads=heads,

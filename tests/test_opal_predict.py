@@ -56,9 +56,11 @@ def test_uniform_stage_with_apc_hits_from_apc_and_without_it_from_cpu_memory(apc
     assert on["prefix_hit_rate"] == rates(on)["apc"] == 854496 / 871662  # 98.0%
     assert rates(on)["CPUMemory"] == 0.0  # APC never evicts at 26,534 blocks
     assert on["hit_types"] == {"apc": 99, "tiered": 0, "none": 1}
-    assert off["prefix_hit_rate"] == rates(off)["CPUMemory"] == 844880 / 871662  # 96.9%
-    assert rates(off)["apc"] == 0.0 and off["hit_types"] == {"apc": 0, "tiered": 97, "none": 3}
-    assert off["mean_ttft_ms"] > 2.5 * on["mean_ttft_ms"]  # 51.9 ms against 17.6: the prefix comes over PCIe
+    # 96.8%: which CPU-tier copies a prompt finds depends on the passes' times (the default timing prices a pass that
+    # prefills and decodes as a prefill pass plus a decode pass, facts §60; 844,880 tokens before)
+    assert off["prefix_hit_rate"] == rates(off)["CPUMemory"] == 843456 / 871662
+    assert rates(off)["apc"] == 0.0 and off["hit_types"] == {"apc": 0, "tiered": 96, "none": 4}  # 97 / 3 before
+    assert off["mean_ttft_ms"] > 2 * on["mean_ttft_ms"]  # 59.2 ms against 25.3: the prefix comes over PCIe
     assert on["retirement_stores"] == off["retirement_stores"] == 100
 
 

@@ -3,7 +3,7 @@
 Each point is (GPU, model, backend, TP) -> a decode pass of `b` requests at `c` tokens of context each, or a
 prefill of one `n`-token prompt, in ms, as AISimulate's compiled engine prices it (`EngineHandle.compile(model,
 system, backend, tp_size=..., moe_ep_size=...)`, then `decode_step_latency(b, c, 2)` and
-`predict_prefill_latency(1, n)`), recorded in docs/reference-facts.md §42 and §52.  Dense models must agree within
+`predict_prefill_latency(1, n)`), recorded in docs/reference-facts.md §42, §52 and §60.  Dense models must agree within
 10%, the MoE models (DeepSeek-V3 TP8 EP8, Kimi K3 TP8 EP8, DeepSeek V4 Flash TP4 EP4) within 20%.  SGLang's DeepSeek-V3 decode at batch 8 and more is not a point: AISimulate
 prices SGLang's MLA decode from TensorRT-LLM's fallback rows (its own "low-fidelity" warning), 30-70% above vLLM's.
 """
@@ -66,6 +66,20 @@ AISIMULATE = {
                                          {1024: 26.027, 4096: 74.841, 16384: 291.495}),
     ("deepseek-v4", "b200", "sglang", 4): ({(1, 1024): 5.605, (8, 4096): 7.546, (32, 4096): 9.493, (64, 16384): 11.407},
                                            {1024: 26.347, 4096: 73.925, 16384: 244.48}),
+    # facts §60 (helper timing5): DeepSeek-V3 on Blackwell, its GPU's MoE terms (timing_families.GPU_MOE_TERMS); AISimulate
+    # has no GB200 context-MLA rows for SGLang or TensorRT-LLM, so those setups have decode points only
+    ("deepseek-v3", "b200", "vllm", 8): ({(1, 1024): 10.172, (8, 4096): 13.019, (32, 4096): 21.218, (64, 16384): 29.085},
+                                         {1024: 53.98, 4096: 154.339, 16384: 584.406}),
+    ("deepseek-v3", "b200", "sglang", 8): ({(1, 1024): 9.216, (8, 4096): 12.149, (32, 4096): 15.752,
+                                            (64, 16384): 25.918}, {1024: 79.246, 4096: 160.386, 16384: 505.209}),
+    ("deepseek-v3", "b200", "trtllm", 8): ({(1, 1024): 6.94, (8, 4096): 12.665, (32, 4096): 17.155, (64, 16384): 26.175},
+                                           {1024: 36.746, 4096: 85.927, 16384: 287.674}),
+    ("deepseek-v3", "gb200", "vllm", 8): ({(1, 1024): 12.4, (8, 4096): 15.674, (32, 4096): 21.654, (64, 16384): 31.306},
+                                          {1024: 61.828, 4096: 163.496, 16384: 612.691}),
+    ("deepseek-v3", "gb200", "sglang", 8): ({(1, 1024): 12.013, (8, 4096): 15.128, (32, 4096): 18.388,
+                                             (64, 16384): 27.556}, {}),
+    ("deepseek-v3", "gb200", "trtllm", 8): ({(1, 1024): 6.766, (8, 4096): 11.91, (32, 4096): 16.411, (64, 16384): 23.722},
+                                            {}),
     # GPUs without a fitted weight read (A100: 0.75) or with B200's (GB200), where those figures already agree
     ("qwen3-32b", "gb200", "sglang", 2): ({(1, 1024): 9.27, (8, 4096): 9.423, (32, 4096): 11.763, (64, 16384): 28.432},
                                           {1024: 30.214, 4096: 105.427, 16384: 508.247}),
@@ -185,3 +199,75 @@ def test_a100_vllm_reads_decode_kv_at_066_of_hbm():
         timing = step("qwen3-8b", "a100", backend, 1)
         short, long = (timing(PassWork(decode_requests=64, decode_context=64 * c)) for c in (4096, 16384))
         assert abs(long - short - more / (2.039e12 * efficiency) * 1e9) <= 2
+
+
+def test_deepseek_v3_on_blackwell_takes_its_gpus_moe_terms():
+    """DeepSeek-V3 (an MoE model of no family) on B200 SGLang pays AISimulate's context-MLA floor, 688 us in each of
+    its 61 layers of a pass that prefills, and 75 us per MoE layer (H200 SGLang: 58 and 92 us); Kimi K3 on the same
+    GPU keeps its family's terms and a dense model the backend's."""
+    b200, h200 = resolve_hardware("b200_sxm")[0], resolve_hardware("h200_sxm")[0]
+    v3 = resolve_model("deepseek-ai/DeepSeek-V3")[0]
+    blackwell, hopper = (roofline_record(v3, gpu, "sglang", 8, 1, 8).terms for gpu in (b200, h200))
+    assert (blackwell.prefill_layer_overhead_s, blackwell.moe_layer_overhead_s) == (688e-6, 75e-6)
+    assert (hopper.prefill_layer_overhead_s, hopper.moe_layer_overhead_s) == (58e-6, 92e-6)
+    # a prefill of 128 tokens and one of 4,096 both pay the floor: 61 x (688 - 58) us over H200's terms on B200's
+    record = roofline_record(v3, b200, "sglang", 8, 1, 8)
+    from dataclasses import replace
+    generic = replace(record, terms=replace(record.terms, prefill_layer_overhead_s=58e-6))
+    for tokens in (128, 4096):
+        work = PassWork(prefill_chunks=((tokens, 0),))
+        assert abs(default_timing(record)(work) - default_timing(generic)(work) - 61 * 630e-6 * 1e9) <= 1
+    kimi = roofline_record(resolve_model("moonshotai/Kimi-K3")[0], b200, "sglang", 8, 1, 8).terms
+    assert (kimi.moe_layer_overhead_s, kimi.prefill_layer_overhead_s) == (77e-6, 910e-6)
+    dense = roofline_record(resolve_model("Qwen/Qwen3-32B")[0], b200, "sglang", 2, 2).terms
+    assert (dense.prefill_layer_overhead_s, dense.moe_layer_overhead_s) == (58e-6, 92e-6)
+
+
+# passes of AISimulate's runs (facts §60): a prefill chunk after a cached prefix (`predict_prefill_latency(1, n + c, c)`)
+# and mixed passes, which its runs price as `predict_prefill_latency(chunks, mean prompt, mean prefix)` plus
+# `decode_step_latency(decodes, mean context)`: s22's request 3 beside one decode (65.504 + 9.938 ms), and
+# dsv4-sessions-5000's second pass (4 chunks after 2,192 cached tokens in all, 2 decodes at 3,001: 125.756 + 5.561)
+RUN_PASSES = [
+    (("deepseek-v4", "b200", "vllm", 4), PassWork(prefill_chunks=((3128, 3072),)), 76.217),
+    (("deepseek-v4", "b200", "vllm", 4), PassWork(prefill_chunks=((6256, 3072),)), 143.338),
+    (("deepseek-v4", "b200", "sglang", 4), PassWork(prefill_chunks=((3128, 3072),)), 59.507),
+    (("deepseek-v4", "b200", "sglang", 4), PassWork(prefill_chunks=((6256, 3072),)), 107.19),
+    (("deepseek-v4", "b200", "vllm", 4), PassWork(prefill_chunks=((808, 2192), (3000, 0), (3000, 0), (1382, 0)),
+                                                  decode_requests=2, decode_context=6002), 131.317),
+    (("qwen3-32b", "h100", "vllm", 4), PassWork(prefill_chunks=((2048, 0),), decode_requests=1, decode_context=2100),
+     75.442),
+]
+
+
+@pytest.mark.parametrize("setup, work, theirs", RUN_PASSES, ids=[f"{' '.join(map(str, s))} {w.prefill_chunks[0]}"
+                                                                 f" +{w.decode_requests}" for s, w, _ in RUN_PASSES])
+def test_a_runs_pass_agrees_with_aisimulate(setup, work, theirs):
+    ours = step(*setup)(work) / 1e6
+    assert abs(ours / theirs - 1) <= (0.20 if setup[0] in MOE else 0.10), (ours, theirs)
+
+
+def test_a_mixed_pass_is_a_prefill_pass_plus_a_decode_pass():
+    """DeepSeek V4 on B200 vLLM: 4 prefill chunks beside 2 decodes cost exactly the chunks' pass plus the decodes'."""
+    timing = step("deepseek-v4", "b200", "vllm", 4)
+    chunks = ((808, 2192), (3000, 0), (3000, 0), (1382, 0))
+    mixed = timing(PassWork(prefill_chunks=chunks, decode_requests=2, decode_context=6002))
+    alone = timing(PassWork(prefill_chunks=chunks)) + timing(PassWork(decode_requests=2, decode_context=6002))
+    assert abs(mixed - alone) <= 1  # each part rounds to whole ns on its own
+
+
+def test_a_few_token_prefill_pays_a_quarter_of_the_prefill_kernel():
+    """Qwen3-8B on H200 vLLM: the prefill attention kernel's 36 x 58 us reach their whole cost at 256 prefill tokens
+    and a quarter of it for a chunk of a few tokens (AISimulate: 6.60 ms at 16 tokens, 8.61 at 256), growing in
+    proportion between; Kimi K3's per-pass KDA cost and B200 SGLang's DeepSeek-V3 MLA floor do not ramp."""
+    from dataclasses import replace
+    record = roofline_record(resolve_model("Qwen/Qwen3-8B")[0], resolve_hardware("h200_sxm")[0], "vllm", 1, 2)
+    assert record.terms.prefill_ramp_tokens == 256
+    flat = replace(record, terms=replace(record.terms, prefill_ramp_tokens=0))
+    for tokens, share in ((16, 0.25 + 0.75 * 16 / 256), (128, 0.625), (256, 1.0), (1024, 1.0)):
+        work = PassWork(prefill_chunks=((tokens, 0),))
+        saved = default_timing(flat)(work) - default_timing(record)(work)
+        assert abs(saved - 36 * 58e-6 * (1 - share) * 1e9) <= 1, (tokens, saved)
+    b200 = resolve_hardware("b200_sxm")[0]
+    assert roofline_record(resolve_model("moonshotai/Kimi-K3")[0], b200, "vllm", 8, 1, 8).terms.prefill_ramp_tokens == 0
+    v3 = roofline_record(resolve_model("deepseek-ai/DeepSeek-V3")[0], b200, "sglang", 8, 1, 8)
+    assert v3.terms.prefill_ramp_tokens == 0

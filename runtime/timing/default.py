@@ -20,8 +20,10 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
     t_a2a  = L_moe * T * 2 * k * hidden * 2 B * (ep-1)/ep / (NVLink * e_all_to_all)     only when ep > 1
     pass   = t_gemm + t_attn + max(L * layer_overhead, t_elem) + pass_overhead + L_moe * moe_layer_overhead
              + R * decode_token_overhead + t_ar + t_a2a     (0 for an empty pass)
-             + L_attn * prefill_layer_overhead              only when the pass prefills
-             + L_attn * mixed_layer_overhead                only when the pass both prefills and decodes
+             + L_attn * prefill_layer_overhead * r          only when the pass prefills: r = 1 from `prefill_ramp_tokens`
+                                                            prefill tokens on, 0.25 + 0.75 x tokens / ramp below
+    mixed  = pass(the prefill chunks alone) + pass(the R decodes alone)   a pass that both prefills and decodes, as
+                                                            AISimulate's runs price one (facts §60)
 
 A speculative verify pass (`speculative`) counts each draft as one more decode token of its request (in T, A and
 the experts; in the KV read only when `draft_context` says each draft reads its request's KV again), and a
@@ -51,6 +53,7 @@ ACTIVATION_BYTES = 2  # all-reduced and dispatched hidden states are bf16 whatev
 # add-norms of a layer per hidden element, the gate activation per FFN element
 NORM_BYTES = 21.5
 ACTIVATION_GATE_BYTES = 7.7
+PREFILL_FLOOR = 0.25  # the prefill attention kernel's share of its cost that a chunk of a few tokens pays
 
 
 def default_timing(inputs) -> Timing:
@@ -93,10 +96,16 @@ def default_timing(inputs) -> Timing:
     miss = 1 - inputs.experts_per_token / inputs.experts if inputs.experts else 0.0
 
     per_decode_s = terms.decode_token_overhead_s
-    # a pass that prefills and decodes runs the decode attention as a kernel of its own in every attention layer
-    mixed_s = inputs.attention_layers * terms.mixed_layer_overhead_s
     # a pass that prefills launches the prefill attention kernel in every attention layer, however short the chunk
     prefill_s = inputs.attention_layers * terms.prefill_layer_overhead_s
+    ramp = terms.prefill_ramp_tokens
+
+    def prefill_kernel(tokens: int) -> float:
+        # AISimulate's prefill attention of a few tokens costs about a quarter of its launch-bound cost at 256 and
+        # more (Qwen3-8B H200: a 16-token prefill 6.60 ms, a decode of one 6.02; 256 tokens 8.61)
+        if not ramp or tokens >= ramp:
+            return prefill_s
+        return prefill_s * (PREFILL_FLOOR + (1 - PREFILL_FLOOR) * tokens / ramp)
 
     def attention(pairs: float, kv_tokens: float) -> float:
         return max(flops_per_pair * pairs / attention_flops_per_s, kv_s_per_token * kv_tokens)
@@ -134,6 +143,12 @@ def default_timing(inputs) -> Timing:
         return max(flops_per_token * tokens / flops_per_s, weight_s + experts)
 
     def seconds(work: PassWork, decode_tokens: int, decode_pairs: float, decode_kv: float) -> float:
+        if work.prefill_chunks and decode_tokens:
+            # AISimulate's runs price a pass that prefills and decodes as a prefill pass plus a decode pass: its
+            # `predict_prefill_latency(chunks, mean prompt, mean prefix)` plus `decode_step_latency(decodes, mean
+            # context)` (DeepSeek V4 vLLM, 4 chunks + 2 decodes: 125.756 + 5.561 = 131.317 ms, the run's pass; facts §60)
+            return seconds(PassWork(prefill_chunks=work.prefill_chunks), 0, 0.0, 0.0) \
+                + seconds(PassWork(), decode_tokens, decode_pairs, decode_kv)
         tokens = work.prefill_tokens + decode_tokens
         # the GEMMs, the prefill attention and the decode attention are kernels of their own, each bound by its
         # compute or its reads
@@ -144,7 +159,7 @@ def default_timing(inputs) -> Timing:
         small = max(layer_s, elementwise_s_per_token * tokens)
         return gemm + prefill + decode_attention(decode_pairs, decode_kv) + small + fixed_s \
             + (ar_s_per_token + a2a_s_per_token) * tokens + per_decode_s * decode_tokens \
-            + (prefill_s + (mixed_s if decode_tokens else 0.0) if work.prefill_chunks else 0.0)
+            + (prefill_kernel(work.prefill_tokens) if work.prefill_chunks else 0.0)
 
     def speculative(work: PassWork) -> int:
         """A verify pass, as AISimulate's default timing prices one (facts §36): every draft is one more decode
