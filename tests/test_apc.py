@@ -10,6 +10,7 @@ from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.runtime.build import build
 from kvreplay.runtime.shell.clock import Clock
 from kvreplay.runtime.tiers.apc import ApcPool
+from kvreplay.runtime.tiers.apc_queue import IdleQueue
 from kvreplay.runtime.tiers.apc_log import format_apc_enabled, format_lru_evict
 
 from .scenarios import MS, aggregated_config, compile_scenario, row
@@ -223,3 +224,22 @@ def test_the_startup_line():
                                              "blocks_per_victim=1, ttl=0")
     assert format_apc_enabled(16, 256, 20 * 10 ** 9).endswith("ttl=20")
     assert format_apc_enabled(16, 16, 500 * MS).endswith("ttl=0.5")
+
+
+def test_dead_entries_in_the_middle_are_skipped_by_expiry_counts_takes_and_the_protected_search():
+    """The queue's liveness column: blocks 2 and 4 leave early (hits); an expiry counts only the live entries it
+    passes, a take returns only live blocks, and the oldest protected entry is the first live one after them."""
+    queue = IdleQueue(ttl_ns=10)
+    queue.enqueue_all([1, 2, 3], 0)  # numbers 0-2
+    queue.enqueue_all([4, 5], 5)  # numbers 3-4
+    queue.enqueue_all([6], 8)  # number 5
+    queue.dequeue_all([2, 4])
+    assert queue.live == 4 and list(queue.alive) == [1, 0, 1, 0, 1, 1]
+    queue.expire(12)  # stamps <= 2 are outside the window: numbers 0-2, of which 0 and 2 are live
+    assert (queue.boundary, queue.expired) == (3, 2)
+    assert queue.pop_expired(5, 12) == [1, 3]
+    assert queue.first_protected() == 4 and queue.q[4 - queue.base] == 5  # (number 3, block 4, is dead)
+    queue.expire(15)  # number 3 (dead) and 4 (block 5, stamp 5) pass the boundary: one live entry more
+    assert (queue.boundary, queue.expired) == (5, 1)
+    queue.compact()
+    assert queue.q == [5, 6] and list(queue.alive) == [1, 1] and queue.first_protected() == queue.base + 1

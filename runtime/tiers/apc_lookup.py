@@ -82,6 +82,11 @@ class ApcLookups:
             self._looking.clear()
         return self._looked
 
+    def _was_looked(self, block: int) -> bool:
+        """Is `block` among `_looked_blocks()`?  Asked of the lists as they are (a scan in C), so that the usual
+        answer, no, builds no dict of a whole prefix."""
+        return block in self._looked or any(map(list.__contains__, self._looking, repeat(block)))
+
     def next_expiry(self, looked_too: bool = False) -> int | None:
         """When the oldest protected idle block expires, leaving out blocks only a lookup refreshed just now (a
         waiting request's own hits: their protection never keeps it waiting, and each retry refreshes them, so
@@ -93,9 +98,10 @@ class ApcLookups:
         start = queue.first_protected()
         if start is None:
             return None
-        looked = self._looked_blocks() if self._looked_at == now and not looked_too else {}
-        if queue.q[start - queue.base] not in looked:
+        first = queue.q[start - queue.base]
+        if looked_too or self._looked_at != now or not self._was_looked(first):
             return queue.stamps[start - queue.base] + self.ttl_ns
+        looked = self._looked_blocks()
         end, width = queue.base + len(queue.q), 64
         while start < end:  # (in C, in growing windows: the looked-up blocks may be a whole prefix, or none)
             stop = min(end, start + width)

@@ -6,8 +6,8 @@ max(1, floor((util - threshold) * available)) idle blocks, and the next check co
 max(0.1 s, base * (1 - dev)) later with dev = max(0, (util - threshold) /
 max(0.01, 1 - threshold)); otherwise (or with idle = 0 or available = 0) nothing is
 evicted and the next check comes after the base interval.  The arithmetic is exact
-(fractions; the threshold is read as the decimal it prints as), the interval is
-rounded down to whole nanoseconds.
+(integers over the threshold's denominator; the threshold is read as the decimal it
+prints as), the interval is rounded down to whole nanoseconds.
 
 The events: every APC rank has one queued periodic check (events.py's `check`,
 `Replay.push_periodic`) at a time, which evicts through `ApcPool.evict` (TTL
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 from functools import partial
-from math import floor
 from typing import NamedTuple
 
 from ..shell.events import CHECK, WAKE
@@ -46,18 +45,25 @@ def exact(value) -> Fraction:
 
 
 def step(free: int, idle: int, threshold, base_interval_ns: int) -> tuple[int, int]:
-    """(victims, next interval in ns) for one check of a pool with `free` and `idle` blocks."""
+    """(victims, next interval in ns) for one check of a pool with `free` and `idle` blocks.
+
+    In integers (the rule's fractions cleared of their denominators: a check runs every 0.1-1 s of simulated time,
+    tens of thousands of times a run): with threshold = n/d, excess = (util - threshold) * available * d."""
     available = free + idle
     if idle == 0 or available == 0:
         return 0, base_interval_ns
     threshold = exact(threshold)
-    util = Fraction(idle, available)
-    if util <= threshold:
+    n, d = threshold.numerator, threshold.denominator
+    excess = idle * d - n * available
+    if excess <= 0:  # util <= threshold
         return 0, base_interval_ns
-    over = util - threshold
-    victims = max(1, floor(over * available))
-    dev = max(Fraction(0), over / max(Fraction(1, 100), 1 - threshold))
-    return victims, max(MIN_INTERVAL_NS, floor(base_interval_ns * (1 - dev)))
+    victims = max(1, excess // d)  # floor((util - threshold) * available)
+    # dev = (util - threshold) / max(1/100, 1 - threshold) as dev_num / dev_den (>= 0 here)
+    if 100 * (d - n) >= d:
+        dev_num, dev_den = excess, available * (d - n)
+    else:
+        dev_num, dev_den = 100 * excess, available * d
+    return victims, max(MIN_INTERVAL_NS, base_interval_ns * (dev_den - dev_num) // dev_den)
 
 
 class CheckRecord(NamedTuple):

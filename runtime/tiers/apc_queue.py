@@ -1,12 +1,16 @@
 """APC's eviction queue: the idle blocks of one pool in last-access order, with the TTL boundary.
 
-Two parallel lists, `q` (blocks) and `stamps` (their last access), read from
-`head` on; entry i has the absolute number `base + i`.  Below `boundary` every
+Three parallel columns, `q` (blocks), `stamps` (their last access) and `alive`
+(a bytearray: 1 while the entry is its block's live one), read from `head` on;
+entry i has the absolute number `base + i`.  Below `boundary` every
 entry is expired (outside its TTL window: stamp + ttl <= now); time only grows,
 so stamps are in order and the boundary only moves forward (a bisection).  A
-block leaving early (a hit) leaves a dead entry behind, skipped when met and
-compacted away when dead entries outnumber live ones, so every operation costs
-O(1) amortised.  Every step over entries is a map over a whole run of them (in
+block leaving early (a hit) leaves a dead entry behind (its `alive` byte
+cleared), skipped when met and compacted away when dead entries outnumber live
+ones, so every operation costs O(1) amortised.  Liveness over a range of
+entries is a slice of `alive` (counted, searched and used as a mask in C), not
+a look-up per entry: with a TTL, refreshed prefixes leave dead entries all the
+time.  Every step over entries is a map over a whole run of them (in
 C): a prompt at block 16 is thousands of blocks, entering, leaving and being
 refreshed together.  `apc.ApcPool` owns one and is its only user.
 """
@@ -14,18 +18,21 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from itertools import compress, repeat
-from operator import eq
+from operator import sub
 
 from .g1 import consume
 
+ONES = b"\x01"  # (an entry's `alive` byte while it is live)
+
 
 class IdleQueue:
-    __slots__ = ("ttl_ns", "q", "stamps", "base", "head", "boundary", "expired", "live", "entry", "probe", "newest")
+    __slots__ = ("ttl_ns", "q", "stamps", "alive", "base", "head", "boundary", "expired", "live", "entry", "probe", "newest")
 
     def __init__(self, ttl_ns: int = 0):
         self.ttl_ns = ttl_ns
         self.q: list = []  # blocks in access order
         self.stamps: list = []  # q's last accesses (non-decreasing)
+        self.alive = bytearray()  # per entry of q: 1 while it is its block's live entry
         self.base = self.head = self.boundary = 0  # absolute numbers: first kept, first unread, first unexpired
         self.expired = 0  # live entries in [head, boundary)
         self.live = 0  # idle blocks
@@ -43,16 +50,14 @@ class IdleQueue:
         liveness of each needs no look-up: without hits, the usual case, the queue is a plain FIFO of blocks."""
         return self.base + len(self.q) - self.head == self.live
 
-    def _is_live(self, start: int, stop: int) -> list:
-        """Per entry of [start, stop) (absolute numbers): is it its block's live entry?"""
-        if start >= self.head and self._all_live():
-            return [True] * (stop - start)
-        return self._scan(start, stop)
-
-    def _scan(self, start: int, stop: int) -> list:
-        """`_is_live` by looking each entry up (also while `live` lags a take in progress)."""
+    def _is_live(self, start: int, stop: int) -> bytearray:
+        """Per entry of [start, stop) (absolute numbers, from `head` on): is it its block's live entry (1 or 0)?"""
         base = self.base
-        return list(map(eq, map(self.entry.get, self.q[start - base:stop - base]), range(start, stop)))
+        return self.alive[start - base:stop - base]
+
+    def _kill(self, numbers) -> None:
+        """The entries with these absolute numbers go dead."""
+        consume(map(self.alive.__setitem__, map(sub, numbers, repeat(self.base)), repeat(0)))
 
     def enqueue(self, block: int, now: int) -> None:
         self.enqueue_all([block], now)
@@ -63,6 +68,7 @@ class IdleQueue:
         self.entry.update(zip(blocks, range(first, first + len(blocks))))
         self.q.extend(blocks)
         self.stamps.extend(repeat(now, len(blocks)))
+        self.alive += ONES * len(blocks)
         self.live += len(blocks)
 
     def dequeue(self, block: int) -> None:
@@ -72,23 +78,21 @@ class IdleQueue:
     def dequeue_all(self, blocks: list[int]) -> None:
         """Each of `blocks` (idle, distinct) leaves the queue: their entries go dead."""
         numbers = list(map(self.entry.pop, blocks))
+        self._kill(numbers)
         self.live -= len(numbers)
         self.expired -= sum(map(self.boundary.__gt__, numbers))
         self._maybe_compact()
 
     def first_protected(self) -> int | None:
         """The absolute number of the oldest live entry at or after the boundary (None: there is none), found
-        in growing windows, in C, from `probe` on (the entries before it are dead already)."""
-        start, end, width = max(self.boundary, self.probe), self.base + len(self.q), 64
-        while start < end:
-            stop = min(end, start + width)
-            first = next(compress(range(start, stop), self._is_live(start, stop)), None)
-            if first is not None:
-                self.probe = first
-                return first
-            start, width = stop, 4 * width
-        self.probe = end
-        return None
+        by a search of `alive` in C from `probe` on (the entries before it are dead already)."""
+        base = self.base
+        found = self.alive.find(1, max(self.boundary, self.probe) - base)
+        if found < 0:
+            self.probe = base + len(self.q)
+            return None
+        self.probe = base + found
+        return self.probe
 
     def _maybe_compact(self) -> None:
         if len(self.q) - (self.head - self.base) > 2 * self.live + 64:
@@ -105,7 +109,8 @@ class IdleQueue:
         # immune until stamp + ttl: the first entry stamped after now - ttl and every newer one are protected
         boundary = base + bisect_right(self.stamps, now - self.ttl_ns, self.boundary - base)
         if boundary > self.boundary:
-            self.expired += boundary - self.boundary if self._all_live() else sum(self._is_live(self.boundary, boundary))
+            self.expired += boundary - self.boundary if self._all_live() else \
+                self.alive.count(1, self.boundary - base, boundary - base)
             self.boundary = boundary
 
     def compact(self) -> None:
@@ -114,6 +119,7 @@ class IdleQueue:
         live = self._is_live(self.head, first)
         blocks = list(compress(self.q[start:], live))
         self.stamps = list(compress(self.stamps[start:], live))
+        self.alive = bytearray(ONES * len(blocks))
         self.entry.update(zip(blocks, range(first, first + len(blocks))))
         self.q, self.base, self.head = blocks, first, first
         self.boundary = self.probe = first + self.expired  # the expired live entries are the oldest ones
@@ -131,7 +137,7 @@ class IdleQueue:
             # the next (want - taken) entries hold at most that many live ones: all of them are taken
             stop = min(self.head + want - len(out), self.boundary)
             start = self.head
-            out.extend(compress(self.q[start - self.base:stop - self.base], self._scan(start, stop)))
+            out.extend(compress(self.q[start - self.base:stop - self.base], self._is_live(start, stop)))
             self.head = stop
         if out:
             consume(map(self.entry.__delitem__, out))
@@ -141,6 +147,7 @@ class IdleQueue:
         if cut > 64 and 2 * cut > len(self.q):
             del self.q[:cut]
             del self.stamps[:cut]
+            del self.alive[:cut]
             self.base = self.head
         return out
 
@@ -159,10 +166,12 @@ class IdleQueue:
             self.newest = (blocks, end, self.head, self.live)
             return
         numbers = list(map(entry.pop, blocks))
+        self._kill(numbers)
         self.expired -= sum(map(self.boundary.__gt__, numbers))
         first = self.base + len(q)
         q.extend(blocks)
         self.stamps.extend(repeat(now, len(blocks)))
+        self.alive += ONES * len(blocks)
         entry.update(zip(blocks, range(first, first + len(blocks))))
         self._maybe_compact()
         self.newest = (blocks, self.base + len(self.q), self.head, self.live)
