@@ -149,7 +149,7 @@ class Tier:
         otherwise what finds no room is dropped.  `place=False`: the caller refreshes `refresh` = (key list,
         upto), a range holding all of `keys`, right after, which places them.  `distinct`: no key is listed
         twice.  `count_dropped=False`: what finds no room is not a dropped copy (a fill takes what fits)."""
-        if not distinct:
+        if not distinct and len(keys) > 1:
             keys = list(dict.fromkeys(keys))
         order = self.order
         token, new, olds = order.unheld(keys, place, refresh)
