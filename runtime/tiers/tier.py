@@ -191,15 +191,18 @@ class Tier:
         self.version += 1
         newest = self.rules.landing_newest
         # all were in flight (so held), as the store policies' copies are; else a key not held joins as ready
-        if not self._flight.land(keys):
+        if self._flight.land(keys):  # (then `keys` lists no key twice)
+            if newest:
+                self.order.append(keys)
+        else:
             missing = list(filterfalse(self.holds, dict.fromkeys(keys)))
             if missing:
                 self.order.adopt(missing)
                 self.resident += len(missing)
                 if not newest:
                     self.order.append(missing)
-        if newest:
-            self.order.append(last_occurrences(keys))
+            if newest:
+                self.order.append(last_occurrences(keys))
         if source:
             self.filled[source] = self.filled.get(source, 0) + len(keys)
         else:
