@@ -2,7 +2,10 @@
 
 A store usually lands as the very list `reserve` returned, so landing it
 costs O(1); `since` tells an eviction scan which runs can place a storing key
-at all (the oldest batch's), so that older runs need not ask.
+at all (the oldest batch's), so that older runs need not ask.  The set of all
+storing keys is kept as batches come and go (a batch's keys are held by no
+other batch: `reserve` admits only keys the tier does not hold), so that an
+eviction's "is this key storing?" costs O(1) however many keys are storing.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ class InFlight:
     def __init__(self):
         self.batches: dict = {}  # id(list reserve returned) -> (that list, its keys then, the `seq` they are placed from)
         self.since = _NEVER
-        self._keys: set | None = None  # all of them, while unchanged
+        self._keys: set = set()  # all of them (batches never share a key)
 
     def add(self, keys: list, since: int) -> None:
         batches = self.batches
@@ -32,21 +35,21 @@ class InFlight:
         batches[id(keys)] = (keys, keys[:], since)
         if since < self.since:
             self.since = since
-        self._keys = None
+        self._keys.update(keys)
 
     def land(self, keys: list) -> bool:
         """`keys` stop storing; were they all storing, and distinct?"""
         batches = self.batches
         batch = batches.pop(id(keys), None)  # (batches keep their list: this is it)
-        self._keys = None
         if batch is not None:
             if keys == batch[1]:
+                self._keys.difference_update(keys)
                 if batch[2] == self.since:
                     self.since = min(map(_since, batches.values()), default=_NEVER)
                 return True
             batches[id(keys)] = batch
-        landed = self.keys().intersection(keys)
-        self._keys = None
+        landed = self._keys.intersection(keys)
+        self._keys.difference_update(landed)
         for ident, (_, left, since) in list(batches.items()):
             if not landed.isdisjoint(left):
                 del batches[ident]
@@ -57,12 +60,10 @@ class InFlight:
         return len(landed) == len(keys)
 
     def keys(self) -> set:
-        if self._keys is None:
-            self._keys = set().union(*[batch[1] for batch in self.batches.values()])
         return self._keys
 
     def __contains__(self, key) -> bool:
-        return key in self.keys()
+        return key in self._keys
 
     def isdisjoint(self, keys) -> bool:
-        return not self.batches or self.keys().isdisjoint(keys)
+        return self._keys.isdisjoint(keys)

@@ -68,8 +68,11 @@ class LruOrder:
 
     def hold(self, token, new: list, olds, place: bool) -> int:
         """Hold `new` as the newest keys; returns where in-flight keys may sit (anywhere: 0)."""
-        self._keys.update(dict.fromkeys(new))
-        self._use(new)
+        held = self._keys
+        for key in new:  # (OrderedDict.update goes through the generic mapping protocol: twice as slow)
+            held[key] = None
+        if self.ttl_ns:
+            self._use(new)
         return 0
 
     def adopt(self, keys: list) -> None:
@@ -78,16 +81,26 @@ class LruOrder:
 
     def append(self, keys: list) -> None:
         """Move held `keys` to the end, in this order."""
-        deque(map(self._keys.move_to_end, keys), 0)
-        self._use(keys)
+        if len(keys) < 16:  # (a short list: a plain loop is cheaper than setting up the map)
+            move = self._keys.move_to_end
+            for key in keys:
+                move(key)
+        else:
+            deque(map(self._keys.move_to_end, keys), 0)
+        if self.ttl_ns:
+            self._use(keys)
 
     def evict(self, wanted: int, in_flight, reading: dict, pinned: dict, since: int = 0) -> list:
         """Drop up to `wanted` keys, oldest first, passing over those in flight, being read or pinned."""
         victims, ttl = [], self.ttl_ns
         if not ttl:  # the oldest `wanted` keys, when none is busy (the usual: busy keys are the newest)
-            head = list(islice(self._keys, wanted))
-            if in_flight.isdisjoint(head) and reading.keys().isdisjoint(head) and pinned.keys().isdisjoint(head):
-                deque(map(self._keys.pop, head), 0)
+            held = self._keys
+            head = list(islice(held, wanted))
+            if in_flight.isdisjoint(head) and (not reading or reading.keys().isdisjoint(head)) and (
+                    not pinned or pinned.keys().isdisjoint(head)):
+                popitem = held.popitem
+                for _ in head:  # (the oldest, in order: cheaper than a lookup of each)
+                    popitem(False)
                 return head
         protected_from = self.clock.now - ttl if ttl else None
         for key in self._keys:

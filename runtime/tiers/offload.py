@@ -162,8 +162,9 @@ def offer_on_finish(rank, request) -> None:
         return
     state = request.tier
     unstored, state.unstored = state.unstored, []
-    retry = host.lacking(unstored)
-    accepted = host.reserve(retry)
+    retry = host.lacking(unstored) if unstored else unstored
+    # (nothing to retry: no reserve; the refresh below changes the tier's version all the same)
+    accepted = host.reserve(retry) if retry else retry
     if accepted:
         position = {key: i for i, key in enumerate(request.keys)}
         blocks = [request.blocks[position[key]] for key in accepted]

@@ -149,19 +149,21 @@ class Tier:
         otherwise what finds no room is dropped.  `place=False`: the caller refreshes `refresh` = (key list,
         upto), a range holding all of `keys`, right after, which places them.  `distinct`: no key is listed
         twice.  `count_dropped=False`: what finds no room is not a dropped copy (a fill takes what fits)."""
-        if not distinct:
+        if not distinct and len(keys) > 1:
             keys = list(dict.fromkeys(keys))
         order = self.order
         token, new, olds = order.unheld(keys, place, refresh)
         self.last_reserve_short = False
+        count = len(new)
         room = self.capacity - self.resident
-        if len(new) > room:  # evict ready keys that no read uses and no pin holds, oldest first
+        if count > room:  # evict ready keys that no read uses and no pin holds, oldest first
             flight = self._flight
-            victims = order.evict(len(new) - room, flight, self.reading, self.pinned, flight.since)
+            victims = order.evict(count - room, flight, self.reading, self.pinned, flight.since)
             if victims:
-                room += len(victims)
-                self.resident -= len(victims)
-                self.evictions += len(victims)
+                gone = len(victims)
+                room += gone
+                self.resident -= gone
+                self.evictions += gone
                 if self.writer:
                     for key in victims:
                         self.writer.pop(key, None)
@@ -169,17 +171,18 @@ class Tier:
                     self.events.append(("Removed", victims))
                 if self.evicted is not None:
                     self.evicted.extend(victims)
-            if len(new) > room:
+            if count > room:
                 self.last_reserve_short = True
                 keep = 0 if self.rules.all_or_nothing else max(room, 0)
                 if count_dropped and not self.rules.all_or_nothing:
-                    self.dropped += len(new) - room
+                    self.dropped += count - room
                 new, olds = new[:keep], olds and olds[:keep]
-        if new:
+                count = len(new)
+        if count:
             self._flight.add(new, order.hold(token, new, olds, place))
-            self.resident += len(new)
+            self.resident += count
             self.reserve_jobs += 1
-            self.reserved_blocks += len(new)
+            self.reserved_blocks += count
             if self.rules.track_writers:
                 self.writer.update(dict.fromkeys(new, writer))
         self.version += 1
@@ -191,15 +194,18 @@ class Tier:
         self.version += 1
         newest = self.rules.landing_newest
         # all were in flight (so held), as the store policies' copies are; else a key not held joins as ready
-        if not self._flight.land(keys):
+        if self._flight.land(keys):  # (then `keys` lists no key twice)
+            if newest:
+                self.order.append(keys)
+        else:
             missing = list(filterfalse(self.holds, dict.fromkeys(keys)))
             if missing:
                 self.order.adopt(missing)
                 self.resident += len(missing)
                 if not newest:
                     self.order.append(missing)
-        if newest:
-            self.order.append(last_occurrences(keys))
+            if newest:
+                self.order.append(last_occurrences(keys))
         if source:
             self.filled[source] = self.filled.get(source, 0) + len(keys)
         else:
