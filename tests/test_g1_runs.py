@@ -90,24 +90,12 @@ def test_run_pool_matches_without_kv_events():
 
 
 def test_run_pool_matches_with_keys_out_of_order_across_groups():
-    # the key map's groups (g1_keymap.py) take a window of consecutive keys as one slice; any other window (gaps,
-    # keys out of order, windows crossing a group boundary, negative keys, keys cached by another chain) key by key
+    # keys that are not one run (gaps, keys out of order, negative keys as output blocks', keys another chain
+    # cached): any representation of the cached map by runs of keys (facts §56) must keep these exact too
     for seed in range(6):
         assert drive(seed, capacity=30, steps=400, prompts=3, prompt_blocks=14, scattered=True) > 0
         drive(seed, capacity=30, steps=300, prompts=3, prompt_blocks=14, events=False, scattered=True)
         drive(seed, capacity=30, steps=300, prompts=3, prompt_blocks=14, copies=True, scattered=True)
-
-
-def test_key_map_sweeps_groups_emptied_by_evictions():
-    pool = RunPool(40)
-    for round_ in range(3000):  # each round's 40 keys sit in groups of their own; the next round evicts them all
-        blocks = pool.allocate(40)
-        keys = [round_ * 64 + i for i in range(40)]  # two groups a round (keys 0..31 and 32..39 of 64)
-        pool.register_run(blocks, keys, 0, 40)
-        pool.release(blocks)
-    assert len(pool.cached) == 40 and pool.evictions == 2999 * 40
-    assert sorted(pool.cached.keys()) == [2999 * 64 + i for i in range(40)]
-    assert len(pool.cached.groups) <= 4096  # 6,000 groups made: the emptied ones swept, not kept one per round
 
 
 def test_run_pool_matches_without_prefix_caching():

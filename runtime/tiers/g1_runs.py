@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections import deque
 
 from .g1 import BlockPool
-from .g1_keymap import EMPTY, MASK, SHIFT, WIDTH, KeyMap
 
 GONE = -1  # `_run_of` of a block in no run of the queue (held, or never used)
 SEQ, BLOCKS, START, HOLES = range(4)  # a run: [its number, its blocks, the first not yet taken, blocks gone]
@@ -56,7 +55,6 @@ class RunPool(BlockPool):
         self._holes = 0  # blocks gone from runs still in the queue
         self._seq = 0
         self.free = FreeView(self)  # what BlockPool's readers ask of `free`: its length, order and members
-        self.cached = KeyMap()  # key -> block, one entry per group of keys (g1_keymap.py)
 
     # ------------------------------------------------------------------ queries
     @property
@@ -75,47 +73,6 @@ class RunPool(BlockPool):
     # ------------------------------------------------------------------ transitions
     # (each transition is one plain loop over its blocks: CPython 3.11 runs those faster than maps of bound
     # methods, and one loop reads each block's state once where a map per field read it several times)
-    def match(self, keys, limit: int) -> list[int]:
-        """As BlockPool's, reading the key map's groups directly."""
-        if not self.caching:
-            return []
-        groups, out = self.cached.groups, []
-        for key in keys[:limit]:
-            slots = groups.get(key >> SHIFT)
-            block = None if slots is None else slots[key & MASK]
-            if block is None:
-                break
-            out.append(block)
-        return out
-
-    def allocate(self, count: int) -> list[int]:
-        """As BlockPool's; without KV events or copies the evicted keys' slots are emptied in the key map's groups
-        directly (a group emptied so waits for the map's sweep) and the evictions counted in the loop."""
-        if self.events is not None or self.copies:
-            return super().allocate(count)
-        out = self._fresh(count) if self.created < self.capacity else []
-        rest = count - len(out)
-        if rest:
-            taken = self._take(rest)
-            cached, key_of, ref = self.cached, self.key_of, self.ref
-            groups, evicted = cached.groups, 0
-            for block in taken:
-                key = key_of[block]
-                if key is not None:  # (without copies only the block a key maps to has it)
-                    groups[key >> SHIFT][key & MASK] = None
-                    key_of[block] = None
-                    evicted += 1
-                ref[block] = 1
-            if evicted:
-                self.evictions += evicted
-                cached.size -= evicted
-            if self.copying and not self.copying.isdisjoint(taken):  # (rarely: no set built otherwise)
-                self.awaited |= self.copying.intersection(taken)
-            if not out:
-                return taken
-            out.extend(taken)
-        return out
-
     def touch(self, blocks: list[int]) -> None:
         ref, run_of, by_seq = self.ref, self._run_of, self._by_seq
         idle = 0
@@ -174,43 +131,27 @@ class RunPool(BlockPool):
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
         """As BlockPool's: blocks[start:stop] become discoverable by keys[start:stop]; a key cached already keeps
-        its block.  Consecutive keys of one group whose slots are all empty (a prompt's new trace blocks) are
-        assigned as one slice; any other window of keys goes key by key."""
-        if not self.caching or stop <= start:
+        its block."""
+        if not self.caching:
             return
         cached, key_of, copies = self.cached, self.key_of, self.copies
-        stored = [] if self.events is not None else None
-        run_keys, run_blocks = keys[start:stop], blocks[start:stop]
-        count, at, size = stop - start, 0, cached.size
-        while at < count:
-            first = run_keys[at]
-            end = min(count, at + WIDTH - (first & MASK))  # the window of `first`'s group, if the keys are consecutive
-            slots = cached.slots(first >> SHIFT)
-            width, offset = end - at, first & MASK
-            window_keys = run_keys[at:end]
-            if (slots[offset:offset + width] == EMPTY[:width] and window_keys[-1] - first == width - 1
-                    and window_keys == list(range(first, first + width))):
-                window_blocks = run_blocks[at:end]
-                slots[offset:offset + width] = window_blocks
-                size += width
-                for key, block in zip(window_keys, window_blocks):
+        if self.events is None:  # (no list of the stored keys built)
+            for key, block in zip(keys[start:stop], blocks[start:stop]):
+                if key not in cached:
+                    cached[key] = block
                     key_of[block] = key
-                if stored is not None:
-                    stored.extend(window_keys)
-            else:
-                for key, block in zip(window_keys, run_blocks[at:end]):
-                    slots = cached.slots(key >> SHIFT)
-                    if slots[key & MASK] is None:
-                        slots[key & MASK] = block
-                        size += 1
-                        key_of[block] = key
-                        if stored is not None:
-                            stored.append(key)
-                    elif copies is not None and key_of[block] is None:
-                        self._add_copy(key, block)
-            at = end
-        cached.size = size
-        if stored:
+                elif copies is not None and key_of[block] is None:
+                    self._add_copy(key, block)
+            return
+        stored = []
+        for key, block in zip(keys[start:stop], blocks[start:stop]):
+            if key not in cached:
+                cached[key] = block
+                key_of[block] = key
+                stored.append(key)
+            elif copies is not None and key_of[block] is None:
+                self._add_copy(key, block)
+        if self.events is not None and stored:
             self.events.append(("Stored", stored))
 
     def release(self, blocks: list[int]) -> None:
