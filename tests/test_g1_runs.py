@@ -28,7 +28,7 @@ def check_copies(pool) -> None:
 
 
 def drive(seed: int, capacity: int, steps: int, prompts: int, prompt_blocks: int, caching: bool = True,
-          events: bool = True, copies: bool = False) -> int:
+          events: bool = True, copies: bool = False, scattered: bool = False) -> int:
     """Mirror random traffic on both pools, comparing after every step; returns the evictions seen.  Without
     `events` RunPool takes its paths that build no lists of stored and evicted keys; with `copies` both keep
     copies and hits are cut short at random, so cached blocks are computed again."""
@@ -41,6 +41,10 @@ def drive(seed: int, capacity: int, steps: int, prompts: int, prompt_blocks: int
         plain.events, runs.events = [], []
     # a few shared prompt chains (keys k * 1000 + i), so requests hit each other's prefixes
     chains = [[p * 1000 + i for i in range(prompt_blocks)] for p in range(prompts)]
+    if scattered:  # chains sharing a tail of keys, keys out of order, gaps, negative keys (output blocks')
+        chains = [[30, 31, 32, 33, 5, 4, 900, 902, 901, -1, -2, -3, -33, -34],
+                  [30, 31, 32, 64, 65, 66, 67, 5, 6, 7, -1, -2, -40, -41],
+                  [95, 96, 97, 98, 99, 100, 901, 902, 903, 904, -33, -34, -35, -36]]
     live: list[list[int]] = []  # the block lists of requests holding blocks
     for _ in range(steps):
         if live and plain.free_count and rng.random() < 0.2:  # a decode crossing a block boundary: one block
@@ -83,6 +87,15 @@ def test_run_pool_matches_the_block_pool_under_random_traffic():
 def test_run_pool_matches_without_kv_events():
     for seed in range(6):
         assert drive(seed, capacity=48, steps=400, prompts=5, prompt_blocks=12, events=False) > 0
+
+
+def test_run_pool_matches_with_keys_out_of_order_across_groups():
+    # keys that are not one run (gaps, keys out of order, negative keys as output blocks', keys another chain
+    # cached): any representation of the cached map by runs of keys (facts §56) must keep these exact too
+    for seed in range(6):
+        assert drive(seed, capacity=30, steps=400, prompts=3, prompt_blocks=14, scattered=True) > 0
+        drive(seed, capacity=30, steps=300, prompts=3, prompt_blocks=14, events=False, scattered=True)
+        drive(seed, capacity=30, steps=300, prompts=3, prompt_blocks=14, copies=True, scattered=True)
 
 
 def test_run_pool_matches_without_prefix_caching():
