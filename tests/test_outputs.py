@@ -47,8 +47,10 @@ def test_a_full_disk_leaves_no_complete_looking_outputs(tmp_path, capsys, monkey
     real = Path.open
 
     class FullDisk(io.BytesIO):
-        def writelines(self, lines):
+        def write(self, data):  # (the spool writes a chunk of records at once)
             raise OSError(errno.ENOSPC, "No space left on device")
+
+        writelines = write
 
     def full_disk(path, mode="r", *args, **kwargs):  # requests.jsonl's records are written as requests end
         if path.name.startswith(".requests.jsonl.partial"):

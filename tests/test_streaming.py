@@ -16,7 +16,7 @@ from kvreplay.compiler.passes import traces
 from kvreplay.compiler.trace_table import TraceTable
 from kvreplay.runtime.build import build
 from kvreplay.runtime.outputs import metrics
-from kvreplay.runtime.outputs.record_spool import RecordSpool
+from kvreplay.runtime.outputs.record_spool import RecordSpool, encode_lines
 from kvreplay.runtime.outputs.request_log import RequestLog
 
 from .support import compile_yaml
@@ -151,3 +151,16 @@ def test_the_fast_row_check_never_passes_a_row_the_full_check_refuses():
     # the fast check passes exactly the first two (plain ints, or a float timestamp); the full check agrees on those
     # and refuses every other variant here
     assert verdicts == [(True, True), (True, True)] + [(False, False)] * (len(variants) - 2)
+
+
+def test_records_encoded_a_chunk_at_a_time_are_the_lines_of_each_record():
+    """encode_lines gives each record's own sorted-key line, whether it splits one encoding of the chunk or not."""
+    records = [{"b": 1.5, "a": i, "h": [{"a": 1, "z": None}, {"a": 2}], "s": '},{"a":'} for i in range(5)]
+    lines = b"".join(orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in records)
+    assert encode_lines(records) == lines and encode_lines(records[:1]) == lines.split(b"\n")[0] + b"\n"
+    # a record whose first key differs, and a nested list of dicts beginning with the first key: each alone
+    mixed = records + [{"0": 0, "a": 9}]
+    assert encode_lines(mixed) == lines + b'{"0":0,"a":9}\n'
+    nested = [{"a": 0, "h": [{"a": 1}, {"a": 2}]}, {"a": 3}]
+    assert encode_lines(nested) == b'{"a":0,"h":[{"a":1},{"a":2}]}\n{"a":3}\n'
+    assert encode_lines([]) == b"" and encode_lines([{}, {}]) == b"{}\n{}\n"

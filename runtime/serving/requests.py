@@ -14,13 +14,7 @@ from itertools import chain
 
 from ..traffic import block_keys as blocks
 from ..tiers.request_state import TierState
-from ..traffic.rng import MASK, mix64, stream_base
-
-# A request's uuid: version-4 layout of two counter-based draws of the request index (streams 1 and 2 of seed
-# 0x6B76), formatted here rather than through uuid.UUID, which costs about 4 us a request on a million-row trace.
-UUID_HIGH, UUID_LOW = stream_base(0x6B76, 1), stream_base(0x6B76, 2)
-UUID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)  # (the version and variant bits)
-UUID_SET = (0x4000 << 64) | (0x8000 << 48)  # (version 4, RFC 4122 variant)
+from ..traffic.request_uuids import uuid_of
 
 
 @dataclass(frozen=True)
@@ -68,9 +62,7 @@ class RequestSpec:
 
     @property
     def uuid(self) -> str:
-        index = self.index & MASK
-        text = "%032x" % ((((mix64(UUID_HIGH ^ index) << 64) | mix64(UUID_LOW ^ index)) & UUID_CLEAR) | UUID_SET)
-        return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+        return uuid_of(self.index)  # (traffic/request_uuids.py)
 
     def keys(self, block_size: int) -> list[int]:
         """Keys of every full block of prompt + output tokens, for this block size."""
