@@ -31,15 +31,21 @@ traffic:
 """
 
 
-def test_end_to_end_retraction_matches_aisimulate(tmp_path):
-    """AISimulate's b2 run, whole: four retractions (each readmitted once with no reuse), the same admission and
-    last-token times, and the same duration (105,910 ms)."""
-    path = tmp_path / "b2.yaml"
-    path.write_text(SESSION)
-    result = compile_bytes(SESSION.encode(), str(path), ())
+def _replayed(tmp_path, text: str, name: str):
+    """`text` written to `tmp_path / name`, compiled and replayed to its end."""
+    path = tmp_path / name
+    path.write_text(text)
+    result = compile_bytes(text.encode(), str(path), ())
     assert result.plan is not None, [str(d) for d in result.diagnostics]
     replay = build(finish_plan(result.plan.to_dict(), tmp_path))
     replay.run()
+    return replay
+
+
+def test_end_to_end_retraction_matches_aisimulate(tmp_path):
+    """AISimulate's b2 run, whole: four retractions (each readmitted once with no reuse), the same admission and
+    last-token times, and the same duration (105,910 ms)."""
+    replay = _replayed(tmp_path, SESSION, "b2.yaml")
     requests = sorted(replay.requests, key=lambda r: r.spec.index)
     assert replay.now == 105_910 * MS
     assert [len(r.admissions) - 1 for r in requests] == [0, 1, 0, 1, 0, 1, 0, 1]
@@ -202,13 +208,7 @@ traffic:
 
 
 def _dp_run(tmp_path, **shape) -> list:
-    text = DP.format(**shape)
-    path = tmp_path / "dp.yaml"
-    path.write_text(text)
-    result = compile_bytes(text.encode(), str(path), ())
-    assert result.plan is not None, [str(d) for d in result.diagnostics]
-    replay = build(finish_plan(result.plan.to_dict(), tmp_path))
-    replay.run()
+    replay = _replayed(tmp_path, DP.format(**shape), "dp.yaml")
     return sorted((r.first_admit_ns // MS, len(r.admissions) - 1) for r in replay.requests)
 
 
