@@ -67,9 +67,7 @@ def admit_destinations(rank, now_ns: int) -> None:
     pool, state = rank.pool, rank.pool.sglang
     kept = []
     blocked = False
-    tries, rank.reserve_tries = rank.reserve_tries, 0  # (one reservation per trigger, as vLLM's: handoff.py)
-    if not rank.running:
-        tries = max(tries, 1)
+    tries = handoff.take_tries(rank)  # (one reservation per trigger, as vLLM's)
     for request in rank.waiting:
         phase = request.pd.phase if request.pd is not None else None
         if phase in ("reserve", "pending") and not tries:

@@ -185,9 +185,7 @@ def reserve_pending(rank, now_ns: int) -> bool:
     activated.  `rank.reserve_tries` counts the triggers due now (`add_try`); unused ones lapse.  A rank that runs
     nothing always tries (else nothing would try again)."""
     waiting = rank.waiting
-    tries, rank.reserve_tries = rank.reserve_tries, 0
-    if not rank.running:
-        tries = max(tries, 1)
+    tries = take_tries(rank)
     position = 0
     while position < len(waiting) and len(rank.running) < rank.max_sequences:
         request = waiting[position]
@@ -198,6 +196,13 @@ def reserve_pending(rank, now_ns: int) -> bool:
             tries -= 1
             start_transfer(rank, request)
     return any(r.pd is not None and r.pd.phase == "pending" for r in islice(waiting, position, None))
+
+
+def take_tries(rank) -> int:
+    """The reservation attempts due now on `rank` (its triggers; at least one on a rank that runs nothing, else
+    nothing would try again), which it uses up: unused ones lapse."""
+    tries, rank.reserve_tries = rank.reserve_tries, 0
+    return tries if rank.running else max(tries, 1)
 
 
 def add_try(rank, count: int = 1) -> None:

@@ -16,6 +16,7 @@ HIGH_CLEAR, HIGH_SET = ~0xF000 & MASK, 0x4000  # (the version nibble of the high
 LOW_CLEAR, LOW_SET = ~(0xC000 << 48) & MASK, 0x8000 << 48  # (the variant bits of the low word: RFC 4122)
 BLOCK = 1024
 FIRST_BLOCK = 128  # (block numbers: indices below 131,072 are made one at a time, numpy's import costs 0.1 s)
+GROUPS = ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32))  # (the hex digits of each dash-separated group)
 KEEP = 64  # blocks kept: requests end out of index order, but within a window of recent indices
 _blocks: dict[int, str] = {}  # block number -> its uuids' text, 36 characters each, in increasing block order
 
@@ -36,7 +37,7 @@ def _one(index: int) -> str:
     index &= MASK
     text = "%016x%016x" % ((mix64(UUID_HIGH ^ index) & HIGH_CLEAR) | HIGH_SET,
                            (mix64(UUID_LOW ^ index) & LOW_CLEAR) | LOW_SET)
-    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"  # (GROUPS, in one f-string: per request)
 
 
 def _new_block(block: int) -> str:
@@ -49,8 +50,8 @@ def _new_block(block: int) -> str:
     words[:, 1] = (_mix64(np, indices ^ np.uint64(UUID_LOW)) & np.uint64(LOW_CLEAR)) | np.uint64(LOW_SET)
     digits = np.frombuffer(words.tobytes().hex().encode(), dtype=np.uint8).reshape(BLOCK, 32)
     out = np.full((BLOCK, 36), ord("-"), dtype=np.uint8)
-    for start, stop, at in ((0, 8, 0), (8, 12, 9), (12, 16, 14), (16, 20, 19), (20, 32, 24)):
-        out[:, at:at + stop - start] = digits[:, start:stop]
+    for dashes, (start, stop) in enumerate(GROUPS):  # (group g sits g dashes to the right of its digits)
+        out[:, start + dashes:stop + dashes] = digits[:, start:stop]
     text = out.tobytes().decode("ascii")
     _blocks[block] = text
     if len(_blocks) > KEEP:  # (the lowest goes: a block is asked for in increasing order, mostly)
