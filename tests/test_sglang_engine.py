@@ -19,7 +19,7 @@ from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
 from kvreplay.runtime.serving.scheduler import Rank
 from kvreplay.runtime.timing.fixed import fixed_timing
 from kvreplay.runtime.tiers.radix_cache import RadixCache
-from kvreplay.runtime.tiers.token_runs import OPEN_END, cut, spec_runs
+from kvreplay.runtime.tiers.token_runs import OPEN_END, cut
 
 from .golden import golden_extension
 
@@ -332,9 +332,9 @@ def test_consecutive_compatible_stores_and_removals_are_batched():
     one, two = request(0, [(7, 0, 24)], 1).spec, request(1, [(7, 0, 24)], 1).spec
     one = RequestSpec(0, 24, 1, one.content, session_id="s1")
     two = RequestSpec(1, 24, 1, two.content, session_id="s2")
-    pool.insert(spec_runs(one), 8, one)
-    pool.insert(spec_runs(one), 16, one)
-    pool.insert(spec_runs(two), 24, two)
+    pool.insert(one, 8)
+    pool.insert(one, 16)
+    pool.insert(two, 24)
     assert pool.evict(24) == 24
     recorder.flush()
     (k1, h1, x1), (k2, h2, x2), (k3, h3, x3) = pool.events

@@ -12,7 +12,6 @@ from kvreplay.runtime.engines.sglang_decode import cancel_running
 from kvreplay.runtime.engines.sglang_handoff import cancel_ready
 from kvreplay.runtime.serving import handoff
 from kvreplay.runtime.serving.handoff import Handoff, PrefillMove
-from kvreplay.runtime.tiers.token_runs import spec_runs
 
 from .test_sglang_engine import MS, TIMING, request, sg_rank
 
@@ -105,7 +104,7 @@ def test_a_destination_reuses_its_cached_prefix_and_transfers_the_rest():
     destination_missing the KV of 1 page (4 tokens) travels."""
     source, destination = ranks()
     pool = destination.pool
-    pool.insert(spec_runs(request(9, [(7, 0, 8)], 1).spec), 8)
+    pool.insert(request(9, [(7, 0, 8)], 1).spec, 8)
     a = request(0, [(7, 0, 11)], 3)
     reserve_and_prefill(source, destination, a)
     assert (a.pd.decode_reused_tokens, a.pd.transfer_tokens, pool.private, pool.evictable) == (8, 4, 4, 0)

@@ -27,7 +27,6 @@ from ..outputs.radix_events import DECODE_FLUSH_EVERY, RadixEvents
 from ..serving.scheduler import Batch, work_of
 from ..timing import PassWork
 from ..tiers.radix_cache import RadixCache
-from ..tiers.token_runs import spec_runs
 from . import sglang_macro, sglang_overlap
 from .engine import Engine
 from .sglang_decode import cancel_running, complete, decode_batch, drop
@@ -97,7 +96,7 @@ class SglangEngine(Engine):
             request.num_computed += new
             lease = state.leases[id(request)]
             if request.num_computed < request.num_tokens:  # a chunk: its pages enter the tree, it waits again
-                observed(state, insert, pool, lease, request.spec, spec_runs(request.spec), request.num_computed)
+                observed(state, insert, pool, lease, request.spec, request.num_computed)
                 unfinished.append(request)
                 continue
             if prefill:
@@ -110,7 +109,7 @@ class SglangEngine(Engine):
                     joined.append(request)
                     continue
                 lease.end += max(extra, 0)
-                observed(state, insert, pool, lease, request.spec, spec_runs(request.spec), request.num_computed)
+                observed(state, insert, pool, lease, request.spec, request.num_computed)
                 joined.append(request)
             request.add_token(end_ns)
             if request.generated >= request.stop_after:

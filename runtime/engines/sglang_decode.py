@@ -22,7 +22,6 @@ retraction runs admit their next request at the same step only so).
 """
 from __future__ import annotations
 
-from ..tiers.token_runs import spec_runs
 from .sglang_state import RETRACT_DECODE_STEPS, insert, release
 
 
@@ -39,13 +38,21 @@ def decode_batch(rank, state) -> list:
     running = rank.running
     if not running:
         return []
-    if pool.available + pool.evictable < growth(pool, state, running) and len(running) > 1:
+    leases, ceil = state.leases, pool.ceil
+    needs = [ceil(r.num_tokens + 1) - leases[id(r)].end for r in running]
+    total = sum(needs)
+    if pool.available + pool.evictable < total and len(running) > 1:
         retract(rank, state)
+        total = growth(pool, state, rank.running)
     if pool.recorder is None:  # one eviction for the pass frees the same pages, in the same LRU order, as one per
-        short = growth(pool, state, rank.running) - pool.available  # request (without KV events to record)
+        short = total - pool.available  # request (without KV events to record)
         if short > 0:
             pool.evict(short)
-    leases = state.leases
+        if rank.running is running and pool.take(total):  # every request's page at once (no take evicts more)
+            for request, need in zip(running, needs):
+                if need > 0:
+                    leases[id(request)].end += need
+            return [(request, 1) for request in running]
     items = []
     for request in rank.running:
         lease = leases[id(request)]
@@ -143,7 +150,7 @@ def cache_ghost(pool, ghost: Ghost) -> None:
 def cache_finished(pool, lease, spec, cached: int) -> None:
     """A finished request's first `cached` tokens enter the tree (whole pages); the rest is freed, its path
     unlocked."""
-    insert(pool, lease, spec, spec_runs(spec), cached)
+    insert(pool, lease, spec, cached)
     release(pool, lease)
 
 
@@ -153,7 +160,7 @@ def cancel_running(rank, request) -> None:
     pool = rank.pool
     rank.running = [r for r in rank.running if r is not request]
     lease = pool.sglang.leases.pop(id(request))
-    insert(pool, lease, request.spec, spec_runs(request.spec), request.num_tokens)
+    insert(pool, lease, request.spec, request.num_tokens)
     release(pool, lease)
     request.status = "canceled"
 

@@ -20,7 +20,6 @@ caches its full prompt pages (`cancel_ready`).
 from __future__ import annotations
 
 from ..serving import handoff, pass_results
-from ..tiers.token_runs import spec_runs
 from .sglang_state import Lease, insert, release
 
 
@@ -38,7 +37,7 @@ def release_hold(rank, request, lease) -> None:
 def reserve(rank, request, config) -> bool:
     pool, spec = rank.pool, request.spec
     prompt = spec.prompt_len
-    node, hit = pool.match(spec_runs(spec), prompt)
+    node, hit = pool.match(spec, prompt)
     need = pool.ceil(prompt) - hit
     pool.lock(node)
     if not pool.take(need):
@@ -75,7 +74,7 @@ def admit_destinations(rank, now_ns: int) -> None:
         if phase == "arrived" and len(rank.running) < rank.max_sequences:
             handoff.admit_arrived(request, now_ns)
             request.status = "running"
-            insert(pool, state.leases[id(request)], request.spec, spec_runs(request.spec), request.spec.prompt_len)
+            insert(pool, state.leases[id(request)], request.spec, request.spec.prompt_len)
             rank.running.append(request)
             continue
         if phase == "reserve" and request.arrival_ns == now_ns and rank.running:
@@ -99,7 +98,7 @@ def cancel_ready(rank, request) -> None:
     freed."""
     pool = rank.pool
     lease = pool.sglang.leases.pop(id(request))
-    insert(pool, lease, request.spec, spec_runs(request.spec), request.spec.prompt_len)
+    insert(pool, lease, request.spec, request.spec.prompt_len)
     release(pool, lease)
     rank.waiting.remove(request)
 

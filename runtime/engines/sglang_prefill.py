@@ -20,7 +20,6 @@ prefixes: the tree learns a prompt only when its pass ends.
 """
 from __future__ import annotations
 
-from ..tiers.token_runs import spec_runs
 from .sglang_state import CLIP_MAX_NEW_TOKENS, MAX_PREFILL_TOKENS, Lease
 
 
@@ -61,7 +60,7 @@ def prefill_batch(rank, state, now_ns: int) -> list:
         old_end = prefix if lease is None else lease.end
         grow = pool.ceil(start + chunk) - old_end
         if lease is None:  # admitted: now its match touches the path (LRU) and splits where the prefix ends
-            node, _ = pool.match(spec_runs(request.spec), request.num_tokens - 1)
+            node, _ = pool.match(request.spec, request.num_tokens - 1)
             pool.lock(node)
         if not pool.take(grow):
             if lease is None:

@@ -81,13 +81,13 @@ def observed(state, apply, *args) -> None:
         apply(*args)
 
 
-def insert(pool, lease: Lease, spec, runs, tokens: int) -> None:
+def insert(pool, lease: Lease, spec, tokens: int) -> None:
     """Insert the request's first `tokens` (floored to pages) in the tree; its lock moves to the new last node,
     its duplicate pages are freed and the others now belong to the tree."""
     tokens = pool.floor(tokens)
     if tokens <= lease.cached or not pool.caching:
         return
-    held, node = pool.insert(runs, tokens, spec)
+    held, node = pool.insert(spec, tokens, lease.node)  # (the walk starts at the lease's locked node)
     if held > lease.cached:
         pool.give_back(held - lease.cached)  # another request inserted these first: ours are duplicates
     pool.own(tokens - max(held, lease.cached))

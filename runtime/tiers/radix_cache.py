@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from heapq import heappop, heappush
 
-from .token_runs import OPEN_END, common, cut, drop_tail, page_key
+from .token_runs import OPEN_END, cut, drop_tail, page_key, shared, spec_cut, spec_runs
 
 
 class Node:
@@ -110,28 +110,46 @@ class RadixCache:
         self.ticks += 1
         return self.ticks
 
-    def match(self, runs: tuple, limit: int):
-        """(last node, tokens) of the longest cached prefix of `runs` in whole pages, at most `limit` tokens.
-        Touches the nodes it passes (LRU) and splits the one the prefix ends inside."""
+    def match(self, spec, limit: int, start: Node | None = None):
+        """(last node, tokens) of the longest cached prefix of `spec`'s tokens in whole pages, at most `limit` tokens.
+        Touches the nodes it passes (LRU) and splits the one the prefix ends inside.  `start`, a node known to
+        end on that prefix before `limit` (a lease's locked node), saves comparing the runs down to it: its path
+        is touched from the root down, as the walk would."""
         node, done = self.root, 0
         limit = self.floor(limit)
         if not self.caching:
             return node, 0
-        rest = runs
+        if start is not None and start is not node:
+            path = []
+            while start is not node:
+                path.append(start)
+                start = start.parent
+            for child in reversed(path):
+                child.tick = self._tick()
+                if not child.children and not child.lock:
+                    heappush(self.lru, (child.tick, child.serial, child))
+            node = path[0]
+            done = node.depth + node.length
+            rest = spec_cut(spec, done, OPEN_END)
+        else:
+            rest = spec_runs(spec)
+        page = self.page
         while done < limit:
-            child = node.children.get(page_key(rest, self.page))
+            child = node.children.get(page_key(rest, page))
             if child is None:
                 break
-            same = self.floor(common(child.runs, rest, min(child.length, limit - done)))
-            if same == 0:
-                break
-            if same < child.length:
-                child = self._split(child, same)
+            same, after = shared(child.runs, child.length, rest, min(child.length, limit - done))
+            if after is None:
+                same = same // page * page
+                if same == 0:
+                    break
+                if same < child.length:
+                    child = self._split(child, same)
+                after = cut(rest, same, OPEN_END)
             child.tick = self._tick()
             if not child.children and not child.lock:
                 heappush(self.lru, (child.tick, child.serial, child))
-            node, done = child, done + same
-            rest = cut(rest, same, OPEN_END)
+            node, done, rest = child, done + same, after
         return node, done
 
     def _split(self, child: Node, at: int) -> Node:
@@ -151,13 +169,14 @@ class RadixCache:
         head.children[child.key] = child
         return head
 
-    def insert(self, runs: tuple, tokens: int, writer=None) -> tuple:
-        """Put the first `tokens` (whole pages) of `runs` in the tree: (tokens it held already, last node)."""
+    def insert(self, spec, tokens: int, start: Node | None = None) -> tuple:
+        """Put the first `tokens` (whole pages) of `spec`'s tokens in the tree: (tokens it held already, last node).
+        `start`: as match's."""
         tokens = self.floor(tokens)
-        node, held = self.match(runs, tokens)
+        node, held = self.match(spec, tokens, start)
         if held < tokens:
-            rest = cut(runs, held, tokens)
-            leaf = Node(node, rest, tokens - held, page_key(rest, self.page), self._tick(), writer)
+            rest = spec_cut(spec, held, tokens)
+            leaf = Node(node, rest, tokens - held, page_key(rest, self.page), self._tick(), spec)
             node.children[leaf.key] = leaf
             heappush(self.lru, (leaf.tick, leaf.serial, leaf))
             self.tree_tokens += leaf.length
@@ -240,17 +259,19 @@ class RadixCache:
     # ------------------------------------------------------------------ what others ask of a G1
     def held_tokens(self, spec, block_size: int, limit: int) -> int:
         """Tokens of `spec`'s prompt cached here (a router's question), at most `limit` pages; touches nothing."""
-        from .token_runs import spec_runs
         node, done, rest, limit = self.root, 0, spec_runs(spec), limit * self.page
         while done < limit and self.caching:
             child = node.children.get(page_key(rest, self.page))
             if child is None:
                 break
-            same = self.floor(common(child.runs, rest, min(child.length, limit - done)))
-            done += same
-            if same < child.length:
-                break
-            node, rest = child, cut(rest, same, OPEN_END)
+            same, after = shared(child.runs, child.length, rest, min(child.length, limit - done))
+            if after is None:
+                same = self.floor(same)
+                if same < child.length:
+                    done += same
+                    break
+                after = cut(rest, same, OPEN_END)
+            node, rest, done = child, after, done + same
         return done
 
     def end_copy(self, blocks) -> None:

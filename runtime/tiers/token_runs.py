@@ -13,6 +13,8 @@ page size 1 would otherwise cost one step per token of every prompt.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left, bisect_right
+from itertools import accumulate
 
 OPEN_END = 1 << 62  # a `cut` stop past any sequence: the rest of the runs
 
@@ -33,6 +35,27 @@ def spec_runs(spec) -> tuple:
         found = _runs(spec)
         spec._keys["runs"] = found
     return found
+
+
+def spec_cut(spec, start: int, stop: int) -> tuple:
+    """`cut(spec_runs(spec), start, stop)`, the runs found by bisecting their ends (memoised with the runs): a
+    request's insert steps past its cached prefix without walking the runs before it."""
+    runs = spec_runs(spec)
+    ends = spec._keys.get("run_ends")
+    if ends is None:
+        ends = spec._keys["run_ends"] = list(accumulate(b - a for _, a, b in runs))
+    k = bisect_right(ends, start)  # (the run that holds token `start`)
+    if k == len(runs):
+        return ()
+    label, a, b = runs[k]
+    a += start - (ends[k - 1] if k else 0)
+    if stop >= ends[-1]:
+        return ((label, a, b),) + runs[k + 1:]
+    j = bisect_left(ends, stop, k)  # (the run that holds token stop - 1)
+    if j == k:
+        return ((label, a, b - (ends[k] - stop)),) if stop > start else ()
+    la, aa, bb = runs[j]
+    return ((label, a, b),) + runs[k + 1:j] + ((la, aa, bb - (ends[j] - stop)),)
 
 
 def _runs(spec) -> tuple:
@@ -85,16 +108,14 @@ def cut(runs, start: int, stop: int) -> tuple:
 
 def drop_tail(runs, tokens: int) -> tuple:
     """`runs` without their last `tokens` tokens (from the end: cheap when a few pages go)."""
-    out = list(runs)
+    k = len(runs)
     while tokens:
-        label, a, b = out[-1]
-        if b - a <= tokens:
-            out.pop()
-            tokens -= b - a
-        else:
-            out[-1] = (label, a, b - tokens)
-            tokens = 0
-    return tuple(out)
+        label, a, b = runs[k - 1]
+        if b - a > tokens:
+            return runs[:k - 1] + ((label, a, b - tokens),)
+        k -= 1
+        tokens -= b - a
+    return runs[:k]
 
 
 def page_key(runs, page: int):
@@ -111,6 +132,21 @@ def page_key(runs, page: int):
 def _ids_piece(run):
     label, a, b = run
     return bytes(label[4 * a:4 * b])
+
+
+def shared(a, size: int, b, cap: int):
+    """(tokens runs `a` (of `size` tokens) and `b` share, at most `cap` <= size; `b` after all of `a` when they
+    share all of it, else None).  A radix path step: most steps pass a whole node whose runs `b` repeats (trace
+    blocks), so the runs but the last are compared as one tuple (in C); any other case is `common`'s walk."""
+    n = len(a)
+    if n <= len(b) and a[:n - 1] == b[:n - 1]:
+        la, sa, ea = a[-1]
+        lb, sb, eb = b[n - 1]
+        if la == lb and sa == sb and eb >= ea:  # (b's run covers a's last: they share all of a)
+            if cap < size:
+                return cap, None
+            return size, (b[n:] if eb == ea else ((lb, ea, eb),) + b[n:])
+    return common(a, b, cap), None
 
 
 def common(a, b, limit: int) -> int:
