@@ -52,6 +52,9 @@ def _eligible(ranks, batches) -> bool:
 
 def _pages_through(rank, requests, p: int) -> int:
     """Tokens the requests allocate for passes 1..p (pass 0's were taken when it was scheduled)."""
+    page = rank.pool.page
+    if page == 1:
+        return p * len(requests)
     ceil = rank.pool.ceil
     return sum(ceil(r.num_tokens + p + 1) - ceil(r.num_tokens + 1) for r in requests)
 
@@ -109,9 +112,11 @@ def apply(fused: Fused) -> list:
         pool, state = rank.pool, rank.pool.sglang
         requests = [r for r, _ in batch.items]
         pool.take(_pages_through(rank, requests, passes - 1))
-        ratio = state.ratio
+        ratio, floor = state.ratio, state.min_ratio
         for _ in range(passes):
-            ratio = max(ratio - state.decay, state.min_ratio)
+            if ratio == floor:  # (at the floor every further step is a no-op; one below it rises to it)
+                break
+            ratio = max(ratio - state.decay, floor)
         state.ratio = ratio
         state.decodes += passes
         ended(state, ends[-2] if passes > 1 else state.started, ends[-1])

@@ -62,12 +62,11 @@ def _runs(spec) -> tuple:
     content = spec.content
     out = []
     if content.hash_ids:
-        size = content.trace_block
-        for i, h in enumerate(content.hash_ids):
-            stop = min(size, spec.prompt_len - i * size)
-            if stop <= 0:
-                break
-            out.append((("h", h), 0, stop))
+        size, ids = content.trace_block, content.hash_ids
+        full = min(spec.prompt_len // size, len(ids))
+        out = [(("h", h), 0, size) for h in ids[:full]]
+        if full < len(ids) and spec.prompt_len > full * size:  # (a last, partial block)
+            out.append((("h", ids[full]), 0, spec.prompt_len - full * size))
         if spec.output_len:  # a trace request's own output is shared with no one
             out.append((("o", spec.index), 0, spec.output_len))
         return tuple(out)
