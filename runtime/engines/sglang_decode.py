@@ -39,7 +39,10 @@ def decode_batch(rank, state) -> list:
     if not running:
         return []
     leases, ceil = state.leases, pool.ceil
-    needs = [ceil(r.num_tokens + 1) - leases[id(r)].end for r in running]
+    if pool.page == 1:  # (ceil is the identity)
+        needs = [r.num_tokens + 1 - leases[id(r)].end for r in running]
+    else:
+        needs = [ceil(r.num_tokens + 1) - leases[id(r)].end for r in running]
     total = sum(needs)
     if pool.available + pool.evictable < total and len(running) > 1:
         retract(rank, state)
