@@ -225,3 +225,20 @@ def test_attention_dp_divides_the_chunk_and_the_ratio(tmp_path):
     ratio = dict(blocks=3000, prompt=200, output=1000)
     assert _dp_run(tmp_path, dp=1, n=4, **ratio) == [(0, 0), (0, 0), (60, 1), (10090, 0)]
     assert _dp_run(tmp_path, dp=2, n=8, **ratio) == [(0, 0)] * 4 + [(50, 1)] * 2 + [(100, 1)] * 2
+
+
+def test_attention_dp_keeps_max_sequences_per_rank(tmp_path):
+    """`scheduler.max_sequences` bounds each attention-DP rank's running batch, not the worker's: SGLang divides its
+    own `--max-running-requests` by the DP size (per_dp_max_running_requests), so max_sequences stands for that
+    quotient, and AISimulate runs max_sequences per rank too (facts section 67: 480 / 720 ms, both tools).  Sixteen
+    100 / 20 requests at t = 0 on two ranks, 50 / 10 ms: three per rank run six at a time, in waves of 50 + 19 x 10
+    = 240 ms (admitted at 0, 240, 480; the last wave four), mean TTFT (6 x 50 + 6 x 290 + 4 x 530) / 16 = 260 ms;
+    four per rank, two waves of eight."""
+    text = DP.format(dp=2, blocks=100_000, prompt=100, output=20, n=16)
+    for per_rank, admitted, ttft in ((3, [0] * 6 + [240] * 6 + [480] * 4, 260), (4, [0] * 8 + [240] * 8, 170)):
+        config = text.replace("      kv_cache:", f"      scheduler: {{max_sequences: {per_rank}}}\n      kv_cache:")
+        replay = _replayed(tmp_path, config, f"maxseq{per_rank}.yaml")
+        requests = replay.requests
+        assert sorted(r.first_admit_ns // MS for r in requests) == admitted
+        assert sum(r.first_token_ns - r.spec.arrival_ns for r in requests) == ttft * MS * 16
+        assert sorted({r.rank for r in requests}) == [0, 1]
