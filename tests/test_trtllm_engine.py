@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kvreplay.runtime.engines.engine import VLLM
 from kvreplay.runtime.engines.table import engine_for
-from kvreplay.runtime.engines.trtllm import TRTLLM, no_evict, to_completion
+from kvreplay.runtime.engines.trtllm import TRTLLM, no_evict, to_completion, whole_footprints
 from kvreplay.runtime.timing.fixed import fixed_timing
 
 from .scenarios import aggregated_config, compile_scenario, replay_both_ways, row
@@ -220,3 +220,23 @@ def test_a_prompt_cached_whole_is_reused_whole_and_its_first_token_is_a_decode()
     batch = VLLM.schedule(vllm, 100 * MS)
     (request, new), = batch.items
     assert (new, request.first_reused_tokens) == (4, 4) and TIMING(batch.work) == 10 * MS
+
+
+def test_a_decode_reservation_counts_every_whole_footprint():
+    """A decode rank of 20 blocks of 4 holds A (32 + 8 tokens: 8 prompt blocks held, 10 to completion).  B shares
+    A's 32-token prefix (8 blocks A holds) and has 36 + 8 tokens: 11 blocks to completion, its prompt needs 1 block
+    more.  Admission's no-evict counts A's 8 blocks once: B needs 3 + A's 2 outstanding = 5 of the 12 free.  A
+    decode reservation counts both whole footprints, the shared prefix in each: 10 + 11 = 21 > 20 blocks, so B
+    waits (the reservation asks for more than G1 has); with 21 blocks it takes its 1 block (AISimulate's decode
+    worker, facts section 67)."""
+    for blocks, expected in ((20, 21), (21, 1)):
+        rank = trt_rank(blocks)
+        a, b = make_request(0, 32, 8), make_request(1, 36, 8, source=10)
+        a.stop_after = b.stop_after = 8
+        a.blocks = rank.pool.allocate(8)
+        rank.running.append(a)
+        hits = list(a.blocks)
+        need = rank.blocks_for(36) - len(hits)
+        assert (to_completion(rank, a), to_completion(rank, b), need, rank.pool.free_count) == (10, 11, 1, blocks - 8)
+        assert no_evict(rank, b, hits, need) == 5
+        assert whole_footprints(rank, b, hits, need) == expected

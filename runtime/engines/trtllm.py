@@ -6,7 +6,9 @@ output token, fit beside the blocks every running request still needs to
 reach its own end.  A started request therefore never runs out of blocks and
 is never preempted.  Waiting requests are weighed in arrival order and the
 first that does not fit stops admission for the pass (no request overtakes
-it).  Reused blocks (`tokens_per_block`, full blocks only, as in vLLM) held by
+it).  A decode rank (P/D) reserves a handed-off request's prompt only when the whole
+footprints of the requests it holds and of this one fit in G1, a shared prefix
+counted in each (AISimulate's decode worker; facts section 67).  Reused blocks (`tokens_per_block`, full blocks only, as in vLLM) held by
 a running request need no new block; an idle cached block found again takes
 one from the free ones, as a new block would (AISimulate's mocker: only
 active cached blocks are discounted).
@@ -38,14 +40,29 @@ def held(request) -> int:
     return len(request.blocks) + (len(pd.decode_blocks) if pd is not None else 0)
 
 
+def holders(rank, request) -> list:
+    """The requests holding blocks here besides `request`: the running ones, and in P/D the handed-off ones
+    waiting for their KV or their first decode pass."""
+    if rank.handoff is None:
+        return rank.running
+    return rank.running + [r for r in rank.waiting if r is not request and held(r)]
+
+
 def no_evict(rank, request, hits: list[int], need: int) -> int:
-    """Free blocks a waiting request needs to start (or, on a decode rank, to reserve for its KV): its whole
-    sequence less its cached prefix, plus what the requests holding blocks here have yet to allocate (the
-    running ones, and in P/D the handed-off ones waiting for their KV or their first decode pass)."""
-    holders = rank.running if rank.handoff is None else \
-        rank.running + [r for r in rank.waiting if r is not request and held(r)]
-    outstanding = sum(to_completion(rank, r) - held(r) for r in holders)
+    """Free blocks a waiting request needs to start: its whole sequence less its cached prefix, plus what the
+    requests holding blocks here have yet to allocate."""
+    outstanding = sum(to_completion(rank, r) - held(r) for r in holders(rank, request))
     return max(need, to_completion(rank, request) - len(hits)) + outstanding
+
+
+def whole_footprints(rank, request, hits: list[int], need: int) -> int:
+    """A decode rank's reservation for a handed-off request: its prompt's `need` blocks, when the whole footprint
+    of every holder and its own (prompt and every output token, a prefix shared with another request counted in
+    each) fits in G1; otherwise more than G1 has.  AISimulate's decode worker reserves so: on e08 (facts section
+    67) a 7,324 / 14 request whose 8 prefix blocks a running request holds waits with 136 blocks free for its 115
+    less 8 plus 27 outstanding, until the footprints (1,923 + 115 > 2,000 blocks) fit at 7,069.9 ms."""
+    total = sum(to_completion(rank, r) for r in holders(rank, request)) + to_completion(rank, request)
+    return need if total <= rank.pool.capacity else rank.pool.capacity + 1
 
 
 class TrtllmEngine(Engine):
@@ -55,7 +72,8 @@ class TrtllmEngine(Engine):
         return (rank.pool.capacity - rank.state_blocks) * rank.block_size
 
     def equip(self, rank, role=None) -> None:
-        rank.admission = rank.reservation = no_evict
+        rank.admission = no_evict
+        rank.reservation = whole_footprints
         rank.reuse_limit = whole_sequence
 
 
