@@ -130,6 +130,8 @@ class RadixCache:
                     heappush(self.lru, (child.tick, child.serial, child))
             node = path[0]
             done = node.depth + node.length
+            if not node.children:  # (nothing below it to compare: the usual insert's new leaf)
+                return node, done
             rest = spec_cut(spec, done, OPEN_END)
         else:
             rest = spec_runs(spec)
