@@ -37,7 +37,7 @@ def _two_copies(kind):
 def test_a_recomputed_block_is_a_cached_copy(kind):
     pool, first, again = _two_copies(kind)
     assert pool.cached == {10: 0, 11: 1} and pool.copies == {10: [2], 11: [3]}
-    assert list(pool.key_of[:4]) == [10, 11, 10, 11]
+    assert pool.key_of[:4] == [10, 11, 10, 11]
     assert pool.events == [("Stored", [10, 11])]  # (a copy makes no key newly visible)
     pool.release(first)
     pool.release(again)
@@ -63,7 +63,7 @@ def test_without_copies_a_recomputed_block_is_keyless_memory(kind):
     first, again = pool.allocate(2), pool.allocate(2)
     pool.register_run(first, [10, 11], 0, 2)
     pool.register_run(again, [10, 11], 0, 2)
-    assert pool.copies is None and list(pool.key_of[2:4]) == [None, None]
+    assert pool.copies is None and pool.key_of[2:4] == [None, None]
     pool.release(first)
     pool.release(again)
     assert list(pool.free) == [3, 2, 1, 0]  # the recomputed blocks at the head: handed out first

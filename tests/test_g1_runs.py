@@ -15,7 +15,7 @@ from kvreplay.runtime.tiers.g1_runs import RunPool
 
 def state(pool) -> tuple:
     return (list(pool.free), pool.free_count, dict(pool.cached), pool.evictions, list(pool.events or ()),
-            [int(count) for count in pool.ref[:pool.created]], list(pool.key_of[:pool.created]), pool.copies)
+            pool.ref[:pool.created], pool.key_of[:pool.created], pool.copies)
 
 
 def check_copies(pool) -> None:

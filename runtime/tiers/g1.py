@@ -131,38 +131,34 @@ class BlockPool:
         rest = count - len(out)
         if rest:
             taken = self._take(rest)
-            self._evict_keys(taken)
-            consume(map(self.ref.__setitem__, taken, repeat(1)))
+            cached, key_of, ref, copies = self.cached, self.key_of, self.ref, self.copies
+            # one plain loop per block (CPython 3.11 runs it faster than maps of bound methods over the list)
+            if self.events is None and not copies:  # (no list of the evicted keys, no copies: counted from the map)
+                before = len(cached)
+                for block in taken:
+                    key = key_of[block]
+                    if key is not None:  # only the block a key maps to has it
+                        del cached[key]
+                        key_of[block] = None
+                    ref[block] = 1
+                self.evictions += before - len(cached)
+            else:
+                evicted = []
+                for block in taken:
+                    key = key_of[block]
+                    if key is not None:  # only the blocks a key maps to have it
+                        key_of[block] = None
+                        if copies is None or self._last_copy(key, block):
+                            del cached[key]
+                            evicted.append(key)
+                    ref[block] = 1
+                self.evictions += len(evicted)
+                if self.events is not None and evicted:
+                    self.events.append(("Removed", evicted))
             if self.copying and not self.copying.isdisjoint(taken):  # (rarely: no set built otherwise)
                 self.awaited |= self.copying.intersection(taken)
             out.extend(taken)
         return out
-
-    def _evict_keys(self, taken: list[int]) -> None:
-        """`taken`, just taken from the free queue for new KV, lose their keys: a key leaves the map with its last
-        copy (with its other copies it keeps the oldest one left)."""
-        cached, key_of, copies = self.cached, self.key_of, self.copies
-        # one plain loop per block (CPython 3.11 runs it faster than maps of bound methods over the list)
-        if self.events is None and not copies:  # (no list of the evicted keys, no copies: counted from the map)
-            before = len(cached)
-            for block in taken:
-                key = key_of[block]
-                if key is not None:  # only the block a key maps to has it
-                    del cached[key]
-                    key_of[block] = None
-            self.evictions += before - len(cached)
-            return
-        evicted = []
-        for block in taken:
-            key = key_of[block]
-            if key is not None:  # only the blocks a key maps to have it
-                key_of[block] = None
-                if copies is None or self._last_copy(key, block):
-                    del cached[key]
-                    evicted.append(key)
-        self.evictions += len(evicted)
-        if self.events is not None and evicted:
-            self.events.append(("Removed", evicted))
 
     def keep_copies(self) -> None:
         """Keep every computed copy of a key cached, as the mocker's vLLM pool does ("a cached hash may have several
