@@ -96,6 +96,8 @@ class RooflineTiming:
     experts_per_token: int = 0
     routed_weight_fraction: float = 0.0  # of weight_bytes, the routed experts (read only where tokens go)
     expert_parallel: int = 1
+    # ranks that split each routed expert's width (`moe_tensor`); the dispatch spans expert_parallel x expert_tensor
+    expert_tensor: int = 1
     ffn_width: int = 0  # a dense model's FFN intermediate size (its gate activation is an elementwise kernel); 0: MoE
 
 

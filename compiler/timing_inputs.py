@@ -123,7 +123,7 @@ def decode_weight_bytes(model: dict, tensor: int) -> float:
 
 
 def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_dtype_bytes: int,
-                    expert_parallel: int = 1) -> RooflineTiming:
+                    expert_parallel: int = 1, expert_tensor: int = 1) -> RooflineTiming:
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}")
     dtype = model.get("weight_dtype", "bfloat16")
@@ -133,8 +133,10 @@ def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_d
     routed = (1 - active_params(model) / model["params"]) / (1 - per_token / experts) if per_token else 0.0
     terms = roofline_terms(backend, hardware, dtype in LOW_PRECISION, kv_dtype_bytes < 2, tensor, bool(routed))
     return RooflineTiming(
-        terms=family_terms(model, backend, terms, hardware.get("name"), bool(routed)), moe_layers=family_moe_layers(model, layers) if routed else 0, experts=experts if routed else 0,
+        terms=family_terms(model, backend, terms, hardware.get("name"), bool(routed), expert_tensor > 1),
+        moe_layers=family_moe_layers(model, layers) if routed else 0, experts=experts if routed else 0,
         experts_per_token=per_token if routed else 0, routed_weight_fraction=routed, expert_parallel=expert_parallel,
+        expert_tensor=expert_tensor if routed else 1,
         ffn_width=0 if routed else model.get("intermediate_size", 0),
         tensor=tensor, num_layers=layers, attention_layers=model.get("kv_layers", layers), attention_heads=heads,
         head_dim=model.get("head_dim") or model["hidden_size"] // heads, hidden_size=model["hidden_size"],
@@ -161,5 +163,5 @@ def timing_record(role_plan: dict, model: dict, hardware: dict, backend: str, kv
     if kind == "default":
         parallelism = role_plan.get("parallelism", {})
         return roofline_record(model, hardware, backend, parallelism.get("tensor", 1), DTYPE_BYTES[kv_dtype],
-                               parallelism.get("moe_expert") or 1)
+                               parallelism.get("moe_expert") or 1, parallelism.get("moe_tensor") or 1)
     raise ValueError(f"unknown timing type {kind!r}")
