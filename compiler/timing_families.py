@@ -59,7 +59,7 @@ GPU_MOE_TERMS = {
 # 120 us, not 154.  TensorRT-LLM's width-split expert kernels are slower (context_moe 172.6 ms at 4,096 tokens against
 # 71.3 under moe_ep 8): its experts' grouped GEMMs are a kernel of their own at 0.10 of the fp8 peak.  SGLang at
 # moe_tp 8 (decode at batch 8 and more priced from TensorRT-LLM's fallback rows, as under moe_ep 8) keeps the
-# generic terms; a GPU missing here too
+# terms of moe_ep, and so does a GPU missing here
 EXPERT_TENSOR_TERMS = {
     ("h200_sxm", "vllm"): {"moe_layer": 120e-6, "experts": 0.9, "compute": 1.0},
     ("h200_sxm", "trtllm"): {"moe_layer": 110e-6, "experts": 0.8, "expert_compute": 0.1},
@@ -89,8 +89,8 @@ def family_terms(model: dict, backend: str, terms, gpu: str | None = None, moe: 
     family: the GPU's, where it has its own, or those of experts split by width when `expert_tensor`)."""
     if model.get("family") in FAMILIES:
         fitted = FAMILIES[model["family"]].get("backends", {}).get(backend, {})
-    elif moe and expert_tensor:
-        fitted = EXPERT_TENSOR_TERMS.get((gpu, backend), {})
+    elif moe and expert_tensor and (gpu, backend) in EXPERT_TENSOR_TERMS:
+        fitted = EXPERT_TENSOR_TERMS[(gpu, backend)]
     else:
         fitted = GPU_MOE_TERMS.get((gpu, backend), {}) if moe else {}
     return replace(terms, **{TERM_FIELDS[key]: value for key, value in fitted.items()}) if fitted else terms
