@@ -68,6 +68,10 @@ class RooflineTerms:
     # the prefill attention kernel's cost reaches `prefill_layer_overhead_s` at this many prefill tokens in the pass and
     # is a quarter of it for a chunk of a few tokens, growing in proportion between; 0: the full cost at any size
     prefill_ramp_tokens: int = 0
+    # every decode token of a pass beyond the first `decode_tail_from` adds `decode_tail_s` (a dense model's decode
+    # attention over fp8 KV at large batches); 0: none
+    decode_tail_from: int = 0
+    decode_tail_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

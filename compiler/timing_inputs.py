@@ -64,6 +64,14 @@ ALL_REDUCE_OTHER = 0.44
 # 48.3 at 513, flat to 768); this share of a dense model's GEMM FLOP time is paid per whole 256-token tile (facts §52).
 # MoE models keep smooth GEMMs (their expert tables are priced apart; DeepSeek-V3's passes are fitted without tiles)
 LOW_PRECISION_TILE = (256, 0.9)
+# AISimulate's H200 decode attention over fp8 KV costs a dense model ~40 us more a request than its KV read from a
+# batch of ~64 on (Qwen3-32B-FP8 vLLM, 512 tokens each: 4.93 ms at 64, 11.84 at 256, 23.87 at 512), where kvreplay's
+# fixed costs cover the smaller batches: each decode token beyond FP8_KV_TAIL_FROM adds this many s, per (GPU, backend),
+# least squares over batches 96-512 (facts §68).  H100's measured kernels cost less (vLLM 16 us), B200's nothing more;
+# a setup missing here was not fitted.  MoE models keep their own attention (DeepSeek-V3's MLA is fitted without it)
+FP8_KV_TAIL_FROM = 64
+FP8_KV_TAIL = {("h200_sxm", "vllm"): 36e-6, ("h200_sxm", "sglang"): 36e-6, ("h200_sxm", "trtllm"): 20e-6,
+               ("h100_sxm", "vllm"): 16e-6}
 
 
 def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precision_kv: bool, tensor: int = 1,
@@ -71,6 +79,7 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
     t = BACKEND_TERMS[backend]
     precision = "low" if low_precision else "high"
     weights = GPU_WEIGHT_EFFICIENCY.get(hardware.get("name"), WEIGHT_EFFICIENCY)
+    tail = FP8_KV_TAIL.get((hardware.get("name"), backend), 0.0) if low_precision_kv and not moe else 0.0
     return RooflineTerms(
         compute_efficiency=t["compute"][precision] * ARCHITECTURE_COMPUTE.get(hardware.get("architecture"), 1.0),
         attention_efficiency=t["attention"] * ARCHITECTURE_ATTENTION.get(hardware.get("architecture"), 1.0),
@@ -85,7 +94,8 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
         all_reduce=t["moe_all_reduce"] or not moe, all_to_all_efficiency=t["all_to_all"],
         decode_kv_hidden_s=t["kv_hidden"],
         gemm_tile_tokens=LOW_PRECISION_TILE[0] if low_precision and not moe else 0,
-        gemm_tile_share=LOW_PRECISION_TILE[1] if low_precision and not moe else 0.0)
+        gemm_tile_share=LOW_PRECISION_TILE[1] if low_precision and not moe else 0.0,
+        decode_tail_from=FP8_KV_TAIL_FROM if tail else 0, decode_tail_s=tail)
 
 
 def routed_params(model: dict) -> float:

@@ -48,12 +48,17 @@ AISIMULATE = {
                                          {1024: 32.659, 4096: 117.485, 16384: 534.442}),
     ("qwen3-32b", "h200", "vllm", 1): ({(1, 1024): 19.972, (8, 4096): 22.796, (32, 4096): 29.711, (64, 16384): 86.411},
                                        {1024: 93.191, 4096: 402.234, 16384: 1852.367}),
+    # (256, 1024) and (512, 2048): facts §68 (helper timing6), the fp8 KV attention's cost beyond 64 requests
     ("qwen3-32b-fp8", "h200", "vllm", 1): ({(1, 1024): 14.195, (8, 4096): 15.685, (32, 4096): 20.405,
-                                            (64, 16384): 60.091}, {1024: 66.338, 4096: 251.938, 16384: 1313.868}),
+                                            (64, 16384): 60.091, (256, 1024): 37.32, (512, 2048): 93.978},
+                                           {1024: 66.338, 4096: 251.938, 16384: 1313.868}),
     ("qwen3-32b-fp8", "h200", "trtllm", 1): ({(1, 1024): 13.283, (8, 4096): 14.959, (32, 4096): 19.936,
-                                              (64, 16384): 46.965}, {1024: 71.159, 4096: 271.502, 16384: 1388.365}),
+                                              (64, 16384): 46.965, (256, 1024): 31.65, (512, 2048): 74.753},
+                                             {1024: 71.159, 4096: 271.502, 16384: 1388.365}),
     ("qwen3-32b-fp8", "h200", "sglang", 1): ({(1, 1024): 14.177, (8, 4096): 15.88, (32, 4096): 20.784,
-                                              (64, 16384): 70.121}, {1024: 70.253, 4096: 248.32, 16384: 1403.551}),
+                                              (64, 16384): 70.121, (256, 1024): 41.381, (512, 2048): 105.064},
+                                             {1024: 70.253, 4096: 248.32, 16384: 1403.551}),
+    ("qwen3-32b-fp8", "h100", "vllm", 1): ({(64, 512): 20.596, (256, 512): 33.197, (512, 2048): 98.936}, {}),
     ("deepseek-v3", "h200", "vllm", 8): ({(1, 1024): 14.739, (8, 4096): 20.537, (32, 4096): 27.266, (64, 16384): 44.504},
                                          {1024: 78.641, 4096: 236.861, 16384: 943.27}),
     ("deepseek-v3", "h200", "sglang", 8): ({(1, 1024): 11.231}, {1024: 68.806, 4096: 203.947, 16384: 1063.091}),
@@ -279,6 +284,23 @@ def test_a_few_token_prefill_pays_a_quarter_of_the_prefill_kernel():
     assert roofline_record(resolve_model("moonshotai/Kimi-K3")[0], b200, "vllm", 8, 1, 8).terms.prefill_ramp_tokens == 0
     v3 = roofline_record(resolve_model("deepseek-ai/DeepSeek-V3")[0], b200, "sglang", 8, 1, 8)
     assert v3.terms.prefill_ramp_tokens == 0
+
+
+def test_fp8_kv_decode_attention_costs_more_beyond_64_requests():
+    """On H200 vLLM each decode token of a dense model over fp8 KV beyond the 64th adds 36 us (AISimulate's fp8 decode
+    attention, facts §68): 256 requests cost 192 x 36 us = 6.912 ms more than the same pass without that term, 64
+    requests nothing more; bf16 KV and MoE models keep none."""
+    from dataclasses import replace
+    model, hardware = resolve_model(MODELS["qwen3-32b-fp8"])[0], resolve_hardware("h200_sxm")[0]
+    record = roofline_record(model, hardware, "vllm", 1, 1, 1)
+    plain = default_timing(replace(record, terms=replace(record.terms, decode_tail_s=0.0)))
+    timing = default_timing(record)
+    for batch, extra_ns in ((256, 192 * 36_000), (64, 0), (8, 0)):
+        work = PassWork(decode_requests=batch, decode_context=batch * 1024)
+        assert abs(timing(work) - plain(work) - extra_ns) <= 1
+    assert roofline_record(model, hardware, "vllm", 1, 2, 1).terms.decode_tail_s == 0.0
+    dsv3 = resolve_model(MODELS["deepseek-v3"])[0]
+    assert roofline_record(dsv3, hardware, "vllm", 8, 1, 8).terms.decode_tail_s == 0.0
 
 
 def test_experts_split_by_width_are_dispatched_across_the_moe_group():

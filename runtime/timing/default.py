@@ -21,6 +21,7 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
                                                             g = moe_expert x moe_tensor > 1
     pass   = t_gemm + t_attn + max(L * layer_overhead, t_elem) + pass_overhead + L_moe * moe_layer_overhead
              + R * decode_token_overhead + t_ar + t_a2a     (0 for an empty pass)
+             + max(0, R - decode_tail_from) * decode_tail   a dense model's decode attention over fp8 KV
              + L_attn * prefill_layer_overhead * r          only when the pass prefills: r = 1 from `prefill_ramp_tokens`
                                                             prefill tokens on, 0.25 + 0.75 x tokens / ramp below
     mixed  = pass(the prefill chunks alone) + pass(the R decodes alone)   a pass that both prefills and decodes, as
@@ -100,6 +101,7 @@ def default_timing(inputs) -> Timing:
     miss = 1 - inputs.experts_per_token / inputs.experts if inputs.experts else 0.0
 
     per_decode_s = terms.decode_token_overhead_s
+    tail_from, tail_s = terms.decode_tail_from, terms.decode_tail_s
     # a pass that prefills launches the prefill attention kernel in every attention layer, however short the chunk
     prefill_s = inputs.attention_layers * terms.prefill_layer_overhead_s
     ramp = terms.prefill_ramp_tokens
@@ -163,6 +165,7 @@ def default_timing(inputs) -> Timing:
         small = max(layer_s, elementwise_s_per_token * tokens)
         return gemm + prefill + decode_attention(decode_pairs, decode_kv) + small + fixed_s \
             + (ar_s_per_token + a2a_s_per_token) * tokens + per_decode_s * decode_tokens \
+            + (tail_s * (decode_tokens - tail_from) if tail_s and decode_tokens > tail_from else 0.0) \
             + (prefill_kernel(work.prefill_tokens) if work.prefill_chunks else 0.0)
 
     def speculative(work: PassWork) -> int:
