@@ -53,9 +53,14 @@ ARCHITECTURE_ATTENTION = {"blackwell": 0.83}  # likewise for the prefill attenti
 # decode GEMMs read a larger share of H100's 3.35 TB/s than of H200's 4.8 TB/s (facts, "Default timing calibration")
 GPU_WEIGHT_EFFICIENCY = {"h100_sxm": 0.79, "h200_sxm": 0.74, "b200_sxm": 0.76, "gb200": 0.76}
 WEIGHT_EFFICIENCY = 0.75  # a GPU without a calibrated figure (A100, inline hardware)
-# bf16 KV reads of decode attention on Ampere: AISimulate's A100 vLLM and SGLang kernels read 0.66 / 0.61 of HBM (batch
-# 64 at 16k tokens: 128.0 / 137.3 ms), TensorRT-LLM's the 0.92 of every other GPU (facts §52)
-GPU_KV_EFFICIENCY = {("a100_sxm", "vllm"): 0.66, ("a100_sxm", "sglang"): 0.61}
+# bf16 KV reads of decode attention on Ampere: AISimulate's A100 vLLM and SGLang kernels read 0.66 / 0.52 of HBM (batch
+# 64 at 16k tokens: 128.0 / 137.3 ms; SGLang refitted with its weight read, §68), TensorRT-LLM's the 0.92 of every other
+# GPU (facts §52)
+GPU_KV_EFFICIENCY = {("a100_sxm", "vllm"): 0.66, ("a100_sxm", "sglang"): 0.52}
+# SGLang's A100 GEMMs read the weights at 0.66 of HBM, not the 0.75 of an uncalibrated GPU (Qwen3-8B, a batch-1 decode:
+# 10.91 ms of GEMMs for 15.1 GB; with its decode attention at 0.52, fitted with it over Qwen3-8B and Qwen3-32B TP2
+# decodes of 1-64 x 1k-16k: facts §68)
+GPU_BACKEND_WEIGHT_EFFICIENCY = {("a100_sxm", "sglang"): 0.66}
 # AISimulate's measured all-reduces move a pass's hidden states (4,096 tokens) at this share of the per-GPU NVLink
 # figure by TP degree: TP2 0.51 (H200) and 0.45 (B200), TP4 0.41 (H100, H200), TP8 0.46 (H200)
 ALL_REDUCE_EFFICIENCY = {2: 0.48, 4: 0.41, 8: 0.46}
@@ -78,7 +83,8 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
                    moe: bool = False) -> RooflineTerms:
     t = BACKEND_TERMS[backend]
     precision = "low" if low_precision else "high"
-    weights = GPU_WEIGHT_EFFICIENCY.get(hardware.get("name"), WEIGHT_EFFICIENCY)
+    weights = GPU_BACKEND_WEIGHT_EFFICIENCY.get((hardware.get("name"), backend),
+                                                GPU_WEIGHT_EFFICIENCY.get(hardware.get("name"), WEIGHT_EFFICIENCY))
     tail = FP8_KV_TAIL.get((hardware.get("name"), backend), 0.0) if low_precision_kv and not moe else 0.0
     return RooflineTerms(
         compute_efficiency=t["compute"][precision] * ARCHITECTURE_COMPUTE.get(hardware.get("architecture"), 1.0),

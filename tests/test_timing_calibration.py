@@ -97,6 +97,10 @@ AISIMULATE = {
                                       {1024: 66.224, 4096: 260.631, 16384: 1355.261}),
     ("qwen3-32b", "a100", "vllm", 2): ({(1, 1024): 27.21, (8, 4096): 29.446, (32, 4096): 39.66, (64, 16384): 120.177},
                                        {1024: 151.47, 4096: 587.392, 16384: 2861.47}),
+    # A100 SGLang's weight read (0.66) and decode KV read (0.52), facts §68; its curve is irregular (Qwen3-8B: batch 8 at
+    # 4k 9 % and 64 at 16k 16 % off; Qwen3-32B TP2 32 at 4k 12 %), so only the points within 10 %
+    ("qwen3-8b", "a100", "sglang", 1): ({(1, 1024): 13.154, (32, 4096): 31.519}, {1024: 68.491}),
+    ("qwen3-32b", "a100", "sglang", 2): ({(1, 1024): 27.191, (8, 4096): 31.103, (64, 16384): 155.867}, {1024: 156.459}),
     # facts §68 (helper timing6): DeepSeek-V3 at TP8 with moe_tp 8, moe_ep 1 (timing_families.EXPERT_TENSOR_TERMS)
     ("deepseek-v3-moetp", "h200", "vllm", 8): ({(1, 1024): 12.416, (8, 4096): 17.625, (32, 4096): 27.533,
                                                 (64, 16384): 42.307}, {1024: 76.401, 4096: 217.362, 16384: 805.747}),
