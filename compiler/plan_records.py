@@ -68,6 +68,10 @@ class RooflineTerms:
     # the prefill attention kernel's cost reaches `prefill_layer_overhead_s` at this many prefill tokens in the pass and
     # is a quarter of it for a chunk of a few tokens, growing in proportion between; 0: the full cost at any size
     prefill_ramp_tokens: int = 0
+    # every decode token of a pass beyond the first `decode_tail_from` adds `decode_tail_s` (a dense model's decode
+    # attention over fp8 KV at large batches); 0: none
+    decode_tail_from: int = 0
+    decode_tail_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,8 @@ class RooflineTiming:
     experts_per_token: int = 0
     routed_weight_fraction: float = 0.0  # of weight_bytes, the routed experts (read only where tokens go)
     expert_parallel: int = 1
+    # ranks that split each routed expert's width (`moe_tensor`); the dispatch spans expert_parallel x expert_tensor
+    expert_tensor: int = 1
     ffn_width: int = 0  # a dense model's FFN intermediate size (its gate activation is an elementwise kernel); 0: MoE
 
 

@@ -52,6 +52,18 @@ GPU_MOE_TERMS = {
     ("b200_sxm", "trtllm"): {"moe_layer": 60e-6, "experts": 0.775, "all_to_all": 1.19},
     ("gb200", "trtllm"): {"moe_layer": 60e-6, "experts": 0.775, "all_to_all": 1.19},
 }
+# DeepSeek-V3 with its routed experts split by width over the ranks (`moe_tensor` 8, no `moe_expert`), per (GPU,
+# backend), fitted to AISimulate's H200 passes at TP8 / moe_tp 8 (facts §68).  vLLM: every rank computes its slice of
+# every chosen expert, so none waits on a busier one (AIS draws expert loads from a power law): its context_moe costs
+# 16.8 us a token against 26.5 under moe_ep 8, so the GEMMs reach 0.61 x 1.6 of the fp8 peak and a MoE layer costs
+# 120 us, not 154.  TensorRT-LLM's width-split expert kernels are slower (context_moe 172.6 ms at 4,096 tokens against
+# 71.3 under moe_ep 8): its experts' grouped GEMMs are a kernel of their own at 0.10 of the fp8 peak.  SGLang at
+# moe_tp 8 (decode at batch 8 and more priced from TensorRT-LLM's fallback rows, as under moe_ep 8) keeps the
+# terms of moe_ep, and so does a GPU missing here
+EXPERT_TENSOR_TERMS = {
+    ("h200_sxm", "vllm"): {"moe_layer": 120e-6, "experts": 0.9, "compute": 1.0},
+    ("h200_sxm", "trtllm"): {"moe_layer": 110e-6, "experts": 0.8, "expert_compute": 0.1},
+}
 TERM_FIELDS = {"moe_layer": "moe_layer_overhead_s", "experts": "expert_efficiency",
                "expert_compute": "expert_compute_efficiency", "all_to_all": "all_to_all_efficiency",
                "layer": "layer_overhead_s", "attention": "attention_efficiency", "prefill_layer": "prefill_layer_overhead_s",
@@ -71,11 +83,14 @@ def family_moe_layers(model: dict, layers: int) -> int:
     return FAMILIES.get(model.get("family"), {}).get("moe_layers", layers)
 
 
-def family_terms(model: dict, backend: str, terms, gpu: str | None = None, moe: bool = False):
+def family_terms(model: dict, backend: str, terms, gpu: str | None = None, moe: bool = False,
+                 expert_tensor: bool = False):
     """`terms` with the family's fitted MoE terms for `backend` in place of the generic ones (for an MoE model of no
-    family: the GPU's, where it has its own)."""
+    family: the GPU's, where it has its own, or those of experts split by width when `expert_tensor`)."""
     if model.get("family") in FAMILIES:
         fitted = FAMILIES[model["family"]].get("backends", {}).get(backend, {})
+    elif moe and expert_tensor and (gpu, backend) in EXPERT_TENSOR_TERMS:
+        fitted = EXPERT_TENSOR_TERMS[(gpu, backend)]
     else:
         fitted = GPU_MOE_TERMS.get((gpu, backend), {}) if moe else {}
     return replace(terms, **{TERM_FIELDS[key]: value for key, value in fitted.items()}) if fitted else terms

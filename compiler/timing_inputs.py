@@ -53,9 +53,14 @@ ARCHITECTURE_ATTENTION = {"blackwell": 0.83}  # likewise for the prefill attenti
 # decode GEMMs read a larger share of H100's 3.35 TB/s than of H200's 4.8 TB/s (facts, "Default timing calibration")
 GPU_WEIGHT_EFFICIENCY = {"h100_sxm": 0.79, "h200_sxm": 0.74, "b200_sxm": 0.76, "gb200": 0.76}
 WEIGHT_EFFICIENCY = 0.75  # a GPU without a calibrated figure (A100, inline hardware)
-# bf16 KV reads of decode attention on Ampere: AISimulate's A100 vLLM and SGLang kernels read 0.66 / 0.61 of HBM (batch
-# 64 at 16k tokens: 128.0 / 137.3 ms), TensorRT-LLM's the 0.92 of every other GPU (facts §52)
-GPU_KV_EFFICIENCY = {("a100_sxm", "vllm"): 0.66, ("a100_sxm", "sglang"): 0.61}
+# bf16 KV reads of decode attention on Ampere: AISimulate's A100 vLLM and SGLang kernels read 0.66 / 0.52 of HBM (batch
+# 64 at 16k tokens: 128.0 / 137.3 ms; SGLang refitted with its weight read, §68), TensorRT-LLM's the 0.92 of every other
+# GPU (facts §52)
+GPU_KV_EFFICIENCY = {("a100_sxm", "vllm"): 0.66, ("a100_sxm", "sglang"): 0.52}
+# SGLang's A100 GEMMs read the weights at 0.66 of HBM, not the 0.75 of an uncalibrated GPU (Qwen3-8B, a batch-1 decode:
+# 10.91 ms of GEMMs for 15.1 GB; with its decode attention at 0.52, fitted with it over Qwen3-8B and Qwen3-32B TP2
+# decodes of 1-64 x 1k-16k: facts §68)
+GPU_BACKEND_WEIGHT_EFFICIENCY = {("a100_sxm", "sglang"): 0.66}
 # AISimulate's measured all-reduces move a pass's hidden states (4,096 tokens) at this share of the per-GPU NVLink
 # figure by TP degree: TP2 0.51 (H200) and 0.45 (B200), TP4 0.41 (H100, H200), TP8 0.46 (H200)
 ALL_REDUCE_EFFICIENCY = {2: 0.48, 4: 0.41, 8: 0.46}
@@ -64,13 +69,23 @@ ALL_REDUCE_OTHER = 0.44
 # 48.3 at 513, flat to 768); this share of a dense model's GEMM FLOP time is paid per whole 256-token tile (facts §52).
 # MoE models keep smooth GEMMs (their expert tables are priced apart; DeepSeek-V3's passes are fitted without tiles)
 LOW_PRECISION_TILE = (256, 0.9)
+# AISimulate's H200 decode attention over fp8 KV costs a dense model ~40 us more a request than its KV read from a
+# batch of ~64 on (Qwen3-32B-FP8 vLLM, 512 tokens each: 4.93 ms at 64, 11.84 at 256, 23.87 at 512), where kvreplay's
+# fixed costs cover the smaller batches: each decode token beyond FP8_KV_TAIL_FROM adds this many s, per (GPU, backend),
+# least squares over batches 96-512 (facts §68).  H100's measured kernels cost less (vLLM 16 us), B200's nothing more;
+# a setup missing here was not fitted.  MoE models keep their own attention (DeepSeek-V3's MLA is fitted without it)
+FP8_KV_TAIL_FROM = 64
+FP8_KV_TAIL = {("h200_sxm", "vllm"): 36e-6, ("h200_sxm", "sglang"): 36e-6, ("h200_sxm", "trtllm"): 20e-6,
+               ("h100_sxm", "vllm"): 16e-6}
 
 
 def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precision_kv: bool, tensor: int = 1,
                    moe: bool = False) -> RooflineTerms:
     t = BACKEND_TERMS[backend]
     precision = "low" if low_precision else "high"
-    weights = GPU_WEIGHT_EFFICIENCY.get(hardware.get("name"), WEIGHT_EFFICIENCY)
+    weights = GPU_BACKEND_WEIGHT_EFFICIENCY.get((hardware.get("name"), backend),
+                                                GPU_WEIGHT_EFFICIENCY.get(hardware.get("name"), WEIGHT_EFFICIENCY))
+    tail = FP8_KV_TAIL.get((hardware.get("name"), backend), 0.0) if low_precision_kv and not moe else 0.0
     return RooflineTerms(
         compute_efficiency=t["compute"][precision] * ARCHITECTURE_COMPUTE.get(hardware.get("architecture"), 1.0),
         attention_efficiency=t["attention"] * ARCHITECTURE_ATTENTION.get(hardware.get("architecture"), 1.0),
@@ -85,7 +100,8 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
         all_reduce=t["moe_all_reduce"] or not moe, all_to_all_efficiency=t["all_to_all"],
         decode_kv_hidden_s=t["kv_hidden"],
         gemm_tile_tokens=LOW_PRECISION_TILE[0] if low_precision and not moe else 0,
-        gemm_tile_share=LOW_PRECISION_TILE[1] if low_precision and not moe else 0.0)
+        gemm_tile_share=LOW_PRECISION_TILE[1] if low_precision and not moe else 0.0,
+        decode_tail_from=FP8_KV_TAIL_FROM if tail else 0, decode_tail_s=tail)
 
 
 def routed_params(model: dict) -> float:
@@ -123,7 +139,7 @@ def decode_weight_bytes(model: dict, tensor: int) -> float:
 
 
 def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_dtype_bytes: int,
-                    expert_parallel: int = 1) -> RooflineTiming:
+                    expert_parallel: int = 1, expert_tensor: int = 1) -> RooflineTiming:
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}")
     dtype = model.get("weight_dtype", "bfloat16")
@@ -133,8 +149,10 @@ def roofline_record(model: dict, hardware: dict, backend: str, tensor: int, kv_d
     routed = (1 - active_params(model) / model["params"]) / (1 - per_token / experts) if per_token else 0.0
     terms = roofline_terms(backend, hardware, dtype in LOW_PRECISION, kv_dtype_bytes < 2, tensor, bool(routed))
     return RooflineTiming(
-        terms=family_terms(model, backend, terms, hardware.get("name"), bool(routed)), moe_layers=family_moe_layers(model, layers) if routed else 0, experts=experts if routed else 0,
+        terms=family_terms(model, backend, terms, hardware.get("name"), bool(routed), expert_tensor > 1),
+        moe_layers=family_moe_layers(model, layers) if routed else 0, experts=experts if routed else 0,
         experts_per_token=per_token if routed else 0, routed_weight_fraction=routed, expert_parallel=expert_parallel,
+        expert_tensor=expert_tensor if routed else 1,
         ffn_width=0 if routed else model.get("intermediate_size", 0),
         tensor=tensor, num_layers=layers, attention_layers=model.get("kv_layers", layers), attention_heads=heads,
         head_dim=model.get("head_dim") or model["hidden_size"] // heads, hidden_size=model["hidden_size"],
@@ -161,5 +179,5 @@ def timing_record(role_plan: dict, model: dict, hardware: dict, backend: str, kv
     if kind == "default":
         parallelism = role_plan.get("parallelism", {})
         return roofline_record(model, hardware, backend, parallelism.get("tensor", 1), DTYPE_BYTES[kv_dtype],
-                               parallelism.get("moe_expert") or 1)
+                               parallelism.get("moe_expert") or 1, parallelism.get("moe_tensor") or 1)
     raise ValueError(f"unknown timing type {kind!r}")

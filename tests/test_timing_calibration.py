@@ -3,8 +3,9 @@
 Each point is (GPU, model, backend, TP) -> a decode pass of `b` requests at `c` tokens of context each, or a
 prefill of one `n`-token prompt, in ms, as AISimulate's compiled engine prices it (`EngineHandle.compile(model,
 system, backend, tp_size=..., moe_ep_size=...)`, then `decode_step_latency(b, c, 2)` and
-`predict_prefill_latency(1, n)`), recorded in docs/reference-facts.md §42, §52 and §60.  Dense models must agree within
-10%, the MoE models (DeepSeek-V3 TP8 EP8, Kimi K3 TP8 EP8, DeepSeek V4 Flash TP4 EP4) within 20%.  SGLang's DeepSeek-V3 decode at batch 8 and more is not a point: AISimulate
+`predict_prefill_latency(1, n)`), recorded in docs/reference-facts.md §42, §52, §60 and §68.  Dense models must agree within
+10%, the MoE models (DeepSeek-V3 TP8 EP8 and TP8 with its experts split by width, moe_tp 8; Kimi K3 TP8 EP8, DeepSeek V4
+Flash TP4 EP4) within 20%.  SGLang's DeepSeek-V3 decode at batch 8 and more is not a point: AISimulate
 prices SGLang's MLA decode from TensorRT-LLM's fallback rows (its own "low-fidelity" warning), 30-70% above vLLM's.
 """
 from __future__ import annotations
@@ -18,8 +19,9 @@ from kvreplay.runtime.timing.default import default_timing
 
 MODELS = {"qwen3-8b": "Qwen/Qwen3-8B", "qwen3-32b": "Qwen/Qwen3-32B", "qwen3-32b-fp8": "Qwen/Qwen3-32B-FP8",
           "deepseek-v3": "deepseek-ai/DeepSeek-V3", "kimi-k3": "moonshotai/Kimi-K3",
-          "deepseek-v4": "deepseek-ai/DeepSeek-V4-Flash"}
-MOE = {"deepseek-v3": 8, "kimi-k3": 8, "deepseek-v4": 4}  # expert parallelism of the probed setups
+          "deepseek-v4": "deepseek-ai/DeepSeek-V4-Flash", "deepseek-v3-moetp": "deepseek-ai/DeepSeek-V3"}
+MOE = {"deepseek-v3": 8, "kimi-k3": 8, "deepseek-v4": 4, "deepseek-v3-moetp": 1}  # expert parallelism of the setups
+EXPERT_TENSOR = {"deepseek-v3-moetp": 8}  # moe_tensor: the routed experts split by width (`moe_tp_size` in AISimulate)
 # (model, GPU, backend, TP): ({(batch, context): decode ms}, {prompt: prefill ms}), AISimulate 0.13.0.dev
 AISIMULATE = {
     ("qwen3-8b", "h100", "vllm", 1): ({(1, 1024): 7.313, (8, 4096): 9.232, (32, 4096): 14.229, (64, 16384): 57.225},
@@ -46,12 +48,17 @@ AISIMULATE = {
                                          {1024: 32.659, 4096: 117.485, 16384: 534.442}),
     ("qwen3-32b", "h200", "vllm", 1): ({(1, 1024): 19.972, (8, 4096): 22.796, (32, 4096): 29.711, (64, 16384): 86.411},
                                        {1024: 93.191, 4096: 402.234, 16384: 1852.367}),
+    # (256, 1024) and (512, 2048): facts §68 (helper timing6), the fp8 KV attention's cost beyond 64 requests
     ("qwen3-32b-fp8", "h200", "vllm", 1): ({(1, 1024): 14.195, (8, 4096): 15.685, (32, 4096): 20.405,
-                                            (64, 16384): 60.091}, {1024: 66.338, 4096: 251.938, 16384: 1313.868}),
+                                            (64, 16384): 60.091, (256, 1024): 37.32, (512, 2048): 93.978},
+                                           {1024: 66.338, 4096: 251.938, 16384: 1313.868}),
     ("qwen3-32b-fp8", "h200", "trtllm", 1): ({(1, 1024): 13.283, (8, 4096): 14.959, (32, 4096): 19.936,
-                                              (64, 16384): 46.965}, {1024: 71.159, 4096: 271.502, 16384: 1388.365}),
+                                              (64, 16384): 46.965, (256, 1024): 31.65, (512, 2048): 74.753},
+                                             {1024: 71.159, 4096: 271.502, 16384: 1388.365}),
     ("qwen3-32b-fp8", "h200", "sglang", 1): ({(1, 1024): 14.177, (8, 4096): 15.88, (32, 4096): 20.784,
-                                              (64, 16384): 70.121}, {1024: 70.253, 4096: 248.32, 16384: 1403.551}),
+                                              (64, 16384): 70.121, (256, 1024): 41.381, (512, 2048): 105.064},
+                                             {1024: 70.253, 4096: 248.32, 16384: 1403.551}),
+    ("qwen3-32b-fp8", "h100", "vllm", 1): ({(64, 512): 20.596, (256, 512): 33.197, (512, 2048): 98.936}, {}),
     ("deepseek-v3", "h200", "vllm", 8): ({(1, 1024): 14.739, (8, 4096): 20.537, (32, 4096): 27.266, (64, 16384): 44.504},
                                          {1024: 78.641, 4096: 236.861, 16384: 943.27}),
     ("deepseek-v3", "h200", "sglang", 8): ({(1, 1024): 11.231}, {1024: 68.806, 4096: 203.947, 16384: 1063.091}),
@@ -90,6 +97,15 @@ AISIMULATE = {
                                       {1024: 66.224, 4096: 260.631, 16384: 1355.261}),
     ("qwen3-32b", "a100", "vllm", 2): ({(1, 1024): 27.21, (8, 4096): 29.446, (32, 4096): 39.66, (64, 16384): 120.177},
                                        {1024: 151.47, 4096: 587.392, 16384: 2861.47}),
+    # A100 SGLang's weight read (0.66) and decode KV read (0.52), facts §68; its curve is irregular (Qwen3-8B: batch 8 at
+    # 4k 9 % and 64 at 16k 16 % off; Qwen3-32B TP2 32 at 4k 12 %), so only the points within 10 %
+    ("qwen3-8b", "a100", "sglang", 1): ({(1, 1024): 13.154, (32, 4096): 31.519}, {1024: 68.491}),
+    ("qwen3-32b", "a100", "sglang", 2): ({(1, 1024): 27.191, (8, 4096): 31.103, (64, 16384): 155.867}, {1024: 156.459}),
+    # facts §68 (helper timing6): DeepSeek-V3 at TP8 with moe_tp 8, moe_ep 1 (timing_families.EXPERT_TENSOR_TERMS)
+    ("deepseek-v3-moetp", "h200", "vllm", 8): ({(1, 1024): 12.416, (8, 4096): 17.625, (32, 4096): 27.533,
+                                                (64, 16384): 42.307}, {1024: 76.401, 4096: 217.362, 16384: 805.747}),
+    ("deepseek-v3-moetp", "h200", "trtllm", 8): ({(1, 1024): 10.455, (8, 4096): 17.025, (32, 4096): 26.094,
+                                                  (64, 16384): 44.33}, {1024: 95.348, 4096: 261.341, 16384: 993.879}),
 }
 POINTS = [(setup, "decode", point, ms) for setup, (decodes, _) in AISIMULATE.items() for point, ms in decodes.items()] \
     + [(setup, "prefill", prompt, ms) for setup, (_, prefills) in AISIMULATE.items() for prompt, ms in prefills.items()]
@@ -101,7 +117,8 @@ def step(model: str, gpu: str, backend: str, tensor: int):
     # configs ask for fp8 (kvcache_quant_mode)
     kv_bytes = 1 if record.get("weight_dtype") in ("fp8", "fp4") else 2
     hardware = resolve_hardware(gpu if gpu == "gb200" else f"{gpu}_sxm")[0]
-    return default_timing(roofline_record(record, hardware, backend, tensor, kv_bytes, MOE.get(model, 1)))
+    return default_timing(roofline_record(record, hardware, backend, tensor, kv_bytes, MOE.get(model, 1),
+                                          EXPERT_TENSOR.get(model, 1)))
 
 
 @pytest.mark.parametrize("setup, kind, point, theirs", POINTS,
@@ -271,3 +288,48 @@ def test_a_few_token_prefill_pays_a_quarter_of_the_prefill_kernel():
     assert roofline_record(resolve_model("moonshotai/Kimi-K3")[0], b200, "vllm", 8, 1, 8).terms.prefill_ramp_tokens == 0
     v3 = roofline_record(resolve_model("deepseek-ai/DeepSeek-V3")[0], b200, "sglang", 8, 1, 8)
     assert v3.terms.prefill_ramp_tokens == 0
+
+
+def test_fp8_kv_decode_attention_costs_more_beyond_64_requests():
+    """On H200 vLLM each decode token of a dense model over fp8 KV beyond the 64th adds 36 us (AISimulate's fp8 decode
+    attention, facts §68): 256 requests cost 192 x 36 us = 6.912 ms more than the same pass without that term, 64
+    requests nothing more; bf16 KV and MoE models keep none."""
+    from dataclasses import replace
+    model, hardware = resolve_model(MODELS["qwen3-32b-fp8"])[0], resolve_hardware("h200_sxm")[0]
+    record = roofline_record(model, hardware, "vllm", 1, 1, 1)
+    plain = default_timing(replace(record, terms=replace(record.terms, decode_tail_s=0.0)))
+    timing = default_timing(record)
+    for batch, extra_ns in ((256, 192 * 36_000), (64, 0), (8, 0)):
+        work = PassWork(decode_requests=batch, decode_context=batch * 1024)
+        assert abs(timing(work) - plain(work) - extra_ns) <= 1
+    assert roofline_record(model, hardware, "vllm", 1, 2, 1).terms.decode_tail_s == 0.0
+    dsv3 = resolve_model(MODELS["deepseek-v3"])[0]
+    assert roofline_record(dsv3, hardware, "vllm", 8, 1, 8).terms.decode_tail_s == 0.0
+
+
+def test_experts_split_by_width_are_dispatched_across_the_moe_group():
+    """`moe_tensor: 8` spreads DeepSeek-V3's experts over the same 8 ranks as `moe_expert: 8`, and AISimulate prices
+    the pre / post dispatch alike for both (17.32 ms each at 4,096 tokens, vLLM H200): the all-to-all term spans
+    moe_tensor x moe_expert.  On SGLang H200 (no terms of its own for moe_tensor) the two are the same pass; against a
+    group of one rank the 2,500-token prefill adds 61 MoE layers x 2,500 tokens x 2 x 8 experts x 7,168 x 2 B x 7/8
+    over 450 GB/s x 0.9."""
+    model, hardware = resolve_model(MODELS["deepseek-v3"])[0], resolve_hardware("h200_sxm")[0]
+
+    def prefill(expert_parallel: int, expert_tensor: int) -> int:
+        timing = default_timing(roofline_record(model, hardware, "sglang", 8, 1, expert_parallel, expert_tensor))
+        return timing(PassWork(prefill_chunks=((2500, 0),)))
+
+    dispatch_s = 61 * 2500 * 2 * 8 * 7168 * 2 * 7 / 8 / (450e9 * 0.9)
+    assert prefill(1, 8) == prefill(8, 1)
+    assert abs(prefill(1, 8) - prefill(1, 1) - dispatch_s * 1e9) <= 1
+
+
+def test_experts_split_by_width_have_their_own_terms_on_vllm():
+    """vLLM at moe_tp 8 computes every expert's slice on every rank, so no rank waits on a busier one: AISimulate's
+    batch-1 decode costs 12.42 ms against 14.74 under moe_ep 8 (1,024 tokens), and kvreplay's MoE layers cost 120 us
+    against 154 (61 x 34 us = 2.07 ms of the gap)."""
+    model, hardware = resolve_model(MODELS["deepseek-v3"])[0], resolve_hardware("h200_sxm")[0]
+    split = roofline_record(model, hardware, "vllm", 8, 1, 1, 8).terms
+    spread = roofline_record(model, hardware, "vllm", 8, 1, 8, 1).terms
+    assert (split.moe_layer_overhead_s, split.expert_efficiency, split.compute_efficiency) == (120e-6, 0.9, 1.0)
+    assert (spread.moe_layer_overhead_s, spread.expert_efficiency, spread.compute_efficiency) == (154e-6, 0.83, 0.61)

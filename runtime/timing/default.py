@@ -17,9 +17,11 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
     t_ar   = 2 * L * (T * hidden * 2 B / (NVLink * e_all_reduce) + all_reduce_latency)  only when tp > 1 (and
                                                             not fused into the backend's MoE combine)
     t_elem = L * T * (21.5 B * hidden + 7.7 B * ffn_width / tp) / HBM   add-norms and a dense FFN's gate activation
-    t_a2a  = L_moe * T * 2 * k * hidden * 2 B * (ep-1)/ep / (NVLink * e_all_to_all)     only when ep > 1
+    t_a2a  = L_moe * T * 2 * k * hidden * 2 B * (g-1)/g / (NVLink * e_all_to_all)       only when the MoE group
+                                                            g = moe_expert x moe_tensor > 1
     pass   = t_gemm + t_attn + max(L * layer_overhead, t_elem) + pass_overhead + L_moe * moe_layer_overhead
              + R * decode_token_overhead + t_ar + t_a2a     (0 for an empty pass)
+             + max(0, R - decode_tail_from) * decode_tail   a dense model's decode attention over fp8 KV
              + L_attn * prefill_layer_overhead * r          only when the pass prefills: r = 1 from `prefill_ramp_tokens`
                                                             prefill tokens on, 0.25 + 0.75 x tokens / ramp below
     mixed  = pass(the prefill chunks alone) + pass(the R decodes alone)   a pass that both prefills and decodes, as
@@ -79,7 +81,10 @@ def default_timing(inputs) -> Timing:
         ar_s_fixed = 2 * layers * terms.all_reduce_latency_s
     else:
         ar_s_per_token = ar_s_fixed = 0.0
-    ep = inputs.expert_parallel
+    # the dispatch spans the MoE group whether it splits the experts (moe_expert) or their widths (moe_tensor):
+    # AISimulate prices DeepSeek-V3's pre / post dispatch alike at TP8 with moe_tp 8 and with moe_ep 8 (17.32 ms
+    # each at 4,096 tokens, vLLM H200; facts §68)
+    ep = inputs.expert_parallel * inputs.expert_tensor
     if ep > 1 and nvlink:
         # every rank holds every token (tensor-parallel attention) and sends each to its k experts and back
         a2a_s_per_token = inputs.moe_layers * 2 * inputs.experts_per_token * inputs.hidden_size * ACTIVATION_BYTES \
@@ -96,6 +101,7 @@ def default_timing(inputs) -> Timing:
     miss = 1 - inputs.experts_per_token / inputs.experts if inputs.experts else 0.0
 
     per_decode_s = terms.decode_token_overhead_s
+    tail_from, tail_s = terms.decode_tail_from, terms.decode_tail_s
     # a pass that prefills launches the prefill attention kernel in every attention layer, however short the chunk
     prefill_s = inputs.attention_layers * terms.prefill_layer_overhead_s
     ramp = terms.prefill_ramp_tokens
@@ -159,6 +165,7 @@ def default_timing(inputs) -> Timing:
         small = max(layer_s, elementwise_s_per_token * tokens)
         return gemm + prefill + decode_attention(decode_pairs, decode_kv) + small + fixed_s \
             + (ar_s_per_token + a2a_s_per_token) * tokens + per_decode_s * decode_tokens \
+            + (tail_s * (decode_tokens - tail_from) if tail_s and decode_tokens > tail_from else 0.0) \
             + (prefill_kernel(work.prefill_tokens) if work.prefill_chunks else 0.0)
 
     def speculative(work: PassWork) -> int:
