@@ -69,7 +69,7 @@ def request_record(request: Request) -> dict:
     if type(runs) is not list:  # (packed: gap, count, gap, count, ...)
         runs = list(gap_runs(runs))
     gaps = sum([count for _, count in runs]) if runs else 0
-    history = admission_history(request)
+    history = admission_history(request) if request.pd is not None else [_entry(a) for a in request.admissions]
     uuid = spec.uuid
     record = {
         "uuid": uuid, "index": spec.index, "id": spec.name or uuid, "session_id": spec.session_id,
@@ -100,9 +100,10 @@ def request_record(request: Request) -> dict:
 
 
 def _entry(admission: dict) -> dict:
-    """An admission's record: its fields, its time in ms in place of ns."""
+    """An admission's record: its fields, its time in ms in place of ns (the key order is the encoder's, sorted)."""
     entry = admission.copy()
-    entry["at_ms"] = _ms(entry.pop("at_ns"))
+    at = entry.pop("at_ns")
+    entry["at_ms"] = None if at is None else at / MS
     return entry
 
 
