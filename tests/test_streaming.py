@@ -170,3 +170,16 @@ def test_records_encoded_a_chunk_at_a_time_are_the_lines_of_each_record():
     nested = [{"a": 0, "h": [{"a": 1}, {"a": 2}]}, {"a": 3}]
     assert encode_lines(nested) == b'{"a":0,"h":[{"a":1},{"a":2}]}\n{"a":3}\n'
     assert encode_lines([]) == b"" and encode_lines([{}, {}]) == b"{}\n{}\n"
+    # a vouched first key is not checked per record, and gives the same lines
+    assert encode_lines(records, "a") == lines and encode_lines(nested, "a") == encode_lines(nested)
+
+
+def test_every_record_s_least_key_is_the_one_the_spool_is_told():
+    """request_record vouches for its least key (RecordSpool's first_key): every record of a replay has it, and
+    the records are built in the encoder's sorted order."""
+    plan = compile_yaml(CONFIG.format(requests=20)).plan.records
+    replay = build(plan)
+    replay.run()
+    records = [metrics.request_record(request) for request in replay.requests]
+    assert len(records) == 20 and all(min(record) == metrics.FIRST_KEY for record in records)
+    assert all(list(record) == sorted(record) for record in records)
