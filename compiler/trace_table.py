@@ -8,6 +8,7 @@ The table is filled once by the traces pass and never changed after.
 from __future__ import annotations
 
 from array import array
+from itertools import islice
 from typing import Iterator
 
 from .plan_records import TraceRow
@@ -58,4 +59,8 @@ class TraceTable:
                         tuple(self.ids[starts[position]:starts[position + 1]]), self.sessions.get(position))
 
     def __iter__(self) -> Iterator[TraceRow]:
-        return map(self.__getitem__, range(len(self.inputs)))
+        """The rows in order, straight from the columns (the replay reads a million-row trace this way, once)."""
+        ids, sessions, starts, make = self.ids, self.sessions, self.starts, tuple.__new__
+        rows = zip(self.timestamps, self.inputs, self.outputs, starts, islice(starts, 1, None))
+        for position, (timestamp, prompt, output, start, stop) in enumerate(rows):
+            yield make(TraceRow, (timestamp, prompt, output, tuple(ids[start:stop]), sessions.get(position)))

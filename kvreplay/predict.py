@@ -153,7 +153,7 @@ def run(args, config: str | None = None) -> int:
         explanation = Explanation(replay)
     try:
         if capture:
-            spool = RecordSpool(outputs.partial_path(destination, "requests.jsonl"), record_of)
+            spool = RecordSpool(outputs.partial_path(destination, "requests.jsonl"), record_of, metrics.FIRST_KEY)
         # (opal's per-stage outputs read every request; other runs keep none: memory follows the requests in flight)
         replay.log = (explanation.log if explanation else RequestLog)(keep=plan.opal is not None, spool=spool)
         replay.log.pack_gaps = plan.opal is not None  # (only opal_stats reads them again, after the run)

@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from kvreplay.cli import main
+from kvreplay.runtime.outputs.metrics import FIRST_KEY
 
 from .support import EXAMPLES, ROOT
 
@@ -73,6 +74,7 @@ def test_per_tier_hit_rates_add_up_to_the_prefix_hit_rate(tmp_path, config, flag
         assert sum(rates(stage).values()) == pytest.approx(stage["prefix_hit_rate"], abs=1e-12)
         assert [hit["tier"] for hit in stage["tier_hits"]][0] == "apc"
     records = [orjson.loads(line) for line in (out / "requests.jsonl").read_bytes().splitlines()]
+    assert all(min(record) == FIRST_KEY for record in records)  # (opal's records too: RecordSpool's first_key)
     for stage in summary["stages"]:
         mine = [r for r in records if r["stage"] == stage["stage"]]
         assert sum(sum(r["tier_hit_tokens"].values()) for r in mine) == stage["prefix_hit_tokens"]

@@ -40,7 +40,7 @@ import pytest
 from kvreplay.cli import main
 from kvreplay.runtime.engines import sglang_macro
 from kvreplay.runtime.shell import macro as macro_module
-from kvreplay.runtime.outputs.metrics import request_record
+from kvreplay.runtime.outputs.metrics import FIRST_KEY, request_record
 from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.runtime.build import build
 
@@ -324,6 +324,7 @@ def test_decode_reservation_comes_after_the_prefill_or_before_it(tmp_path, monke
     replay.run()
     records = [request_record(r) for r in replay.requests]
     assert [records[0]["destination_reserved_ms"], records[1]["destination_reserved_ms"]] == reserved_at
+    assert all(min(record) == FIRST_KEY for record in records)  # (the key RecordSpool is told is the least)
     for record, at in zip(records, reserved_at):
         if backend == "sglang":
             assert at <= record["prefill_admit_ms"]

@@ -127,14 +127,20 @@ def test_a_trace_larger_than_the_limit_is_refused(tmp_path, monkeypatch):
 
 
 def test_a_trace_rows_spec_is_the_one_the_constructor_makes():
-    from dataclasses import replace
+    import pickle
+    from dataclasses import fields, replace
 
     from kvreplay.runtime.serving.requests import Content, RequestSpec
 
     made = RequestSpec.of_trace_row(7, 800, 3, (0, 5), 512, 2_000_000, "s")
     built = RequestSpec(7, 800, 3, Content(hash_ids=(0, 5), trace_block=512), arrival_ns=2_000_000, session_id="s")
-    assert made == built and hash(made) == hash(built) and vars(made) == vars(built)
-    assert vars(made.content) == vars(built.content) and made.turn_index is None and made.kv_hints == ()
+    assert made == built and hash(made) == hash(built)
+    # every field reads the same (the ones a row does not set from the class's defaults), pickled or not
+    for spec in (made, pickle.loads(pickle.dumps(made))):
+        for one, other in ((spec, built), (spec.content, built.content)):
+            assert {f.name: getattr(one, f.name) for f in fields(one)} == \
+                {f.name: getattr(other, f.name) for f in fields(other)}
+    assert made.turn_index is None and made.kv_hints == () and made.content.segments == ()
     # its memo is its own, and keys follow the rule: 800 prompt tokens fill 3 blocks of 256, ids 0 and 5 of
     # 512-token blocks hold them: keys 2h + j (0, 1, then 10); 803 tokens fill no fourth (no output key)
     assert made.keys(256) == [0, 1, 10] and made._keys is not built._keys and built._keys == {}
@@ -164,3 +170,16 @@ def test_records_encoded_a_chunk_at_a_time_are_the_lines_of_each_record():
     nested = [{"a": 0, "h": [{"a": 1}, {"a": 2}]}, {"a": 3}]
     assert encode_lines(nested) == b'{"a":0,"h":[{"a":1},{"a":2}]}\n{"a":3}\n'
     assert encode_lines([]) == b"" and encode_lines([{}, {}]) == b"{}\n{}\n"
+    # a vouched first key is not checked per record, and gives the same lines
+    assert encode_lines(records, "a") == lines and encode_lines(nested, "a") == encode_lines(nested)
+
+
+def test_every_record_s_least_key_is_the_one_the_spool_is_told():
+    """request_record vouches for its least key (RecordSpool's first_key): every record of a replay has it, and
+    the records are built in the encoder's sorted order."""
+    plan = compile_yaml(CONFIG.format(requests=20)).plan.records
+    replay = build(plan)
+    replay.run()
+    records = [metrics.request_record(request) for request in replay.requests]
+    assert len(records) == 20 and all(min(record) == metrics.FIRST_KEY for record in records)
+    assert all(list(record) == sorted(record) for record in records)

@@ -18,7 +18,7 @@ from typing import Iterator, Mapping
 import orjson
 
 from ..diagnostics import CompileError, Diagnostic, NamedBy, join_pointer
-from ..durations import ms_to_ns
+from ..durations import NS_PER_MS, ms_to_ns
 from ..spans import Span
 from ..spec import Spec
 from ..trace_table import TraceTable
@@ -108,6 +108,15 @@ def _unpacked(lines, problem) -> Iterator[tuple[int, bytes]]:
                                     "check the file (gzip -t), or give it unpacked")]) from None
 
 
+def _decode_error(line: bytes) -> str:
+    """orjson's message for a line that is not JSON, its positions counted within the row (without the line end)."""
+    try:
+        orjson.loads(line.rstrip(b"\r\n"))
+    except orjson.JSONDecodeError as error:
+        return str(error)
+    return "the line is not one JSON value"  # (not reached: a line end is JSON whitespace)
+
+
 def read_trace(path: Path, block_size: int, speedup: float = 1.0, named_by: NamedBy | None = None) -> TraceTable:
     """The checked rows of one trace file, timestamps in ns after `speedup`; CompileError on any problem."""
     def problem(code: str, line: int, field: str, message: str, hint: str) -> Diagnostic:
@@ -120,14 +129,15 @@ def read_trace(path: Path, block_size: int, speedup: float = 1.0, named_by: Name
         raise CompileError([problem("TRACE-FILE", 1, "", f"cannot read the trace: {error.strerror or error}",
                                     "check `traffic.source.paths` (relative to the config file)")]) from None
     rows, problems, last_timestamp = TraceTable(), [], 0.0
+    loads, append, whole_ms = orjson.loads, rows.append, speedup == 1  # (per row of a million-row trace)
     with handle:
         for number, line in _unpacked(_lines(handle, problem), problem):
-            if not line.strip():
-                continue
             try:
-                row = orjson.loads(line.rstrip(b"\r\n"))  # (positions in a message count within the row)
-            except orjson.JSONDecodeError as error:
-                found = ("", f"not valid JSON: {error}", "fix the line")
+                row = loads(line)  # (a line's end is JSON whitespace)
+            except orjson.JSONDecodeError:
+                if not line.strip():
+                    continue
+                found = ("", f"not valid JSON: {_decode_error(line)}", "fix the line")
             else:
                 found = None if _plainly_valid(row, block_size) else check_row(row, block_size)
                 if found is None and row["timestamp"] < last_timestamp:
@@ -138,8 +148,9 @@ def read_trace(path: Path, block_size: int, speedup: float = 1.0, named_by: Name
                     break
                 continue
             last_timestamp = row["timestamp"]
-            rows.append(ms_to_ns(last_timestamp, speedup), row["input_length"], row["output_length"],
-                        row["hash_ids"], row.get("session_id"))
+            append(last_timestamp * NS_PER_MS if whole_ms and type(last_timestamp) is int  # (ms_to_ns's exact case)
+                   else ms_to_ns(last_timestamp, speedup), row["input_length"], row["output_length"], row["hash_ids"],
+                   row.get("session_id"))
     if problems:
         raise CompileError(problems)
     if not len(rows):

@@ -59,6 +59,9 @@ def _ms(ns: int | None) -> float | None:
     return None if ns is None else ns / MS
 
 
+FIRST_KEY = "admission_count"  # the least key of every record `request_record` makes (RecordSpool's first_key)
+
+
 def request_record(request: Request) -> dict:
     """The request's requests.jsonl record.  (Written for a million-row trace's speed: one dict display, times
     converted inline, the ITL mean from the gap runs without a list of them; the values are the same expressions.)"""
@@ -69,30 +72,33 @@ def request_record(request: Request) -> dict:
     if type(runs) is not list:  # (packed: gap, count, gap, count, ...)
         runs = list(gap_runs(runs))
     gaps = sum([count for _, count in runs]) if runs else 0
-    history = admission_history(request)
+    history = admission_history(request) if request.pd is not None else [_entry(a) for a in request.admissions]
     uuid = spec.uuid
+    # (in the encoder's order, sorted: its sort then finds nothing to move)
     record = {
-        "uuid": uuid, "index": spec.index, "id": spec.name or uuid, "session_id": spec.session_id,
-        "turn_index": spec.turn_index,
+        "admission_count": len(history),
+        "admission_history": history,
         "arrival_time_ms": None if arrival is None else arrival / MS,
+        "dp_rank": request.rank,
+        "e2e_latency_ms": (last - arrival) / MS if request.status == "completed" else None,
+        "first_admission_g1_reused_input_tokens": request.first_g1_tokens,
+        "first_admission_host_reused_input_tokens": request.first_host_tokens,
+        "first_admission_reused_input_tokens": request.first_reused_tokens,
         "first_admit_ms": None if admit is None else admit / MS,
-        "first_token_ms": None if first is None else first / MS, "last_token_ms": None if last is None else last / MS,
+        "first_token_ms": None if first is None else first / MS,
+        "id": spec.name or uuid, "index": spec.index, "input_length": spec.prompt_len,
+        "itl_ms": math.fsum([gap / MS * count for gap, count in runs]) / gaps if gaps else None,
+        "last_token_ms": None if last is None else last / MS,
+        "output_length": request.generated,
+        "readmission_count": sum([a["is_readmission"] for a in history]),  # (bools: their sum is an int)
+        "requested_output_length": spec.requested_output_len or spec.output_len,
+        "reused_input_tokens": request.reused_tokens,
+        "session_id": spec.session_id,
+        "terminal_reason": request.reason or None, "terminal_status": request.status,
         "terminal_time_ms": None if end is None else end / MS,
         "ttft_ms": (first - arrival) / MS if first is not None else None,
         "ttst_ms": (second - first) / MS if second is not None else None,
-        "itl_ms": math.fsum([gap / MS * count for gap, count in runs]) / gaps if gaps else None,
-        "e2e_latency_ms": (last - arrival) / MS if request.status == "completed" else None,
-        "input_length": spec.prompt_len, "requested_output_length": spec.requested_output_len or spec.output_len,
-        "output_length": request.generated,
-        "reused_input_tokens": request.reused_tokens,
-        "first_admission_reused_input_tokens": request.first_reused_tokens,
-        "first_admission_g1_reused_input_tokens": request.first_g1_tokens,
-        "first_admission_host_reused_input_tokens": request.first_host_tokens,
-        "admission_history": history,
-        "admission_count": len(history),
-        "readmission_count": sum([a["is_readmission"] for a in history]),  # (bools: their sum is an int)
-        "terminal_status": request.status, "terminal_reason": request.reason or None,
-        "dp_rank": request.rank,
+        "turn_index": spec.turn_index, "uuid": uuid,
     }
     if request.pd is not None and request.pd.prefill_rank is not None:
         record.update(_pd_fields(request, request.pd))
@@ -100,9 +106,10 @@ def request_record(request: Request) -> dict:
 
 
 def _entry(admission: dict) -> dict:
-    """An admission's record: its fields, its time in ms in place of ns."""
+    """An admission's record: its fields, its time in ms in place of ns (the key order is the encoder's, sorted)."""
     entry = admission.copy()
-    entry["at_ms"] = _ms(entry.pop("at_ns"))
+    at = entry.pop("at_ns")
+    entry["at_ms"] = None if at is None else at / MS
     return entry
 
 

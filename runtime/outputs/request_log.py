@@ -28,18 +28,21 @@ class LatencySamples:
 
     def add(self, request) -> None:
         ttft, ttst, tpot, itl, e2e = self.samples
-        first, last = request.first_token_ns, request.last_token_ns
-        value = first - request.arrival_ns
+        arrival, first, last = request.arrival_ns, request.first_token_ns, request.last_token_ns
+        value = first - arrival
         ttft[value] = ttft.get(value, 0) + 1
-        if request.second_token_ns is not None:
-            value = request.second_token_ns - first
+        second = request.second_token_ns
+        if second is not None:
+            value = second - first
             ttst[value] = ttst.get(value, 0) + 1
-        if request.generated > 1:
-            value = (last - first) / MS / (request.generated - 1)
+        generated = request.generated
+        if generated > 1:
+            value = (last - first) / MS / (generated - 1)
             tpot[value] = tpot.get(value, 0) + 1
-        for gap, count in gap_runs(request.gaps):
+        gaps = request.gaps
+        for gap, count in gaps if type(gaps) is list else gap_runs(gaps):  # (a list of runs, or packed)
             itl[gap] = itl.get(gap, 0) + count
-        value = last - request.arrival_ns
+        value = last - arrival
         e2e[value] = e2e.get(value, 0) + 1
 
     def runs(self) -> dict[str, list[tuple[float, int]]]:

@@ -28,6 +28,7 @@ class Router:
     seed: int = 0  # the random and max_prefix draws (opal's simulation.seed)
     placed: dict = field(default_factory=dict)  # role -> requests placed by the policy so far
     turns: dict = field(default_factory=dict)  # worker index -> requests placed on it (its DP rank in turn)
+    roles: dict = field(default_factory=dict, repr=False)  # role -> its workers (`members`: roles are set at build)
 
     def __post_init__(self):
         if self.policy not in ("kv_aware",) + routing.POLICIES:
@@ -39,7 +40,11 @@ class Router:
         return self.policy in routing.READS_STATE
 
     def members(self, role: str) -> list:
-        return [w for w in self.workers if w.ranks[0].role == role]
+        """The role's workers, in index order (one list per role, made once: do not change it)."""
+        found = self.roles.get(role)
+        if found is None:
+            found = self.roles[role] = [w for w in self.workers if w.ranks[0].role == role]
+        return found
 
     def place(self, role: str, now: int, rank: int | None = None, worker: int | None = None, spec=None):
         """The rank that takes a request (`spec`, read by max_prefix) arriving at `now`."""

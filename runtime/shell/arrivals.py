@@ -50,13 +50,19 @@ class Arrivals:
         if spec is self.queued:
             self._queue_next()
         replay = self.replay
-        spec = within_context(spec, replay.context_limit)
+        context_limit = replay.context_limit
+        if context_limit is not None:
+            spec = within_context(spec, context_limit)
         handoffs, router = replay.handoffs, replay.router
         first = handoffs.first_role
-        rank = router.place(first, now, *((spec.prefill_dp_rank, spec.prefill_worker_idx) if first == "prefill"
-                                          else (spec.dp_rank, spec.worker_idx)), spec=spec)
+        if first == "prefill":
+            rank = router.place(first, now, spec.prefill_dp_rank, spec.prefill_worker_idx, spec)
+        else:
+            rank = router.place(first, now, spec.dp_rank, spec.worker_idx, spec)
         holder = self.holder(rank)  # (the rank that holds the whole sequence: the decode rank in P/D)
-        spec = within_context(spec, replay.workers[holder.worker].engine.sequence_limit(holder))
+        limit = replay.workers[holder.worker].engine.sequence_limit(holder)
+        if limit is not None:
+            spec = within_context(spec, limit)
         hint = router.hint(rank, spec, spec.keys(rank.block_size), now, rank.chain.kvcr.busy_workers) \
             if rank.chain.wants_hint else None
         keyed = replay.workers[rank.worker].engine.keyed  # (SGLang's radix cache needs no per-token keys)
@@ -85,7 +91,7 @@ class Arrivals:
             tuple(replay.router.members(role)[0].ranks[0] for role in ("prefill", "decode"))
 
     def holder(self, rank):
-        return self._ranks(rank)[-1]
+        return rank if self.replay.handoff is None else self._ranks(rank)[-1]
 
     def never_fits(self, rank, spec) -> str:
         return never_fits(spec, self._ranks(rank), self.replay.context_limit)

@@ -253,9 +253,10 @@ class Replay:
         while self.handed_over:
             self.handed_over = False
             for worker in self.workers:
-                if worker.batches is None and any(rank.busy for rank in worker.ranks) \
-                        and any(up <= now for _, up, _ in worker.periods):  # started up (scaled workers)
-                    self._start_pass(worker, now)
+                ranks, periods = worker.ranks, worker.periods  # (one rank and one period read directly: each instant)
+                if worker.batches is None and (ranks[0].busy if len(ranks) == 1 else any(r.busy for r in ranks)) \
+                        and (periods[0][1] <= now if len(periods) == 1 else any(up <= now for _, up, _ in periods)):
+                    self._start_pass(worker, now)  # (it has work, and has started up: scaled workers)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:

@@ -129,12 +129,12 @@ class Traffic:
                            worker_idx=item.worker_idx, prefill_worker_idx=item.prefill_worker_idx,
                            kv_hints=item.kv_hints)
 
-    def _trace_row(self, position: int, arrival_ns: int | None, row=None) -> RequestSpec | None:
-        """Trace row `position` as a request arriving at `arrival_ns` (`row`: the row itself, already read)."""
-        if row is None:
-            if position >= len(self.rows):
-                return None
-            row = self.rows[position]
+    def _trace_row(self, position: int, arrival_ns: int | None) -> RequestSpec | None:
+        """Trace row `position` as a request arriving at `arrival_ns` (a closed loop's; an open loop's rows are
+        made in `_open_loop_arrivals`)."""
+        if position >= len(self.rows):
+            return None
+        row = self.rows[position]
         index = self._new_index()
         self.requests_made += 1
         return RequestSpec.of_trace_row(index, row.input_length, row.output_length, row.hash_ids,
@@ -199,12 +199,15 @@ class Traffic:
                 if self.stop_ns is not None and requests[position].arrival_ns > self.stop_ns:
                     return
                 yield self._listed(position, None)
-        elif self.kind == "trace":
-            for position, row in enumerate(self.rows):
-                arrival = row.timestamp_ns
-                if self.stop_ns is not None and arrival > self.stop_ns:
+        elif self.kind == "trace":  # (`_trace_row` of each row, inline: once per row of a million-row trace)
+            stop, trace_block, make = self.stop_ns, self.source.block_size, RequestSpec.of_trace_row
+            for arrival, prompt_len, output_len, hash_ids, session_id in self.rows:
+                if stop is not None and arrival > stop:
                     return
-                yield self._trace_row(position, arrival, row)
+                index = self.next_index
+                self.next_index = index + 1
+                self.requests_made += 1
+                yield make(index, prompt_len, output_len, hash_ids, trace_block, arrival, session_id)
         else:
             yield from self._rate_arrivals(self.request_limit, self._synthetic)
 
