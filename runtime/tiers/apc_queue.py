@@ -12,23 +12,44 @@ entries is a slice of `alive` (counted, searched and used as a mask in C), not
 a look-up per entry: with a TTL, refreshed prefixes leave dead entries all the
 time.  Every step over entries is a map over a whole run of them (in
 C): a prompt at block 16 is thousands of blocks, entering, leaving and being
-refreshed together.  `apc.ApcPool` owns one and is its only user.
+refreshed together.  Which entry is a block's live one is a column by block id
+(`entry`, -1: not queued), set and read by plain loops and `itemgetter`:
+a dict's hashing, and maps of bound `__setitem__`, cost several times more
+per block.  `apc.ApcPool` owns one and is its only user.
 """
 from __future__ import annotations
 
 from bisect import bisect_right
 from itertools import compress, repeat
-from operator import sub
+from operator import itemgetter
 
-from .g1 import consume
 
 ONES = b"\x01"  # (an entry's `alive` byte while it is live)
+
+
+def gather(column, indices) -> list:
+    """`[column[i] for i in indices]` in C (`itemgetter` over the whole run: half a map's cost per item)."""
+    if len(indices) > 1:
+        return list(itemgetter(*indices)(column))
+    return [column[indices[0]]] if indices else []
+
+
+def number(entry: list, blocks, first: int) -> None:
+    """`entry[block] = first + i` for the i-th of `blocks` (a loop: faster than any map of `__setitem__`)."""
+    for block in blocks:
+        entry[block] = first
+        first += 1
+
+
+def unnumber(entry: list, blocks) -> None:
+    for block in blocks:
+        entry[block] = -1
 
 
 class IdleQueue:
     __slots__ = ("ttl_ns", "q", "stamps", "alive", "base", "head", "boundary", "expired", "live", "entry", "probe", "newest")
 
-    def __init__(self, ttl_ns: int = 0):
+    def __init__(self, ttl_ns: int, capacity: int):
         self.ttl_ns = ttl_ns
         self.q: list = []  # blocks in access order
         self.stamps: list = []  # q's last accesses (non-decreasing)
@@ -36,7 +57,7 @@ class IdleQueue:
         self.base = self.head = self.boundary = 0  # absolute numbers: first kept, first unread, first unexpired
         self.expired = 0  # live entries in [head, boundary)
         self.live = 0  # idle blocks
-        self.entry: dict[int, int] = {}  # idle block -> the absolute number of its live entry
+        self.entry: list[int] = [-1] * capacity  # per block id: the absolute number of its live entry (-1: none)
         # every entry in [boundary, probe) is dead: an entry never comes back to life and new ones are appended,
         # so the search for the oldest protected live entry resumes here instead of rescanning the dead ones
         self.probe = 0
@@ -57,15 +78,16 @@ class IdleQueue:
 
     def _kill(self, numbers) -> None:
         """The entries with these absolute numbers go dead."""
-        consume(map(self.alive.__setitem__, map(sub, numbers, repeat(self.base)), repeat(0)))
+        alive, base = self.alive, self.base
+        for entry in numbers:
+            alive[entry - base] = 0
 
     def enqueue(self, block: int, now: int) -> None:
         self.enqueue_all([block], now)
 
     def enqueue_all(self, blocks: list[int], now: int) -> None:
         """`enqueue` of each of `blocks`, in this order (a request frees its whole prefix at once)."""
-        first = self.base + len(self.q)
-        self.entry.update(zip(blocks, range(first, first + len(blocks))))
+        number(self.entry, blocks, self.base + len(self.q))
         self.q.extend(blocks)
         self.stamps.extend(repeat(now, len(blocks)))
         self.alive += ONES * len(blocks)
@@ -77,7 +99,8 @@ class IdleQueue:
 
     def dequeue_all(self, blocks: list[int]) -> None:
         """Each of `blocks` (idle, distinct) leaves the queue: their entries go dead."""
-        numbers = list(map(self.entry.pop, blocks))
+        numbers = gather(self.entry, blocks)
+        unnumber(self.entry, blocks)
         self._kill(numbers)
         self.live -= len(numbers)
         self.expired -= sum(map(self.boundary.__gt__, numbers))
@@ -120,7 +143,7 @@ class IdleQueue:
         blocks = list(compress(self.q[start:], live))
         self.stamps = list(compress(self.stamps[start:], live))
         self.alive = bytearray(ONES * len(blocks))
-        self.entry.update(zip(blocks, range(first, first + len(blocks))))
+        number(self.entry, blocks, first)
         self.q, self.base, self.head = blocks, first, first
         self.boundary = self.probe = first + self.expired  # the expired live entries are the oldest ones
 
@@ -140,7 +163,7 @@ class IdleQueue:
             out.extend(compress(self.q[start - self.base:stop - self.base], self._is_live(start, stop)))
             self.head = stop
         if out:
-            consume(map(self.entry.__delitem__, out))
+            unnumber(self.entry, out)
             self.live -= len(out)
             self.expired -= len(out)
         cut = self.head - self.base
@@ -158,20 +181,19 @@ class IdleQueue:
         end = self.base + len(q)
         first = end - len(blocks)
         unchanged = self.newest[0] is blocks and self.newest[1:] == (end, self.head, self.live)
-        if first >= self.boundary and (unchanged or entry.get(blocks[0]) == first and
-                                       list(map(entry.get, blocks)) == list(range(first, end))):
+        if first >= self.boundary and (unchanged or entry[blocks[0]] == first and
+                                       gather(entry, blocks) == list(range(first, end))):
             # they are the newest entries already, in this order (the same request looked them up last time):
             # restamped in place, no dead entry left behind (stamps stay in order: `now` is the latest)
             self.stamps[first - self.base:] = repeat(now, len(blocks))
             self.newest = (blocks, end, self.head, self.live)
             return
-        numbers = list(map(entry.pop, blocks))
+        numbers = gather(entry, blocks)
         self._kill(numbers)
         self.expired -= sum(map(self.boundary.__gt__, numbers))
-        first = self.base + len(q)
+        number(entry, blocks, self.base + len(q))  # (the same blocks: each one's old number is overwritten)
         q.extend(blocks)
         self.stamps.extend(repeat(now, len(blocks)))
         self.alive += ONES * len(blocks)
-        entry.update(zip(blocks, range(first, first + len(blocks))))
         self._maybe_compact()
         self.newest = (blocks, self.base + len(self.q), self.head, self.live)
