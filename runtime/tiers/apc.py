@@ -35,7 +35,7 @@ from operator import eq, is_not, not_, sub
 
 from .apc_free import FreeBlocks
 from .apc_log import EvictStats
-from .apc_queue import IdleQueue, gather
+from .apc_queue import IdleQueue, gather, ids
 from .apc_lookup import ApcLookups
 from .apc_retry import Lookup
 from .g1 import BlockPool, consume
@@ -110,7 +110,7 @@ class ApcPool(ApcLookups, BlockPool):
         held = gather(ref, blocks)
         unheld = list(compress(blocks, map(not_, held)))
         if unheld:
-            queued = list(map((-1).__lt__, gather(self.queue.entry, unheld)))
+            queued = (self.queue.entry[ids(unheld)] >= 0).tolist()
             idle = list(compress(unheld, queued))
             if idle:
                 self.queue.dequeue_all(idle)

@@ -13,8 +13,10 @@ from __future__ import annotations
 from itertools import compress, islice, repeat, takewhile
 from operator import and_, not_
 
+import numpy as np
+
+from .apc_queue import gather, ids
 from .apc_retry import Lookup
-from .apc_queue import gather
 from .g1 import NOT_NONE, consume
 
 
@@ -36,11 +38,10 @@ class ApcLookups:
         unheld = list(compress(blocks, map(not_, gather(ref, blocks))))
         if not unheld:
             return 0
-        numbers = gather(self.queue.entry, unheld)
-        queued = len(numbers) - numbers.count(-1)
-        unqueued = len(numbers) - queued
-        free = sum(map(self.free.__contains__, compress(unheld, map((-1).__eq__, numbers)))) if unqueued else 0
-        return free + sum(map(boundary.__gt__, numbers)) - unqueued
+        numbers = self.queue.entry[ids(unheld)]
+        unqueued = numbers < 0
+        free = sum(map(self.free.__contains__, compress(unheld, unqueued.tolist()))) if unqueued.any() else 0
+        return free + int(np.count_nonzero(numbers < boundary)) - int(np.count_nonzero(unqueued))
 
     def protected(self, key) -> bool:
         """Is `key`'s block idle and kept by its TTL, not yet expired (the miss breakdown asks)?"""
@@ -48,7 +49,7 @@ class ApcLookups:
         if not self.ttl_ns or block is None or self.ref[block]:
             return False
         self.queue.expire(self.now())  # (bookkeeping only, as free_among does)
-        return self.queue.entry[block] >= self.queue.boundary
+        return bool(self.queue.entry[block] >= self.queue.boundary)
 
     def match(self, keys, limit: int) -> list[int]:
         """The cached prefix (as BlockPool's); with a TTL a lookup is an access: matched idle blocks become the

@@ -12,16 +12,18 @@ entries is a slice of `alive` (counted, searched and used as a mask in C), not
 a look-up per entry: with a TTL, refreshed prefixes leave dead entries all the
 time.  Every step over entries is a map over a whole run of them (in
 C): a prompt at block 16 is thousands of blocks, entering, leaving and being
-refreshed together.  Which entry is a block's live one is a column by block id
-(`entry`, -1: not queued), set and read by plain loops and `itemgetter`:
-a dict's hashing, and maps of bound `__setitem__`, cost several times more
-per block.  `apc.ApcPool` owns one and is its only user.
+refreshed together.  Which entry is a block's live one is a numpy column by
+block id (`entry`, -1: not queued), set and read a whole run at a time: a
+dict, or a list of ints, allocates and frees an int object per block and
+misses the cache on each.  `apc.ApcPool` owns one and is its only user.
 """
 from __future__ import annotations
 
 from bisect import bisect_right
 from itertools import compress, repeat
 from operator import itemgetter
+
+import numpy as np
 
 
 ONES = b"\x01"  # (an entry's `alive` byte while it is live)
@@ -34,16 +36,9 @@ def gather(column, indices) -> list:
     return [column[indices[0]]] if indices else []
 
 
-def number(entry: list, blocks, first: int) -> None:
-    """`entry[block] = first + i` for the i-th of `blocks` (a loop: faster than any map of `__setitem__`)."""
-    for block in blocks:
-        entry[block] = first
-        first += 1
-
-
-def unnumber(entry: list, blocks) -> None:
-    for block in blocks:
-        entry[block] = -1
+def ids(blocks: list[int]) -> np.ndarray:
+    """A run of block ids as an index array (one conversion serves every column the run touches)."""
+    return np.fromiter(blocks, np.int64, len(blocks))
 
 
 class IdleQueue:
@@ -57,7 +52,7 @@ class IdleQueue:
         self.base = self.head = self.boundary = 0  # absolute numbers: first kept, first unread, first unexpired
         self.expired = 0  # live entries in [head, boundary)
         self.live = 0  # idle blocks
-        self.entry: list[int] = [-1] * capacity  # per block id: the absolute number of its live entry (-1: none)
+        self.entry = np.full(capacity, -1, np.int64)  # per block id: the number of its live entry (-1: none)
         # every entry in [boundary, probe) is dead: an entry never comes back to life and new ones are appended,
         # so the search for the oldest protected live entry resumes here instead of rescanning the dead ones
         self.probe = 0
@@ -76,18 +71,19 @@ class IdleQueue:
         base = self.base
         return self.alive[start - base:stop - base]
 
-    def _kill(self, numbers) -> None:
+    def _kill(self, numbers: np.ndarray) -> None:
         """The entries with these absolute numbers go dead."""
-        alive, base = self.alive, self.base
-        for entry in numbers:
-            alive[entry - base] = 0
+        view = np.frombuffer(self.alive, np.uint8)  # (writable, and gone before `alive` next changes size)
+        view[numbers - self.base] = 0
+        del view
 
     def enqueue(self, block: int, now: int) -> None:
         self.enqueue_all([block], now)
 
     def enqueue_all(self, blocks: list[int], now: int) -> None:
         """`enqueue` of each of `blocks`, in this order (a request frees its whole prefix at once)."""
-        number(self.entry, blocks, self.base + len(self.q))
+        first = self.base + len(self.q)
+        self.entry[ids(blocks)] = np.arange(first, first + len(blocks))
         self.q.extend(blocks)
         self.stamps.extend(repeat(now, len(blocks)))
         self.alive += ONES * len(blocks)
@@ -99,11 +95,12 @@ class IdleQueue:
 
     def dequeue_all(self, blocks: list[int]) -> None:
         """Each of `blocks` (idle, distinct) leaves the queue: their entries go dead."""
-        numbers = gather(self.entry, blocks)
-        unnumber(self.entry, blocks)
+        index = ids(blocks)
+        numbers = self.entry[index]
+        self.entry[index] = -1
         self._kill(numbers)
         self.live -= len(numbers)
-        self.expired -= sum(map(self.boundary.__gt__, numbers))
+        self.expired -= int(np.count_nonzero(numbers < self.boundary))
         self._maybe_compact()
 
     def first_protected(self) -> int | None:
@@ -143,7 +140,7 @@ class IdleQueue:
         blocks = list(compress(self.q[start:], live))
         self.stamps = list(compress(self.stamps[start:], live))
         self.alive = bytearray(ONES * len(blocks))
-        number(self.entry, blocks, first)
+        self.entry[ids(blocks)] = np.arange(first, first + len(blocks))
         self.q, self.base, self.head = blocks, first, first
         self.boundary = self.probe = first + self.expired  # the expired live entries are the oldest ones
 
@@ -163,7 +160,7 @@ class IdleQueue:
             out.extend(compress(self.q[start - self.base:stop - self.base], self._is_live(start, stop)))
             self.head = stop
         if out:
-            unnumber(self.entry, out)
+            self.entry[ids(out)] = -1
             self.live -= len(out)
             self.expired -= len(out)
         cut = self.head - self.base
@@ -181,17 +178,21 @@ class IdleQueue:
         end = self.base + len(q)
         first = end - len(blocks)
         unchanged = self.newest[0] is blocks and self.newest[1:] == (end, self.head, self.live)
+        index = None if unchanged else ids(blocks)
         if first >= self.boundary and (unchanged or entry[blocks[0]] == first and
-                                       gather(entry, blocks) == list(range(first, end))):
+                                       bool((entry[index] == np.arange(first, end)).all())):
             # they are the newest entries already, in this order (the same request looked them up last time):
             # restamped in place, no dead entry left behind (stamps stay in order: `now` is the latest)
             self.stamps[first - self.base:] = repeat(now, len(blocks))
             self.newest = (blocks, end, self.head, self.live)
             return
-        numbers = gather(entry, blocks)
+        if index is None:
+            index = ids(blocks)
+        numbers = entry[index]
         self._kill(numbers)
-        self.expired -= sum(map(self.boundary.__gt__, numbers))
-        number(entry, blocks, self.base + len(q))  # (the same blocks: each one's old number is overwritten)
+        self.expired -= int(np.count_nonzero(numbers < self.boundary))
+        first = self.base + len(q)
+        entry[index] = np.arange(first, first + len(blocks))  # (the same blocks: their old numbers go)
         q.extend(blocks)
         self.stamps.extend(repeat(now, len(blocks)))
         self.alive += ONES * len(blocks)
