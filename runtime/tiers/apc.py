@@ -33,6 +33,8 @@ from __future__ import annotations
 from itertools import compress, repeat
 from operator import eq, is_not, not_, sub
 
+import numpy as np
+
 from .apc_free import FreeBlocks
 from .apc_log import EvictStats
 from .apc_queue import IdleQueue, gather, ids
@@ -57,7 +59,7 @@ class ApcPool(ApcLookups, BlockPool):
         # per block id, set whenever the block is keyed (so never stale while it is): the RequestSpec that wrote
         # it (None: a restore) and its index in that chain
         self.writer_of: list = [None] * capacity
-        self.index_of: list[int] = [0] * capacity
+        self.index_of = np.zeros(capacity, np.int64)  # (numpy: a run's indices set at once, no int per block)
         self.on_evict = None  # None or callable(pool, keys, writers, positions) per eviction batch
         self.evict_log: list | None = None  # set to a list to collect an EvictStats per eviction batch
         self.inline_evictions = self.proactive_evictions = self.ttl_skipped = 0
@@ -200,7 +202,9 @@ class ApcPool(ApcLookups, BlockPool):
                                              len(victims), scanned, skipped, self.queue.live, pinned,
                                              pinned + self.queue.live))
         if self.on_evict is not None and victims:
-            self.on_evict(self, keys, gather(self.writer_of, victims), gather(self.index_of, victims))
+            index_of = self.index_of
+            positions = [int(index_of[victims[0]])] if len(victims) == 1 else index_of[ids(victims)].tolist()
+            self.on_evict(self, keys, gather(self.writer_of, victims), positions)
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
         """BlockPool's, recording for each newly keyed block which request wrote it and at which chain index."""
@@ -222,20 +226,18 @@ class ApcPool(ApcLookups, BlockPool):
         run_keys, run_blocks = keys[start:stop], blocks[start:stop]
         stored = list(map(eq, map(cached.setdefault, run_keys, run_blocks), run_blocks))
         if stored.count(True) == len(stored):  # (usually: nothing of a prompt past its hits is cached)
-            writer_of, index_of = self.writer_of, self.index_of
-            index = start
+            writer_of = self.writer_of
             for block, key in zip(run_blocks, run_keys):  # (a loop: maps of `__setitem__` cost several times more)
                 key_of[block] = key
                 writer_of[block] = writer
-                index_of[block] = index
-                index += 1
+            self.index_of[ids(run_blocks)] = np.arange(start, stop)
             if self.events is not None and run_keys:
                 self.events.append(("Stored", run_keys))
             return
         written, written_keys = list(compress(run_blocks, stored)), list(compress(run_keys, stored))
         consume(map(key_of.__setitem__, written, written_keys))
         consume(map(self.writer_of.__setitem__, written, repeat(writer)))
-        consume(map(self.index_of.__setitem__, written, compress(range(start, stop), stored)))
+        self.index_of[ids(written)] = list(compress(range(start, stop), stored))
         if self.events is not None and written_keys:
             self.events.append(("Stored", written_keys))
 
@@ -245,7 +247,7 @@ class ApcPool(ApcLookups, BlockPool):
         keyed = list(map(eq, map(self.key_of.__getitem__, run_blocks), keys[start:stop]))
         written = list(compress(run_blocks, keyed))
         consume(map(self.writer_of.__setitem__, written, repeat(writer)))
-        consume(map(self.index_of.__setitem__, written, compress(range(start, stop), keyed)))
+        self.index_of[ids(written)] = list(compress(range(start, stop), keyed))
 
     def release(self, blocks: list[int]) -> None:
         """Drop one reference each; a freed keyed block joins the queue's newest end (tail first), stamped now;
