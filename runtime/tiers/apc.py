@@ -33,11 +33,9 @@ from __future__ import annotations
 from itertools import compress, repeat
 from operator import eq, is_not, not_, sub
 
-import numpy as np
-
 from .apc_free import FreeBlocks
 from .apc_log import EvictStats
-from .apc_queue import IdleQueue, gather, ids
+from .apc_queue import IdleQueue, column, gather, ids, span
 from .apc_lookup import ApcLookups
 from .apc_retry import Lookup
 from .g1 import BlockPool, consume
@@ -59,7 +57,7 @@ class ApcPool(ApcLookups, BlockPool):
         # per block id, set whenever the block is keyed (so never stale while it is): the RequestSpec that wrote
         # it (None: a restore) and its index in that chain
         self.writer_of: list = [None] * capacity
-        self.index_of = np.zeros(capacity, np.int64)  # (numpy: a run's indices set at once, no int per block)
+        self.index_of = column(capacity)  # (numpy: a run's indices set at once, no int per block)
         self.on_evict = None  # None or callable(pool, keys, writers, positions) per eviction batch
         self.evict_log: list | None = None  # set to a list to collect an EvictStats per eviction batch
         self.inline_evictions = self.proactive_evictions = self.ttl_skipped = 0
@@ -230,7 +228,7 @@ class ApcPool(ApcLookups, BlockPool):
             for block, key in zip(run_blocks, run_keys):  # (a loop: maps of `__setitem__` cost several times more)
                 key_of[block] = key
                 writer_of[block] = writer
-            self.index_of[ids(run_blocks)] = np.arange(start, stop)
+            self.index_of[ids(run_blocks)] = span(start, stop)
             if self.events is not None and run_keys:
                 self.events.append(("Stored", run_keys))
             return

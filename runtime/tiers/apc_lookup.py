@@ -13,8 +13,6 @@ from __future__ import annotations
 from itertools import compress, islice, repeat, takewhile
 from operator import and_, not_
 
-import numpy as np
-
 from .apc_queue import gather, ids
 from .apc_retry import Lookup
 from .g1 import NOT_NONE, consume
@@ -41,7 +39,7 @@ class ApcLookups:
         numbers = self.queue.entry[ids(unheld)]
         unqueued = numbers < 0
         free = sum(map(self.free.__contains__, compress(unheld, unqueued.tolist()))) if unqueued.any() else 0
-        return free + int(np.count_nonzero(numbers < boundary)) - int(np.count_nonzero(unqueued))
+        return free + int((numbers < boundary).sum()) - int(unqueued.sum())
 
     def protected(self, key) -> bool:
         """Is `key`'s block idle and kept by its TTL, not yet expired (the miss breakdown asks)?"""

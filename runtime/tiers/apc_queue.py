@@ -23,8 +23,6 @@ from bisect import bisect_right
 from itertools import compress, repeat
 from operator import itemgetter
 
-import numpy as np
-
 
 ONES = b"\x01"  # (an entry's `alive` byte while it is live)
 
@@ -36,9 +34,29 @@ def gather(column, indices) -> list:
     return [column[indices[0]]] if indices else []
 
 
-def ids(blocks: list[int]) -> np.ndarray:
+np = None  # numpy, loaded by the first queue: a run without APC (most) does not import it (tests/test_startup.py)
+
+
+def load_numpy():
+    global np
+    if np is None:
+        import numpy
+        np = numpy
+    return np
+
+
+def ids(blocks: list[int]):
     """A run of block ids as an index array (one conversion serves every column the run touches)."""
     return np.fromiter(blocks, np.int64, len(blocks))
+
+
+def column(size: int):
+    """A numpy int64 column of `size` zeros (by block id)."""
+    return load_numpy().zeros(size, np.int64)
+
+
+def span(start: int, stop: int):
+    return np.arange(start, stop)
 
 
 class IdleQueue:
@@ -52,7 +70,7 @@ class IdleQueue:
         self.base = self.head = self.boundary = 0  # absolute numbers: first kept, first unread, first unexpired
         self.expired = 0  # live entries in [head, boundary)
         self.live = 0  # idle blocks
-        self.entry = np.full(capacity, -1, np.int64)  # per block id: the number of its live entry (-1: none)
+        self.entry = column(capacity) - 1  # per block id: the number of its live entry (-1: none)
         # every entry in [boundary, probe) is dead: an entry never comes back to life and new ones are appended,
         # so the search for the oldest protected live entry resumes here instead of rescanning the dead ones
         self.probe = 0
@@ -71,7 +89,7 @@ class IdleQueue:
         base = self.base
         return self.alive[start - base:stop - base]
 
-    def _kill(self, numbers: np.ndarray) -> None:
+    def _kill(self, numbers) -> None:
         """The entries with these absolute numbers go dead."""
         view = np.frombuffer(self.alive, np.uint8)  # (writable, and gone before `alive` next changes size)
         view[numbers - self.base] = 0
