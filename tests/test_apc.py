@@ -229,7 +229,7 @@ def test_the_startup_line():
 def test_dead_entries_in_the_middle_are_skipped_by_expiry_counts_takes_and_the_protected_search():
     """The queue's liveness column: blocks 2 and 4 leave early (hits); an expiry counts only the live entries it
     passes, a take returns only live blocks, and the oldest protected entry is the first live one after them."""
-    queue = IdleQueue(ttl_ns=10)
+    queue = IdleQueue(ttl_ns=10, capacity=8)  # (blocks 0-7)
     queue.enqueue_all([1, 2, 3], 0)  # numbers 0-2
     queue.enqueue_all([4, 5], 5)  # numbers 3-4
     queue.enqueue_all([6], 8)  # number 5

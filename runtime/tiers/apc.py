@@ -30,11 +30,12 @@ batch is up to thousands of blocks); `pool.now()` is the eviction's instant: fus
 """
 from __future__ import annotations
 
-from itertools import compress, islice, repeat
-from operator import add, eq, is_not, not_, sub
+from itertools import compress, repeat
+from operator import eq, is_not, not_, sub
 
+from .apc_free import FreeBlocks
 from .apc_log import EvictStats
-from .apc_queue import IdleQueue
+from .apc_queue import IdleQueue, column, gather, ids, span
 from .apc_lookup import ApcLookups
 from .apc_retry import Lookup
 from .g1 import BlockPool, consume
@@ -48,14 +49,15 @@ class ApcPool(ApcLookups, BlockPool):
         self.clock = clock  # the replay's Clock (`.now`); None: time stays 0
         self.ttl_ns = ttl_ns
         self.advanced_to = 0  # a macro step applies later passes early: the latest instant it applied (see `at`)
-        self.queue = IdleQueue(ttl_ns)  # the idle blocks, in last-access order
+        self.free = FreeBlocks()  # (blocks holding nothing leave from the front only: apc_free.py)
+        self.queue = IdleQueue(ttl_ns, capacity)  # the idle blocks, in last-access order
         self._looked: dict[int, None] = {}  # idle blocks a lookup at `_looked_at` refreshed without holding them
         self._looking: list = []  # idle-block lists of lookups at `_looked_at` not yet put into `_looked`
         self._looked_at = -1
         # per block id, set whenever the block is keyed (so never stale while it is): the RequestSpec that wrote
         # it (None: a restore) and its index in that chain
         self.writer_of: list = [None] * capacity
-        self.index_of: list[int] = [0] * capacity
+        self.index_of = column(capacity)  # (numpy: a run's indices set at once, no int per block)
         self.on_evict = None  # None or callable(pool, keys, writers, positions) per eviction batch
         self.evict_log: list | None = None  # set to a list to collect an EvictStats per eviction batch
         self.inline_evictions = self.proactive_evictions = self.ttl_skipped = 0
@@ -105,18 +107,20 @@ class ApcPool(ApcLookups, BlockPool):
         if self.retry is not None:
             self.retry.touched(blocks)
         ref = self.ref
-        held = list(map(ref.__getitem__, blocks))
+        held = gather(ref, blocks)
         unheld = list(compress(blocks, map(not_, held)))
         if unheld:
-            queued = list(map(self.queue.entry.__contains__, unheld))
+            queued = (self.queue.entry[ids(unheld)] >= 0).tolist()
             idle = list(compress(unheld, queued))
             if idle:
                 self.queue.dequeue_all(idle)
                 looked = self._looked_blocks()
                 if looked:
                     consume(map(looked.pop, idle, repeat(None)))
-            consume(map(self.free.__delitem__, compress(unheld, map(not_, queued))))
-        consume(map(ref.__setitem__, blocks, map(add, held, repeat(1))))
+            if len(idle) < len(unheld):
+                self.free.remove(compress(unheld, map(not_, queued)))
+        for block, count in zip(blocks, held):
+            ref[block] = count + 1
 
     def allocate(self, count: int) -> list[int]:
         """`count` blocks: never-used ones, then free ones (first freed first), then unprotected idle ones."""
@@ -125,16 +129,16 @@ class ApcPool(ApcLookups, BlockPool):
         out = self._fresh(count)
         rest = count - len(out)
         if rest:
-            free = self.free
-            taken = list(islice(free, min(rest, len(free))))
-            consume(map(free.__delitem__, taken))
+            taken = self.free.take(rest)
             if rest > len(taken):
                 victims = self.queue.pop_expired(rest - len(taken), self.now())
                 if len(victims) < rest - len(taken):
                     raise RuntimeError("ApcPool.allocate: fewer blocks than free_count promised")
                 self._drop(victims, rest - len(taken), proactive=False)
                 taken += victims
-            consume(map(self.ref.__setitem__, taken, repeat(1)))
+            ref = self.ref
+            for block in taken:
+                ref[block] = 1
             if self.copying and not self.copying.isdisjoint(taken):
                 self.awaited |= self.copying.intersection(taken)
             out.extend(taken)
@@ -149,7 +153,7 @@ class ApcPool(ApcLookups, BlockPool):
             self.key_of.append(None)
             return block
         if self.free:
-            block = self.free.popitem(last=False)[0]
+            block = self.free.take(1)[0]
         else:
             victims = self.queue.pop_expired(1, self.now())
             if not victims:
@@ -167,7 +171,7 @@ class ApcPool(ApcLookups, BlockPool):
         victims = self.queue.pop_expired(count, now)
         skipped = self.queue.live - self.queue.expired if len(victims) < count else 0
         self.ttl_skipped += skipped
-        self.free.update(dict.fromkeys(victims))
+        self.free.extend(victims)
         self._drop(victims, count, proactive=True, skipped=skipped, now=now)
         return len(victims)
 
@@ -176,10 +180,12 @@ class ApcPool(ApcLookups, BlockPool):
         """Forget the victims' keys; count them, record KV events, tell the hook and the log."""
         if not victims and not proactive:
             return
-        key_of = self.key_of
-        keys = list(map(key_of.__getitem__, victims))
-        consume(map(self.cached.__delitem__, keys))
-        consume(map(key_of.__setitem__, victims, repeat(None)))
+        key_of, cached = self.key_of, self.cached
+        keys = gather(key_of, victims)
+        for key in keys:
+            del cached[key]
+        for block in victims:
+            key_of[block] = None
         if proactive:
             self.proactive_evictions += len(victims)
         else:
@@ -194,8 +200,9 @@ class ApcPool(ApcLookups, BlockPool):
                                              len(victims), scanned, skipped, self.queue.live, pinned,
                                              pinned + self.queue.live))
         if self.on_evict is not None and victims:
-            self.on_evict(self, keys, list(map(self.writer_of.__getitem__, victims)),
-                          list(map(self.index_of.__getitem__, victims)))
+            index_of = self.index_of
+            positions = [int(index_of[victims[0]])] if len(victims) == 1 else index_of[ids(victims)].tolist()
+            self.on_evict(self, keys, gather(self.writer_of, victims), positions)
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
         """BlockPool's, recording for each newly keyed block which request wrote it and at which chain index."""
@@ -217,16 +224,18 @@ class ApcPool(ApcLookups, BlockPool):
         run_keys, run_blocks = keys[start:stop], blocks[start:stop]
         stored = list(map(eq, map(cached.setdefault, run_keys, run_blocks), run_blocks))
         if stored.count(True) == len(stored):  # (usually: nothing of a prompt past its hits is cached)
-            consume(map(key_of.__setitem__, run_blocks, run_keys))
-            consume(map(self.writer_of.__setitem__, run_blocks, repeat(writer)))
-            consume(map(self.index_of.__setitem__, run_blocks, range(start, stop)))
+            writer_of = self.writer_of
+            for block, key in zip(run_blocks, run_keys):  # (a loop: maps of `__setitem__` cost several times more)
+                key_of[block] = key
+                writer_of[block] = writer
+            self.index_of[ids(run_blocks)] = span(start, stop)
             if self.events is not None and run_keys:
                 self.events.append(("Stored", run_keys))
             return
         written, written_keys = list(compress(run_blocks, stored)), list(compress(run_keys, stored))
         consume(map(key_of.__setitem__, written, written_keys))
         consume(map(self.writer_of.__setitem__, written, repeat(writer)))
-        consume(map(self.index_of.__setitem__, written, compress(range(start, stop), stored)))
+        self.index_of[ids(written)] = list(compress(range(start, stop), stored))
         if self.events is not None and written_keys:
             self.events.append(("Stored", written_keys))
 
@@ -236,7 +245,7 @@ class ApcPool(ApcLookups, BlockPool):
         keyed = list(map(eq, map(self.key_of.__getitem__, run_blocks), keys[start:stop]))
         written = list(compress(run_blocks, keyed))
         consume(map(self.writer_of.__setitem__, written, repeat(writer)))
-        consume(map(self.index_of.__setitem__, written, compress(range(start, stop), keyed)))
+        self.index_of[ids(written)] = list(compress(range(start, stop), keyed))
 
     def release(self, blocks: list[int]) -> None:
         """Drop one reference each; a freed keyed block joins the queue's newest end (tail first), stamped now;
@@ -244,20 +253,22 @@ class ApcPool(ApcLookups, BlockPool):
         if self.retry is not None:
             self.retry.touched(blocks)
         ref, order = self.ref, blocks[::-1]
-        held = list(map(ref.__getitem__, order))
+        held = gather(ref, order)
         if held.count(1) == len(held):  # the usual release: its only holder lets go, every block is freed
-            consume(map(ref.__setitem__, order, repeat(0)))
+            for block in order:
+                ref[block] = 0
             freed = order
         else:
             left = list(map(sub, held, repeat(1)))
-            consume(map(ref.__setitem__, order, left))
+            for block, count in zip(order, left):
+                ref[block] = count
             freed = list(compress(order, map(not_, left)))
         if not freed:
             return
-        keys = list(map(self.key_of.__getitem__, freed))
+        keys = gather(self.key_of, freed)
         if keys.count(None):  # (rarely: a partial last block, or blocks computed past the prompt's keys)
             keyed = list(map(is_not, keys, repeat(None)))
-            self.free.update(dict.fromkeys(compress(freed, map(not_, keyed))))
+            self.free.extend(compress(freed, map(not_, keyed)))
             idle = list(compress(freed, keyed))
         else:
             idle = freed

@@ -13,6 +13,7 @@ from __future__ import annotations
 from itertools import compress, islice, repeat, takewhile
 from operator import and_, not_
 
+from .apc_queue import gather, ids
 from .apc_retry import Lookup
 from .g1 import NOT_NONE, consume
 
@@ -28,12 +29,17 @@ class ApcLookups:
         if kept is not None and blocks is kept.found and not kept.dirty and kept.at == self.now():
             return 0  # just refreshed: its idle blocks are protected, the others held
         self.queue.expire(self.now())
-        ref, entry, boundary = self.ref, self.queue.entry, self.queue.boundary
+        ref, boundary = self.ref, self.queue.boundary
         # (in C, as the match before it: a prefix may be thousands of blocks) unreferenced blocks that are free
-        # memory, or idle with an expired entry
-        idle = list(compress(blocks, map(not_, map(ref.__getitem__, blocks))))
-        return sum(map(self.free.__contains__, idle)) + \
-            sum(map(boundary.__gt__, map(entry.get, idle, repeat(boundary))))
+        # memory (they hold no key: only a touch of a block found by other means can name one), or idle with an
+        # expired entry (a number in [0, boundary): -1 is not queued)
+        unheld = list(compress(blocks, map(not_, gather(ref, blocks))))
+        if not unheld:
+            return 0
+        numbers = self.queue.entry[ids(unheld)]
+        unqueued = numbers < 0
+        free = sum(map(self.free.__contains__, compress(unheld, unqueued.tolist()))) if unqueued.any() else 0
+        return free + int((numbers < boundary).sum()) - int(unqueued.sum())
 
     def protected(self, key) -> bool:
         """Is `key`'s block idle and kept by its TTL, not yet expired (the miss breakdown asks)?"""
@@ -41,7 +47,7 @@ class ApcLookups:
         if not self.ttl_ns or block is None or self.ref[block]:
             return False
         self.queue.expire(self.now())  # (bookkeeping only, as free_among does)
-        return self.queue.entry.get(block, -1) >= self.queue.boundary
+        return bool(self.queue.entry[block] >= self.queue.boundary)
 
     def match(self, keys, limit: int) -> list[int]:
         """The cached prefix (as BlockPool's); with a TTL a lookup is an access: matched idle blocks become the

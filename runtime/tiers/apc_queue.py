@@ -12,23 +12,57 @@ entries is a slice of `alive` (counted, searched and used as a mask in C), not
 a look-up per entry: with a TTL, refreshed prefixes leave dead entries all the
 time.  Every step over entries is a map over a whole run of them (in
 C): a prompt at block 16 is thousands of blocks, entering, leaving and being
-refreshed together.  `apc.ApcPool` owns one and is its only user.
+refreshed together.  Which entry is a block's live one is a numpy column by
+block id (`entry`, -1: not queued), set and read a whole run at a time: a
+dict, or a list of ints, allocates and frees an int object per block and
+misses the cache on each.  `apc.ApcPool` owns one and is its only user.
 """
 from __future__ import annotations
 
 from bisect import bisect_right
 from itertools import compress, repeat
-from operator import sub
+from operator import itemgetter
 
-from .g1 import consume
 
 ONES = b"\x01"  # (an entry's `alive` byte while it is live)
+
+
+def gather(column, indices) -> list:
+    """`[column[i] for i in indices]` in C (`itemgetter` over the whole run: half a map's cost per item)."""
+    if len(indices) > 1:
+        return list(itemgetter(*indices)(column))
+    return [column[indices[0]]] if indices else []
+
+
+np = None  # numpy, loaded by the first queue: a run without APC (most) does not import it (tests/test_startup.py)
+
+
+def load_numpy():
+    global np
+    if np is None:
+        import numpy
+        np = numpy
+    return np
+
+
+def ids(blocks: list[int]):
+    """A run of block ids as an index array (one conversion serves every column the run touches)."""
+    return np.fromiter(blocks, np.int64, len(blocks))
+
+
+def column(size: int):
+    """A numpy int64 column of `size` zeros (by block id)."""
+    return load_numpy().zeros(size, np.int64)
+
+
+def span(start: int, stop: int):
+    return np.arange(start, stop)
 
 
 class IdleQueue:
     __slots__ = ("ttl_ns", "q", "stamps", "alive", "base", "head", "boundary", "expired", "live", "entry", "probe", "newest")
 
-    def __init__(self, ttl_ns: int = 0):
+    def __init__(self, ttl_ns: int, capacity: int):
         self.ttl_ns = ttl_ns
         self.q: list = []  # blocks in access order
         self.stamps: list = []  # q's last accesses (non-decreasing)
@@ -36,7 +70,7 @@ class IdleQueue:
         self.base = self.head = self.boundary = 0  # absolute numbers: first kept, first unread, first unexpired
         self.expired = 0  # live entries in [head, boundary)
         self.live = 0  # idle blocks
-        self.entry: dict[int, int] = {}  # idle block -> the absolute number of its live entry
+        self.entry = column(capacity) - 1  # per block id: the number of its live entry (-1: none)
         # every entry in [boundary, probe) is dead: an entry never comes back to life and new ones are appended,
         # so the search for the oldest protected live entry resumes here instead of rescanning the dead ones
         self.probe = 0
@@ -57,7 +91,9 @@ class IdleQueue:
 
     def _kill(self, numbers) -> None:
         """The entries with these absolute numbers go dead."""
-        consume(map(self.alive.__setitem__, map(sub, numbers, repeat(self.base)), repeat(0)))
+        view = np.frombuffer(self.alive, np.uint8)  # (writable, and gone before `alive` next changes size)
+        view[numbers - self.base] = 0
+        del view
 
     def enqueue(self, block: int, now: int) -> None:
         self.enqueue_all([block], now)
@@ -65,7 +101,7 @@ class IdleQueue:
     def enqueue_all(self, blocks: list[int], now: int) -> None:
         """`enqueue` of each of `blocks`, in this order (a request frees its whole prefix at once)."""
         first = self.base + len(self.q)
-        self.entry.update(zip(blocks, range(first, first + len(blocks))))
+        self.entry[ids(blocks)] = np.arange(first, first + len(blocks))
         self.q.extend(blocks)
         self.stamps.extend(repeat(now, len(blocks)))
         self.alive += ONES * len(blocks)
@@ -77,10 +113,12 @@ class IdleQueue:
 
     def dequeue_all(self, blocks: list[int]) -> None:
         """Each of `blocks` (idle, distinct) leaves the queue: their entries go dead."""
-        numbers = list(map(self.entry.pop, blocks))
+        index = ids(blocks)
+        numbers = self.entry[index]
+        self.entry[index] = -1
         self._kill(numbers)
         self.live -= len(numbers)
-        self.expired -= sum(map(self.boundary.__gt__, numbers))
+        self.expired -= int(np.count_nonzero(numbers < self.boundary))
         self._maybe_compact()
 
     def first_protected(self) -> int | None:
@@ -120,7 +158,7 @@ class IdleQueue:
         blocks = list(compress(self.q[start:], live))
         self.stamps = list(compress(self.stamps[start:], live))
         self.alive = bytearray(ONES * len(blocks))
-        self.entry.update(zip(blocks, range(first, first + len(blocks))))
+        self.entry[ids(blocks)] = np.arange(first, first + len(blocks))
         self.q, self.base, self.head = blocks, first, first
         self.boundary = self.probe = first + self.expired  # the expired live entries are the oldest ones
 
@@ -140,7 +178,7 @@ class IdleQueue:
             out.extend(compress(self.q[start - self.base:stop - self.base], self._is_live(start, stop)))
             self.head = stop
         if out:
-            consume(map(self.entry.__delitem__, out))
+            self.entry[ids(out)] = -1
             self.live -= len(out)
             self.expired -= len(out)
         cut = self.head - self.base
@@ -158,20 +196,23 @@ class IdleQueue:
         end = self.base + len(q)
         first = end - len(blocks)
         unchanged = self.newest[0] is blocks and self.newest[1:] == (end, self.head, self.live)
-        if first >= self.boundary and (unchanged or entry.get(blocks[0]) == first and
-                                       list(map(entry.get, blocks)) == list(range(first, end))):
+        index = None if unchanged else ids(blocks)
+        if first >= self.boundary and (unchanged or entry[blocks[0]] == first and
+                                       bool((entry[index] == np.arange(first, end)).all())):
             # they are the newest entries already, in this order (the same request looked them up last time):
             # restamped in place, no dead entry left behind (stamps stay in order: `now` is the latest)
             self.stamps[first - self.base:] = repeat(now, len(blocks))
             self.newest = (blocks, end, self.head, self.live)
             return
-        numbers = list(map(entry.pop, blocks))
+        if index is None:
+            index = ids(blocks)
+        numbers = entry[index]
         self._kill(numbers)
-        self.expired -= sum(map(self.boundary.__gt__, numbers))
+        self.expired -= int(np.count_nonzero(numbers < self.boundary))
         first = self.base + len(q)
+        entry[index] = np.arange(first, first + len(blocks))  # (the same blocks: their old numbers go)
         q.extend(blocks)
         self.stamps.extend(repeat(now, len(blocks)))
         self.alive += ONES * len(blocks)
-        entry.update(zip(blocks, range(first, first + len(blocks))))
         self._maybe_compact()
         self.newest = (blocks, self.base + len(self.q), self.head, self.live)
