@@ -274,7 +274,8 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
             budget = admit_waiting(rank, budget, items, now_ns)
     if not items:
         return None
-    return Batch(items, work_of(items, rank.speculation, rank.role == "decode", vllm=True))
+    return Batch(items, work_of(items, rank.speculation, rank.role == "decode", vllm=True,
+                                hybrid=rank.snapshots is not WHOLE_BLOCKS))
 
 
 def _drafts_kv(request: Request, new: int, lookahead: int) -> int:
