@@ -121,8 +121,9 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     rank.pool.advance(request.spec.index)
     limit = rank.reuse_limit(rank, request)
     hits = rank.pool.match(request.keys, limit)
-    if rank.speculation is not None and hits and rank.snapshots.drafts_drop_last_hit:  # as vLLM with EAGLE/MTP
-        hits = hits[:-1]  # drafts (AISimulate: any kind, not align mode): the drafter needs the last hit's states
+    if rank.speculation is not None and hits and rank.snapshots.drafts_drop_last_hit \
+            and rank.reuse_limit is all_but_last:  # as vLLM with EAGLE/MTP drafts (AISimulate: any kind, not align
+        hits = hits[:-1]  # mode, not TensorRT-LLM's whole-sequence reuse): the drafter needs the last hit's states
     if not request.tier.preloaded:
         outcome = rank.chain.restore(rank, request, hits, limit)
         if outcome:
