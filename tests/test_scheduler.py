@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -25,6 +26,7 @@ from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
 from kvreplay.runtime.serving.pass_results import finish_pass
 from kvreplay.runtime.serving.pass_work import work_of
 from kvreplay.runtime.serving.scheduler import Rank, preempt, schedule
+from kvreplay.runtime.serving.speculation import Speculation
 from kvreplay.runtime.timing import PassWork
 from kvreplay.runtime.timing.fixed import fixed_timing
 
@@ -296,6 +298,67 @@ def test_a_readmission_that_samples_a_token_adds_a_decode_to_its_pass():
     assert TIMING(readmitted) == 11 * MS
     fresh = work_of([(b, 7)], vllm=True)
     assert (fresh.decode_requests, TIMING(fresh)) == (0, 10 * MS)
+
+
+def test_a_readmission_whose_hit_covers_its_prompt_recomputes_its_output_at_decode_cost():
+    """vLLM's prefill batch counts a chunk's prompt tokens only (the mocker's `schedule_request` cuts the chunk to
+    the prompt), so a readmission that finds its whole prompt cached recomputes its output tokens in a pass priced
+    as a decode: an 8-token prompt (two full blocks) preempted with 10 known tokens is readmitted with 8 reused,
+    recomputes tokens 8-10 and samples its next token in a 1 ms pass; a 7-token prompt with 4 reused still pays
+    the prefill (11 ms, as in the test above).  AISimulate: `s01-vllm-pressure-b32` (readmissions reusing 1,056 and 1,120
+    of 1,000-token prompts) agrees to the digit with this rule, 10 ms short without it (facts section 70)."""
+    rank = make_rank(8, budget=100)
+    a = make_request(0, 8, 6)
+    rank.waiting.append(a)
+    _, now, _, _ = step(rank, 0)
+    _, now, _, _ = step(rank, now)
+    assert (a.generated, a.num_tokens, now) == (2, 10, 11 * MS)
+    rank.running.remove(a)
+    preempt(rank, a)
+    items, end, _, work = step(rank, now)
+    assert items == [(0, 2)] and (a.num_computed, a.num_tokens, a.generated) == (10, 11, 3)
+    assert (work.prefill_chunks, work.decode_requests, work.decode_context) == ((), 1, 10)
+    assert end - now == 1 * MS
+    b = make_request(1, 7, 6)  # preempted after its prefill with 8 known tokens: one block reused, the chunk
+    rank = make_rank(8, budget=100)  # 4-8 holds prompt tokens 4-6, so the pass pays the prefill as well
+    rank.waiting.append(b)
+    _, now, _, _ = step(rank, 0)
+    rank.running.remove(b)
+    preempt(rank, b)
+    items, end, _, work = step(rank, now)
+    assert items == [(1, 4)] and work.prefill_chunks == ((4, 4),) and end - now == 11 * MS
+
+
+def test_speculative_bursts_take_their_kv_after_admission_and_preempt_the_newest():
+    """Under speculation a pass's tokens get their KV once the pass is scheduled (the mocker's
+    `emit_speculative_ready_tokens`): each request whose pass reaches its known end needs blocks for those tokens
+    plus its largest burst (a decode: 1 + 2 drafts, cut to what it has left; a prompt: 1), all together, or the
+    newest running request is preempted.  5 blocks of 4; a: 7 + 10 tokens, rates [1, 1] (3 tokens a decode).
+    Pass 3 (11 ms) admits b (4 tokens, 1 of the 2 free blocks); then a needs 14 tokens' blocks (4, one more) and
+    b 5 tokens' (2, one more): one short, so b is preempted (its prefill still priced: 11 ms).  At 22 ms the same
+    again (a: 17 tokens, 5 blocks); a finishes at 33 ms and b, admitted a third time, gets its first token at
+    43 ms.  (Reserving the drafts as a decode is scheduled, b ran from 11 ms and was preempted at 22 ms as a
+    decode.)  AISimulate: `q1` and `p07` of facts section 70 agree on every request with this rule."""
+    rank = make_rank(5, budget=100)
+    rank.speculation = Speculation(SimpleNamespace(kind="ngram", draft_tokens=2, rates=(1.0, 1.0), mean_accepted=0.0,
+                                                   seed=42, draft_layers=0, drafts_read_kv=False))
+    a, b = make_request(0, 7, 10), make_request(1, 4, 5)
+    rank.waiting.append(a)
+    ends = []
+    for _ in range(2):
+        _, now, _, _ = step(rank, ends[-1] if ends else 0)
+        ends.append(now)
+    assert ends == [10 * MS, 11 * MS] and (a.generated, a.num_tokens, len(a.blocks)) == (4, 11, 3)
+    rank.waiting.append(b)
+    items, now, _, work = step(rank, now)
+    assert items == [(0, 1)] and work.prefill_chunks == ((4, 0),) and now == 22 * MS  # b's pass priced, then gone
+    assert list(rank.waiting) == [b] and (a.generated, len(a.blocks)) == (7, 4)
+    items, now, finished, _ = step(rank, now)
+    assert items == [(0, 1)] and finished == [0] and now == 33 * MS
+    items, now, _, _ = step(rank, now)
+    assert items == [(1, 4)] and now == 43 * MS
+    assert [x["at_ns"] for x in b.admissions] == [11 * MS, 22 * MS, 33 * MS] and b.first_token_ns == 43 * MS
+    assert rank.preemptions == 2
 
 
 def test_a_request_that_cannot_grow_preempts_itself_when_newest():

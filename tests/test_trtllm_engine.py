@@ -7,9 +7,12 @@ Block size 4 throughout, as in test_scheduler.py, whose request and rank builder
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from kvreplay.runtime.engines.engine import VLLM
 from kvreplay.runtime.engines.table import engine_for
 from kvreplay.runtime.engines.trtllm import TRTLLM, no_evict, to_completion, whole_footprints
+from kvreplay.runtime.serving.speculation import Speculation
 from kvreplay.runtime.timing.fixed import fixed_timing
 
 from .scenarios import aggregated_config, compile_scenario, replay_both_ways, row
@@ -240,3 +243,22 @@ def test_a_decode_reservation_counts_every_whole_footprint():
         assert (to_completion(rank, a), to_completion(rank, b), need, rank.pool.free_count) == (10, 11, 1, blocks - 8)
         assert no_evict(rank, b, hits, need) == 5
         assert whole_footprints(rank, b, hits, need) == expected
+
+
+def test_under_mtp_tensorrt_llm_keeps_the_last_hit_that_vllm_drops():
+    """vLLM's drafter recomputes the last matched block under speculation (the mocker's `apply_prefix_recompute`
+    with MTP), TensorRT-LLM's whole-sequence reuse does not: a 16-token prompt sharing 12 cached tokens (3 blocks of
+    4) with a finished request reuses 12 on TensorRT-LLM and 8 on vLLM.  AISimulate, held-out h06 (facts section
+    70, DeepSeek-V3 `nextn: 2`, block 32): second turns reuse 1,632 of 3,150 tokens (51 blocks of the first turn's
+    1,500 + 150), kvreplay reused 1,600 before."""
+    plan = SimpleNamespace(kind="mtp", draft_tokens=2, rates=(), mean_accepted=1.0, seed=42, draft_layers=1,
+                           drafts_read_kv=True)
+    trt, vllm = trt_rank(16), make_rank(16)
+    for rank, engine in ((trt, TRTLLM), (vllm, VLLM)):
+        rank.speculation = Speculation(plan)
+        rank.waiting.append(make_request(0, 12, 2, source=7))
+        run(engine, rank)
+        rank.waiting.append(make_request(1, 16, 2, source=7))
+    for rank, engine, reused in ((trt, TRTLLM, 12), (vllm, VLLM, 8)):
+        (request, new), = engine.schedule(rank, 100 * MS).items
+        assert (request.first_reused_tokens, new) == (reused, 16 - reused)

@@ -10,14 +10,20 @@ from .requests import Request
 
 
 def work_of(items: list[tuple[Request, int]], speculation=None, decode_rank: bool = False,
-            vllm: bool = False) -> PassWork:
+            vllm: bool = False, hybrid: bool = False) -> PassWork:
     """The pass's work; under speculation each decode also verifies the drafts (`speculation.work`).
 
     On a decode rank a readmission's recompute is no prefill: the mocker (`schedule_request`) counts prompt
     tokens into the pass's prefill batch only when `worker_type != Decode`, so a recompute that reaches the end
     of its known sequence is one more decode (it samples its next token in this pass), and a chunk that does not
     costs nothing.  With `vllm` (the vLLM core's scheduler, not SGLang's, whose engine times its own way) a
-    readmission's recompute that samples its next token is a decode of the pass as well as a prefill."""
+    readmission's recompute that samples its next token is a decode of the pass as well as a prefill.
+
+    vLLM's prefill batch holds a chunk's prompt tokens only (the mocker's `schedule_request`: `prompt_tokens` is
+    the chunk cut to the prompt), so a recompute chunk wholly past the prompt (a readmission whose hit covers its
+    prompt, or the output part of a split recompute) is no prefill: with nothing else the pass is priced as its
+    decodes (facts section 70).  A `hybrid` rank (state snapshots) prices such a chunk as prefill, as AISimulate's
+    state runtime does (section 45's 2,112-2,163 recompute)."""
     chunks, decodes, context = [], 0, 0
     for request, new in items:
         # a decode: one token after the first; or the first, of a prompt whose KV was all reused (TensorRT-LLM)
@@ -33,7 +39,8 @@ def work_of(items: list[tuple[Request, int]], speculation=None, decode_rank: boo
                 decodes += 1
                 context += request.num_tokens
         else:
-            chunks.append((new, request.num_computed))
+            if not vllm or hybrid or request.num_computed < request.spec.prompt_len:
+                chunks.append((new, request.num_computed))
             if vllm and request.generated and request.num_computed + new == request.num_tokens:
                 decodes += 1  # a readmission's recompute that ends samples its next token: a decode of this pass
                 context += request.num_tokens  # too (the mocker's emit_ready_tokens times every ready request)

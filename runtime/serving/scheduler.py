@@ -121,8 +121,9 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     rank.pool.advance(request.spec.index)
     limit = rank.reuse_limit(rank, request)
     hits = rank.pool.match(request.keys, limit)
-    if rank.speculation is not None and hits and rank.snapshots.drafts_drop_last_hit:  # as vLLM with EAGLE/MTP
-        hits = hits[:-1]  # drafts (AISimulate: any kind, not align mode): the drafter needs the last hit's states
+    if rank.speculation is not None and hits and rank.snapshots.drafts_drop_last_hit \
+            and rank.reuse_limit is all_but_last:  # as vLLM with EAGLE/MTP drafts (AISimulate: any kind, not align
+        hits = hits[:-1]  # mode, not TensorRT-LLM's whole-sequence reuse): the drafter needs the last hit's states
     if not request.tier.preloaded:
         outcome = rank.chain.restore(rank, request, hits, limit)
         if outcome:
@@ -236,6 +237,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
     block_size = rank.block_size
     append = items.append
     lookahead = rank.speculation.lookahead if rank.speculation is not None else 0
+    hybrid = rank.snapshots is not WHOLE_BLOCKS
     # requests whose state became a snapshot (their next pass allocates fresh state) or that hold a snapshot's
     # blocks (released at their next schedule) take the full path below, not the in-block decode shortcut
     owed, sources = rank.snapshots.owed, rank.snapshots.sources
@@ -254,7 +256,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
         if not new or not rank.chunked and new < request.num_tokens - computed:
             i += 1
             continue
-        reserve = request.num_computed + new + _drafts_kv(request, new, lookahead)
+        reserve = request.num_computed + new + (rank.speculation.drafts_kv(request, new) if hybrid and lookahead else 0)
         while not _fits(rank, request, reserve):
             victim = running.pop()
             preempt(rank, victim)
@@ -274,12 +276,10 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
             budget = admit_waiting(rank, budget, items, now_ns)
     if not items:
         return None
-    return Batch(items, work_of(items, rank.speculation, rank.role == "decode", vllm=True))
-
-
-def _drafts_kv(request: Request, new: int, lookahead: int) -> int:
-    """Slots a decode reserves for its drafts (vLLM's lookahead), no more than the tokens it has left."""
-    return min(lookahead, request.stop_after - request.generated - 1) if new == 1 and request.generated else 0
+    work = work_of(items, rank.speculation, rank.role == "decode", vllm=True, hybrid=hybrid)
+    if lookahead and not hybrid:  # (a state rank reserves its drafts' KV as it schedules them: drafts_kv)
+        rank.speculation.reserve_bursts(rank, items, preempt, _fits)  # (a victim's pass is still priced)
+    return Batch(items, work)
 
 
 def _fits(rank: Rank, request: Request, tokens: int) -> bool:

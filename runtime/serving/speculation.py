@@ -9,8 +9,10 @@ mean (`nextn_accepted`): a pass accepts floor(mean) drafts, plus one with probab
 Every draw comes from the counter-based generator (traffic/rng.py), keyed by the seed, the request's
 index and the pass: a request's decode passes are told apart by its `generated` count at the pass's
 start, which grows by at least one per pass, so the draws depend on neither scheduling order nor
-Python's hash seed.  vLLM reserves KV for the drafts (`num_lookahead_tokens`) at every decode:
-`lookahead` is that many extra slots.
+Python's hash seed.  The KV of a pass's tokens (`reserve_bursts`) is taken as the mocker takes it, once the
+pass is scheduled and its admissions made: each request reaching its known end needs room for its largest burst,
+all together, or the newest running request is preempted; a state rank reserves its drafts' slots
+(`drafts_kv`, vLLM's `num_lookahead_tokens`) as it schedules each decode instead.
 """
 from __future__ import annotations
 
@@ -63,6 +65,37 @@ class Speculation:
         if left <= 0:
             return 0
         return min(left, self.accepted(request.spec.index, request.generated - 1))
+
+    def drafts_kv(self, request, new: int) -> int:
+        """Slots a decode of a state rank reserves for its drafts as it is scheduled (vLLM's lookahead), no more
+        than the tokens it has left (the state runs, facts sections 45 and 54, agree so)."""
+        return min(self.lookahead, request.stop_after - request.generated - 1) if new == 1 and request.generated else 0
+
+    def reserve_bursts(self, rank, items: list, preempt, fits) -> None:
+        """The KV of the tokens this pass emits, taken once the pass is scheduled (the mocker's
+        `emit_speculative_ready_tokens`, after admission): every request whose pass reaches the end of its known
+        tokens needs the blocks of those tokens plus its largest burst (1 + `lookahead`, cut to what it has left),
+        all of them together; while they do not fit, the newest running request is preempted (its pass was
+        scheduled, so what it computed stays cached, but it emits nothing) and leaves the pass."""
+        while True:
+            ready = [(request, request.num_tokens + self._burst(request, new)) for request, new in items
+                     if request.num_computed + new == request.num_tokens]
+            need = sum(max(0, rank.blocks_for(tokens) - (len(r.blocks) - rank.state_blocks)) for r, tokens in ready)
+            if need <= rank.pool.free_count or not rank.running:
+                break
+            victim = rank.running.pop()
+            preempt(rank, victim)
+            items[:] = [item for item in items if item[0] is not victim]
+        for request, tokens in ready:
+            fits(rank, request, tokens)
+
+    def _burst(self, request, new: int) -> int:
+        """The most tokens the request's pass may emit: 1 + `lookahead` for a decode, 1 for a pass that computes
+        a prompt or a recompute (its first token is sampled alone, as the replay's own draws are), cut to what it
+        has left."""
+        most = self.lookahead + 1 if new == 1 and request.generated else 1
+        return min(most, request.stop_after - request.generated)
+
 
 def of(role) -> Speculation | None:
     """The role's speculation, or None without it."""

@@ -63,9 +63,10 @@ def eligible(ranks: list[Rank], batches: list[Batch | None]) -> bool:
             return False  # (a pass that allocates a request's fresh state, or may store a snapshot, is stepped)
         if batch is not None and (batch.work.prefill_chunks or len(batch.items) != len(rank.running)):
             return False
-        if rank.role == "decode" and batch is not None and not all(new == 1 for _, new in batch.items):
+        if batch is not None and not all(new == 1 for _, new in batch.items):
             return False  # a handed-off request's first pass computes no token, a readmission's recompute several
-            # (its work is a decode: `scheduler.work_of`); fused passes compute one each
+            # (a decode rank's, or one wholly past the prompt, is priced as a decode: `work_of`); fused passes
+            # compute one each
     return any(batch is not None for batch in batches)
 
 
