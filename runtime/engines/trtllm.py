@@ -1,17 +1,18 @@
 """TensorRT-LLM's engine: vLLM's pass structure under the guaranteed-no-evict capacity scheduler.
 
 TensorRT-LLM's default capacity scheduler (`GUARANTEED_NO_EVICT`) starts a
-request only when the KV blocks of its whole sequence, prompt and every
-output token, fit beside the blocks every running request still needs to
-reach its own end.  A started request therefore never runs out of blocks and
-is never preempted.  Waiting requests are weighed in arrival order and the
-first that does not fit stops admission for the pass (no request overtakes
-it).  A decode rank (P/D) reserves a handed-off request's prompt only when the whole
+request only when the KV blocks of its whole sequence, prompt and every output
+token, fit beside the blocks every running request still needs to reach its
+own end. A started request therefore never runs out of blocks and is never
+preempted. Waiting requests are weighed in arrival order and the first that
+does not fit stops admission for the pass (no request overtakes it). A decode
+rank (P/D) reserves a handed-off request's prompt only when the whole
 footprints of the requests it holds and of this one fit in G1, a shared prefix
-counted in each (AISimulate's decode worker; facts section 67).  Reused blocks (`tokens_per_block`, full blocks only, as in vLLM) held by
-a running request need no new block; an idle cached block found again takes
-one from the free ones, as a new block would (AISimulate's mocker: only
-active cached blocks are discounted).
+counted in each (AISimulate's decode worker; facts section 67). Reused blocks
+(`tokens_per_block`, full blocks only, as in vLLM) held by a running request
+need no new block; an idle cached block found again takes one from the free
+ones, as a new block would (AISimulate's mocker: only active cached blocks are
+discounted).
 
 A request is normalised on arrival as AISimulate does: its output is cut to
 the room G1 leaves after its prompt (so a request asking for more than fits
