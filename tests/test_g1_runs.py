@@ -15,7 +15,21 @@ from kvreplay.runtime.tiers.g1_runs import RunPool
 
 def state(pool) -> tuple:
     return (list(pool.free), pool.free_count, dict(pool.cached), pool.evictions, list(pool.events or ()),
-            pool.ref[:pool.created], pool.key_of[:pool.created], pool.copies)
+            pool.ref[:pool.created], pool.key_of[:pool.created], pool.copies, sorted(pool.awaited))
+
+
+def admit_both(plain, pool, hits: list[int], need: int) -> list[int] | None:
+    """`plain` and `pool` both admit a request whose cached prefix is `hits`, with `need` new blocks, and hand out
+    the same blocks: the request's blocks, or None when it does not fit in either."""
+    assert pool.free_among(hits) == plain.free_among(hits)
+    if not plain.can_allocate(need, hits):
+        assert not pool.can_allocate(need, hits)
+        return None
+    plain.touch(hits)
+    pool.touch(hits)
+    new = plain.allocate(need)
+    assert pool.allocate(need) == new
+    return hits + new
 
 
 def check_copies(pool) -> None:
@@ -62,14 +76,9 @@ def drive(seed: int, capacity: int, steps: int, prompts: int, prompt_blocks: int
             if copies:
                 hits = hits[:rng.randint(0, len(hits))]
             need = len(keys) - len(hits) + rng.randint(0, 2)  # (+ blocks a decode or a partial block takes)
-            if not plain.can_allocate(need, hits):
-                assert not runs.can_allocate(need, hits)
+            blocks = admit_both(plain, runs, hits, need)
+            if blocks is None:
                 continue
-            plain.touch(hits)
-            runs.touch(hits)
-            new = plain.allocate(need)
-            assert runs.allocate(need) == new
-            blocks = hits + new
             stop = min(len(keys), len(blocks))
             plain.register_run(blocks, keys, len(hits), stop)
             runs.register_run(blocks, keys, len(hits), stop)

@@ -14,13 +14,9 @@ from hypothesis import given, settings, strategies as st
 from kvreplay.runtime.tiers.g1 import BlockPool
 from kvreplay.runtime.tiers.g1_runs import RunPool
 
+from .test_g1_runs import admit_both, state
+
 KINDS = [RunPool]
-
-
-def state(pool) -> tuple:
-    return (list(pool.free), pool.free_count, dict(pool.cached), pool.evictions, list(pool.events or ()),
-            [int(count) for count in pool.ref[:pool.created]], list(pool.key_of[:pool.created]),
-            pool.copies, sorted(pool.awaited))
 
 
 # chains of keys: two share a prefix, one shares another's tail, one runs backwards across a gap
@@ -65,15 +61,9 @@ def run(kind, capacity: int, steps, events: bool, copies: bool, caching: bool) -
             if copies:
                 hits = hits[:c % (len(hits) + 1)]  # a state cache resumes earlier: cached blocks computed again
             need = len(keys) - len(hits) + c % 3  # (+ a partial block, a decode's)
-            assert pool.free_among(hits) == plain.free_among(hits)
-            if not plain.can_allocate(need, hits):
-                assert not pool.can_allocate(need, hits)
+            blocks = admit_both(plain, pool, hits, need)
+            if blocks is None:
                 continue
-            plain.touch(hits)
-            pool.touch(hits)
-            new = plain.allocate(need)
-            assert pool.allocate(need) == new
-            blocks = hits + new
             stop = min(len(keys), len(blocks))
             middle = len(hits) + (stop - len(hits)) * (c % 4) // 4  # two prefill chunks
             for start, end in ((len(hits), middle), (middle, stop)):
