@@ -72,6 +72,11 @@ class RooflineTerms:
     # attention over fp8 KV at large batches); 0: none
     decode_tail_from: int = 0
     decode_tail_s: float = 0.0
+    # a decode attention kernel's dip in efficiency at middling reads: each attention layer adds up to `decode_dip_s`,
+    # rising from 0 at `decode_dip_bytes[0]` bytes of KV read per layer to the full cost at [1], falling back to 0 at
+    # [2], in proportion to log2 of the bytes (TensorRT-LLM on Hopper); 0: none
+    decode_dip_s: float = 0.0
+    decode_dip_bytes: tuple[int, int, int] = (0, 0, 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,14 @@ LOW_PRECISION_TILE = (256, 0.9)
 FP8_KV_TAIL_FROM = 64
 FP8_KV_TAIL = {("h200_sxm", "vllm"): 36e-6, ("h200_sxm", "sglang"): 36e-6, ("h200_sxm", "trtllm"): 20e-6,
                ("h100_sxm", "vllm"): 16e-6}
+# TensorRT-LLM's Hopper decode attention reads middling amounts of KV at about half of HBM (Qwen3-8B H200: 8 x 4,096
+# tokens cost 3.44 ms of attention against 1.42 at batch 1 and 1.20 ms of KV at the 0.92 of long reads), while its
+# longest reads reach 0.92: per (architecture, backend), each attention layer of a dense model's decode pass adds up
+# to this many s, as a triangle in log2 of the KV bytes read per layer (0 at 16 MiB, full at 128 MiB, 0 again at
+# 2 GiB), and the pass costs `pass` s, not the backend's (least squares over the Hopper TensorRT-LLM grid: Qwen3-8B
+# H100 / H200, Qwen3-32B H100 TP4, Qwen3-32B-FP8 H200; decode b 1-64 x 1k-16k, prefill 512-16k; facts §76).
+# Blackwell's kernels show no such dip (B200 mid batches are above the read already)
+DECODE_DIP = {("hopper", "trtllm"): {"dip": 12e-6, "bytes": (1 << 24, 1 << 27, 1 << 31), "pass": 0.6e-3}}
 
 
 def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precision_kv: bool, tensor: int = 1,
@@ -86,6 +94,7 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
     weights = GPU_BACKEND_WEIGHT_EFFICIENCY.get((hardware.get("name"), backend),
                                                 GPU_WEIGHT_EFFICIENCY.get(hardware.get("name"), WEIGHT_EFFICIENCY))
     tail = FP8_KV_TAIL.get((hardware.get("name"), backend), 0.0) if low_precision_kv and not moe else 0.0
+    dip = {} if moe else DECODE_DIP.get((hardware.get("architecture"), backend), {})
     return RooflineTerms(
         compute_efficiency=t["compute"][precision] * ARCHITECTURE_COMPUTE.get(hardware.get("architecture"), 1.0),
         attention_efficiency=t["attention"] * ARCHITECTURE_ATTENTION.get(hardware.get("architecture"), 1.0),
@@ -93,7 +102,7 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
         expert_efficiency=t["experts"],
         kv_efficiency=t["kv"]["low"] if low_precision_kv else GPU_KV_EFFICIENCY.get((hardware.get("name"), backend),
                                                                                     t["kv"]["high"]),
-        pass_overhead_s=t["pass"], layer_overhead_s=t["layer"], prefill_layer_overhead_s=t["prefill_layer"],
+        pass_overhead_s=dip.get("pass", t["pass"]), layer_overhead_s=t["layer"], prefill_layer_overhead_s=t["prefill_layer"],
         decode_token_overhead_s=t["decode_token"], prefill_ramp_tokens=t["prefill_ramp"],
         moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"],
         all_reduce_efficiency=ALL_REDUCE_EFFICIENCY.get(tensor, ALL_REDUCE_OTHER),
@@ -101,7 +110,8 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
         decode_kv_hidden_s=t["kv_hidden"],
         gemm_tile_tokens=LOW_PRECISION_TILE[0] if low_precision and not moe else 0,
         gemm_tile_share=LOW_PRECISION_TILE[1] if low_precision and not moe else 0.0,
-        decode_tail_from=FP8_KV_TAIL_FROM if tail else 0, decode_tail_s=tail)
+        decode_tail_from=FP8_KV_TAIL_FROM if tail else 0, decode_tail_s=tail,
+        decode_dip_s=dip.get("dip", 0.0), decode_dip_bytes=dip.get("bytes", (0, 0, 0)))
 
 
 def routed_params(model: dict) -> float:

@@ -22,6 +22,8 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
     pass   = t_gemm + t_attn + max(L * layer_overhead, t_elem) + pass_overhead + L_moe * moe_layer_overhead
              + R * decode_token_overhead + t_ar + t_a2a     (0 for an empty pass)
              + max(0, R - decode_tail_from) * decode_tail   a dense model's decode attention over fp8 KV
+             + L_attn * decode_dip * tri(log2(C * kv_bytes_per_token / L_attn))   a decode kernel's dip in
+                                                            efficiency at middling reads (TensorRT-LLM on Hopper)
              + L_attn * prefill_layer_overhead * r          only when the pass prefills: r = 1 from `prefill_ramp_tokens`
                                                             prefill tokens on, 0.25 + 0.75 x tokens / ramp below
     mixed  = pass(the prefill chunks alone) + pass(the R decodes alone)   a pass that both prefills and decodes, as
@@ -46,6 +48,8 @@ GEMMs reaching a smaller share of their catalog peak.  Pipeline parallelism is n
 one rank's whole forward; nor are links between nodes (a TP16 Kimi K3 is about 3x too fast).
 """
 from __future__ import annotations
+
+import math
 
 from ..virtual_time import seconds_to_ns
 from . import PassWork, Timing
@@ -118,10 +122,23 @@ def default_timing(inputs) -> Timing:
 
     kv_hidden_s = inputs.attention_layers * terms.decode_kv_hidden_s
 
+    dip_s = inputs.attention_layers * terms.decode_dip_s
+    dip_lo, dip_mid, dip_hi = (math.log2(b) if b else 0.0 for b in terms.decode_dip_bytes)
+    kv_bytes_per_layer = inputs.kv_bytes_per_token / inputs.attention_layers
+
+    def dip(kv_tokens: float) -> float:
+        # the kernel's efficiency dips at middling reads (TensorRT-LLM on Hopper), deepest at `dip_mid`
+        if not dip_s or kv_tokens <= 0:
+            return 0.0
+        x = math.log2(kv_tokens * kv_bytes_per_layer)
+        if x <= dip_lo or x >= dip_hi:
+            return 0.0
+        return dip_s * ((x - dip_lo) / (dip_mid - dip_lo) if x <= dip_mid else (dip_hi - x) / (dip_hi - dip_mid))
+
     def decode_attention(pairs: float, kv_tokens: float) -> float:
         # the first microseconds of each layer's read hide under the kernel's launch and latency, already in
         # the layer's small kernels (SGLang: a decode pass of 2 x 4,500 tokens costs 0.24 ms over 2 x 1,024, not 0.33)
-        return max(0.0, attention(pairs, kv_tokens) - kv_hidden_s)
+        return max(0.0, attention(pairs, kv_tokens) - kv_hidden_s) + dip(kv_tokens)
 
     if terms.expert_compute_efficiency:
         # the routed experts' grouped GEMMs are kernels of their own, bound by their FLOPs or their reads
