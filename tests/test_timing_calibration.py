@@ -28,13 +28,16 @@ AISIMULATE = {
                                       {1024: 22.701, 4096: 91.533, 16384: 449.183}),
     ("qwen3-8b", "h100", "sglang", 1): ({(1, 1024): 7.763, (8, 4096): 9.3, (32, 4096): 14.04, (64, 16384): 57.673},
                                         {1024: 23.731, 4096: 94.351, 16384: 493.421}),
-    ("qwen3-8b", "h100", "trtllm", 1): ({(1, 1024): 7.766, (8, 4096): 9.777, (32, 4096): 14.338, (64, 16384): 58.858},
+    # (2, 1024) to (16, 1024) of both Hopper GPUs: facts §76 (helper timing7), TensorRT-LLM's decode attention dip
+    ("qwen3-8b", "h100", "trtllm", 1): ({(1, 1024): 7.766, (8, 4096): 9.777, (32, 4096): 14.338, (64, 16384): 58.858,
+                                         (2, 1024): 7.7284, (2, 4096): 8.0632, (4, 4096): 8.8286, (16, 1024): 9.1182},
                                         {1024: 24.833, 4096: 98.004, 16384: 477.95}),
     ("qwen3-8b", "h200", "vllm", 1): ({(1, 1024): 6.02, (8, 4096): 7.373, (32, 4096): 10.709, (64, 16384): 41.262},
                                       {1024: 22.143, 4096: 91.186, 16384: 455.392}),
     ("qwen3-8b", "h200", "sglang", 1): ({(1, 1024): 6.0, (8, 4096): 7.186, (32, 4096): 10.368, (64, 16384): 41.555},
                                         {1024: 23.577, 4096: 96.08, 16384: 495.088}),
-    ("qwen3-8b", "h200", "trtllm", 1): ({(1, 1024): 6.218, (8, 4096): 8.133, (32, 4096): 10.995, (64, 16384): 41.259},
+    ("qwen3-8b", "h200", "trtllm", 1): ({(1, 1024): 6.218, (8, 4096): 8.133, (32, 4096): 10.995, (64, 16384): 41.259,
+                                         (2, 1024): 6.2065, (2, 4096): 6.546, (4, 4096): 7.2332, (16, 1024): 7.4142},
                                         {1024: 23.85, 4096: 91.991, 16384: 470.613}),
     ("qwen3-8b", "b200", "vllm", 1): ({(1, 1024): 4.562, (8, 4096): 5.119, (32, 4096): 7.277, (64, 16384): 26.267},
                                       {1024: 13.055, 4096: 47.348, 16384: 229.175}),
@@ -145,6 +148,24 @@ def test_the_weight_read_is_the_gpus():
         one = PassWork(decode_requests=1, decode_context=1024)
         gap = step("qwen3-8b", "h100", backend, 1)(one) - step("qwen3-8b", "h200", backend, 1)(one)
         assert abs(gap - gap_s * 1e9) <= 1
+
+
+def test_tensorrt_llms_hopper_decode_attention_dips_at_middling_reads():
+    """Qwen3-8B reads 4,096 B of KV per token and layer: on Hopper, TensorRT-LLM's decode pass adds 36 layers x 12 us
+    x the triangle over log2 of the bytes a layer reads (0 at 2^24, 1 at 2^27, 0 at 2^31): 8 x 4,096 tokens read 2^27
+    (432 us), 2 x 4,096 read 2^25 (a third: 144 us), 16 x 16,384 read 2^30 (a quarter: 108 us), 2 x 1,024 read 2^23
+    and 32 x 16,384 read 2^31 (none); B200's kernels and vLLM's have no dip, and the Hopper pass costs 0.6 ms."""
+    from dataclasses import replace
+    record = roofline_record(resolve_model("Qwen/Qwen3-8B")[0], resolve_hardware("h200_sxm")[0], "trtllm", 1, 2)
+    assert record.terms.pass_overhead_s == 0.6e-3
+    flat = default_timing(replace(record, terms=replace(record.terms, decode_dip_s=0.0)))
+    dipped = default_timing(record)
+    for batch, context, extra_us in ((8, 4096, 432), (2, 4096, 144), (16, 16384, 108), (2, 1024, 0), (32, 16384, 0)):
+        work = PassWork(decode_requests=batch, decode_context=batch * context)
+        assert abs(dipped(work) - flat(work) - extra_us * 1000) <= 1, (batch, context)
+    for gpu, backend in (("b200_sxm", "trtllm"), ("h200_sxm", "vllm")):
+        other = roofline_record(resolve_model("Qwen/Qwen3-8B")[0], resolve_hardware(gpu)[0], backend, 1, 2)
+        assert other.terms.decode_dip_s == 0.0 and other.terms.pass_overhead_s != 0.6e-3
 
 
 def test_kimi_k3s_routed_experts_are_latent_wide():
