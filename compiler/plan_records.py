@@ -77,6 +77,9 @@ class RooflineTerms:
     # [2], in proportion to log2 of the bytes (TensorRT-LLM on Hopper); 0: none
     decode_dip_s: float = 0.0
     decode_dip_bytes: tuple[int, int, int] = (0, 0, 0)
+    # a pass's all-reduce and all-to-all count each token beyond the first 4,096 at this share (their larger messages
+    # reach more of the link); 1: every token alike
+    collective_large_share: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,16 +59,19 @@ GPU_MOE_TERMS = {
 # 120 us, not 154.  TensorRT-LLM's width-split expert kernels are slower (context_moe 172.6 ms at 4,096 tokens against
 # 71.3 under moe_ep 8): its experts' grouped GEMMs are a kernel of their own at 0.10 of the fp8 peak.  SGLang at
 # moe_tp 8 (decode at batch 8 and more priced from TensorRT-LLM's fallback rows, as under moe_ep 8) keeps the
-# terms of moe_ep, and so does a GPU missing here
+# terms of moe_ep, and so does a GPU missing here.  Both count a pass's all-reduce and dispatch tokens beyond the first
+# 4,096 at 0.77 (AIS's measured collectives, facts §76): prefills of 8k-16k tokens were +5-14 % without it, and vLLM's
+# GEMMs then fit at 0.9 of the fp8 peak
 EXPERT_TENSOR_TERMS = {
-    ("h200_sxm", "vllm"): {"moe_layer": 120e-6, "experts": 0.9, "compute": 1.0},
-    ("h200_sxm", "trtllm"): {"moe_layer": 110e-6, "experts": 0.8, "expert_compute": 0.1},
+    ("h200_sxm", "vllm"): {"moe_layer": 120e-6, "experts": 0.9, "compute": 0.9, "collective_large": 0.77},
+    ("h200_sxm", "trtllm"): {"moe_layer": 110e-6, "experts": 0.8, "expert_compute": 0.1, "collective_large": 0.77},
 }
 TERM_FIELDS = {"moe_layer": "moe_layer_overhead_s", "experts": "expert_efficiency",
                "expert_compute": "expert_compute_efficiency", "all_to_all": "all_to_all_efficiency",
                "layer": "layer_overhead_s", "attention": "attention_efficiency", "prefill_layer": "prefill_layer_overhead_s",
                "kv": "kv_efficiency", "weights": "weight_efficiency", "compute": "compute_efficiency",
-               "decode_token": "decode_token_overhead_s", "prefill_ramp": "prefill_ramp_tokens"}
+               "decode_token": "decode_token_overhead_s", "prefill_ramp": "prefill_ramp_tokens",
+               "collective_large": "collective_large_share"}
 
 
 def family_routed_params(model: dict) -> float | None:

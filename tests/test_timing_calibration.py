@@ -104,11 +104,12 @@ AISIMULATE = {
     # 4k 9 % and 64 at 16k 16 % off; Qwen3-32B TP2 32 at 4k 12 %), so only the points within 10 %
     ("qwen3-8b", "a100", "sglang", 1): ({(1, 1024): 13.154, (32, 4096): 31.519}, {1024: 68.491}),
     ("qwen3-32b", "a100", "sglang", 2): ({(1, 1024): 27.191, (8, 4096): 31.103, (64, 16384): 155.867}, {1024: 156.459}),
-    # facts §68 (helper timing6): DeepSeek-V3 at TP8 with moe_tp 8, moe_ep 1 (timing_families.EXPERT_TENSOR_TERMS)
+    # facts §68 (helper timing6): DeepSeek-V3 at TP8 with moe_tp 8, moe_ep 1 (timing_families.EXPERT_TENSOR_TERMS); 8,192
+    # tokens: §76 (helper timing7), the collectives' tokens beyond 4,096
     ("deepseek-v3-moetp", "h200", "vllm", 8): ({(1, 1024): 12.416, (8, 4096): 17.625, (32, 4096): 27.533,
-                                                (64, 16384): 42.307}, {1024: 76.401, 4096: 217.362, 16384: 805.747}),
+                                                (64, 16384): 42.307}, {1024: 76.401, 4096: 217.362, 8192: 404.068, 16384: 805.747}),
     ("deepseek-v3-moetp", "h200", "trtllm", 8): ({(1, 1024): 10.455, (8, 4096): 17.025, (32, 4096): 26.094,
-                                                  (64, 16384): 44.33}, {1024: 95.348, 4096: 261.341, 16384: 993.879}),
+                                                  (64, 16384): 44.33}, {1024: 95.348, 4096: 261.341, 8192: 492.42, 16384: 993.879}),
 }
 POINTS = [(setup, "decode", point, ms) for setup, (decodes, _) in AISIMULATE.items() for point, ms in decodes.items()] \
     + [(setup, "prefill", prompt, ms) for setup, (_, prefills) in AISIMULATE.items() for prompt, ms in prefills.items()]
@@ -352,5 +353,21 @@ def test_experts_split_by_width_have_their_own_terms_on_vllm():
     model, hardware = resolve_model(MODELS["deepseek-v3"])[0], resolve_hardware("h200_sxm")[0]
     split = roofline_record(model, hardware, "vllm", 8, 1, 1, 8).terms
     spread = roofline_record(model, hardware, "vllm", 8, 1, 8, 1).terms
-    assert (split.moe_layer_overhead_s, split.expert_efficiency, split.compute_efficiency) == (120e-6, 0.9, 1.0)
+    assert (split.moe_layer_overhead_s, split.expert_efficiency, split.compute_efficiency) == (120e-6, 0.9, 0.9)
+    assert (split.collective_large_share, spread.collective_large_share) == (0.77, 1.0)
     assert (spread.moe_layer_overhead_s, spread.expert_efficiency, spread.compute_efficiency) == (154e-6, 0.83, 0.61)
+
+
+def test_collective_tokens_beyond_4096_cost_077_with_experts_split_by_width():
+    """DeepSeek-V3 H200 TP8 at moe_tp 8 (61 layers, hidden 7,168, 8 experts a token, 450 GB/s of NVLink): each token
+    all-reduces 2 x 61 x 7,168 x 2 B at 0.46 and dispatches 61 x 2 x 8 x 7,168 x 2 B x 7/8 at 0.8; an 8,192-token prefill
+    counts the 4,096 beyond the first at 0.77, so it costs 4,096 x 0.23 tokens' collectives less than at the full rate,
+    and a 4,096-token one costs the same."""
+    from dataclasses import replace
+    record = roofline_record(resolve_model(MODELS["deepseek-v3"])[0], resolve_hardware("h200_sxm")[0], "vllm", 8, 1,
+                             1, 8)
+    full = default_timing(replace(record, terms=replace(record.terms, collective_large_share=1.0)))
+    per_token_s = 2 * 61 * 7168 * 2 / (450e9 * 0.46) + 61 * 2 * 8 * 7168 * 2 * 7 / 8 / (450e9 * 0.8)
+    for tokens, saved_s in ((8192, 4096 * 0.23 * per_token_s), (4096, 0.0)):
+        work = PassWork(prefill_chunks=((tokens, 0),))
+        assert abs(full(work) - default_timing(record)(work) - saved_s * 1e9) <= 2, tokens

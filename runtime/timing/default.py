@@ -14,10 +14,12 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
                                                             prefill and decode attention, two kernels, where:
     a(P, K) = max(4 * L_attn * H * D * P / tp / (peak[bf16] * e_attention), kv_bytes_per_token * K / (HBM * e_kv))
                                                             (kv_hidden: the read a decode kernel's latency hides)
-    t_ar   = 2 * L * (T * hidden * 2 B / (NVLink * e_all_reduce) + all_reduce_latency)  only when tp > 1 (and
-                                                            not fused into the backend's MoE combine)
+    t_ar   = 2 * L * (T' * hidden * 2 B / (NVLink * e_all_reduce) + all_reduce_latency)  only when tp > 1 (and
+                                                            not fused into the backend's MoE combine); T' = T up to
+                                                            4,096 tokens, each token beyond counted
+                                                            `collective_large_share`
     t_elem = L * T * (21.5 B * hidden + 7.7 B * ffn_width / tp) / HBM   add-norms and a dense FFN's gate activation
-    t_a2a  = L_moe * T * 2 * k * hidden * 2 B * (g-1)/g / (NVLink * e_all_to_all)       only when the MoE group
+    t_a2a  = L_moe * T' * 2 * k * hidden * 2 B * (g-1)/g / (NVLink * e_all_to_all)       only when the MoE group
                                                             g = moe_expert x moe_tensor > 1
     pass   = t_gemm + t_attn + max(L * layer_overhead, t_elem) + pass_overhead + L_moe * moe_layer_overhead
              + R * decode_token_overhead + t_ar + t_a2a     (0 for an empty pass)
@@ -60,6 +62,7 @@ ACTIVATION_BYTES = 2  # all-reduced and dispatched hidden states are bf16 whatev
 NORM_BYTES = 21.5
 ACTIVATION_GATE_BYTES = 7.7
 PREFILL_FLOOR = 0.25  # the prefill attention kernel's share of its cost that a chunk of a few tokens pays
+COLLECTIVE_FULL_TOKENS = 4096  # a pass's collectives pay their full rate per token up to this many tokens
 
 
 def default_timing(inputs) -> Timing:
@@ -149,6 +152,15 @@ def default_timing(inputs) -> Timing:
         expert_flops_per_token, expert_flops_per_s = 0.0, 1.0
 
     tile, tile_share = terms.gemm_tile_tokens, terms.gemm_tile_share
+    large_share = terms.collective_large_share
+
+    def collective_tokens(tokens: int) -> float:
+        # AISimulate's measured all-reduces and MoE dispatches move the tokens beyond a pass's first 4,096 at 0.77 of
+        # the cost per token (DeepSeek-V3 H200 TP8 all-reduce 34.64 / 61.32 / 113.45 ms at 4,096 / 8,192 / 16,384
+        # tokens, each dispatch 17.32 / 30.66 / 56.72; facts §76), where the terms count that share
+        if tokens <= COLLECTIVE_FULL_TOKENS:
+            return tokens
+        return COLLECTIVE_FULL_TOKENS + large_share * (tokens - COLLECTIVE_FULL_TOKENS)
 
     def gemms(tokens: int) -> float:
         # routed experts: a token picks k of E, so T tokens leave (1 - k/E)^T of them unread
@@ -181,7 +193,7 @@ def default_timing(inputs) -> Timing:
         # a layer's small kernels cost their launches until the tokens make them memory-bound
         small = max(layer_s, elementwise_s_per_token * tokens)
         return gemm + prefill + decode_attention(decode_pairs, decode_kv) + small + fixed_s \
-            + (ar_s_per_token + a2a_s_per_token) * tokens + per_decode_s * decode_tokens \
+            + (ar_s_per_token + a2a_s_per_token) * collective_tokens(tokens) + per_decode_s * decode_tokens \
             + (tail_s * (decode_tokens - tail_from) if tail_s and decode_tokens > tail_from else 0.0) \
             + (prefill_kernel(work.prefill_tokens) if work.prefill_chunks else 0.0)
 
