@@ -64,7 +64,9 @@ AISIMULATE = {
     ("qwen3-32b-fp8", "h100", "vllm", 1): ({(64, 512): 20.596, (256, 512): 33.197, (512, 2048): 98.936}, {}),
     ("deepseek-v3", "h200", "vllm", 8): ({(1, 1024): 14.739, (8, 4096): 20.537, (32, 4096): 27.266, (64, 16384): 44.504},
                                          {1024: 78.641, 4096: 236.861, 16384: 943.27}),
-    ("deepseek-v3", "h200", "sglang", 8): ({(1, 1024): 11.231}, {1024: 68.806, 4096: 203.947, 16384: 1063.091}),
+    # 8,192 tokens: facts §76 (helper timing7), SGLang's MLA prefill kernel
+    ("deepseek-v3", "h200", "sglang", 8): ({(1, 1024): 11.231}, {1024: 68.806, 4096: 203.947, 8192: 438.66,
+                                                                 16384: 1063.091}),
     ("deepseek-v3", "h200", "trtllm", 8): ({(1, 1024): 6.845, (8, 4096): 14.473, (32, 4096): 22.666,
                                             (64, 16384): 37.743}, {1024: 61.958, 4096: 160.006, 16384: 640.658}),
     # facts §52 (helper timing4): the families with AISimulate graphs of their own (compiler/timing_families.py), fp8 KV
@@ -334,14 +336,14 @@ def test_experts_split_by_width_are_dispatched_across_the_moe_group():
     the pre / post dispatch alike for both (17.32 ms each at 4,096 tokens, vLLM H200): the all-to-all term spans
     moe_tensor x moe_expert.  On SGLang H200 (no terms of its own for moe_tensor) the two are the same pass; against a
     group of one rank the 2,500-token prefill adds 61 MoE layers x 2,500 tokens x 2 x 8 experts x 7,168 x 2 B x 7/8
-    over 450 GB/s x 0.9."""
+    over 450 GB/s x 1.1 (H200 SGLang's MoE terms, timing_families.GPU_MOE_TERMS)."""
     model, hardware = resolve_model(MODELS["deepseek-v3"])[0], resolve_hardware("h200_sxm")[0]
 
     def prefill(expert_parallel: int, expert_tensor: int) -> int:
         timing = default_timing(roofline_record(model, hardware, "sglang", 8, 1, expert_parallel, expert_tensor))
         return timing(PassWork(prefill_chunks=((2500, 0),)))
 
-    dispatch_s = 61 * 2500 * 2 * 8 * 7168 * 2 * 7 / 8 / (450e9 * 0.9)
+    dispatch_s = 61 * 2500 * 2 * 8 * 7168 * 2 * 7 / 8 / (450e9 * 1.1)
     assert prefill(1, 8) == prefill(8, 1)
     assert abs(prefill(1, 8) - prefill(1, 1) - dispatch_s * 1e9) <= 1
 
@@ -371,3 +373,17 @@ def test_collective_tokens_beyond_4096_cost_077_with_experts_split_by_width():
     for tokens, saved_s in ((8192, 4096 * 0.23 * per_token_s), (4096, 0.0)):
         work = PassWork(prefill_chunks=((tokens, 0),))
         assert abs(full(work) - default_timing(record)(work) - saved_s * 1e9) <= 2, tokens
+
+
+def test_sglangs_mla_prefill_prices_its_pairs_at_015_of_bf16():
+    """H200 SGLang's DeepSeek-V3 prefill attention does 4 x 61 x 128 heads x 128 x pairs / 8 FLOPs at 0.15 of 989
+    TFLOPS: four 2,000-token chunks pair 4 x 2,000^2 / 2 queries and keys where one 8,000-token prompt pairs 8,000^2 / 2,
+    so the prompt costs 24 M pairs' attention more; AISimulate's 347.19 ms for the chunks (427.19 for the prompt)
+    is met within 2 %."""
+    record = roofline_record(resolve_model(MODELS["deepseek-v3"])[0], resolve_hardware("h200_sxm")[0], "sglang", 8, 1,
+                             8, 1)
+    timing = default_timing(record)
+    chunks, prompt = PassWork(prefill_chunks=((2000, 0),) * 4), PassWork(prefill_chunks=((8000, 0),))
+    pair_s = 4 * 61 * 128 * 128 / 8 / (989e12 * 0.15)
+    assert abs(timing(prompt) - timing(chunks) - (8000 ** 2 / 2 - 4 * 2000 ** 2 / 2) * pair_s * 1e9) <= 2
+    assert abs(timing(chunks) / 1e6 / 347.19 - 1) <= 0.02
