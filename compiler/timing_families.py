@@ -62,14 +62,18 @@ GPU_MOE_TERMS = {
 # every chosen expert, so none waits on a busier one (AIS draws expert loads from a power law): its context_moe costs
 # 16.8 us a token against 26.5 under moe_ep 8, so the GEMMs reach 0.61 x 1.6 of the fp8 peak and a MoE layer costs
 # 120 us, not 154.  TensorRT-LLM's width-split expert kernels are slower (context_moe 172.6 ms at 4,096 tokens against
-# 71.3 under moe_ep 8): its experts' grouped GEMMs are a kernel of their own at 0.10 of the fp8 peak.  SGLang at
-# moe_tp 8 (decode at batch 8 and more priced from TensorRT-LLM's fallback rows, as under moe_ep 8) keeps the
-# terms of moe_ep, and so does a GPU missing here.  Both count a pass's all-reduce and dispatch tokens beyond the first
-# 4,096 at 0.77 (AIS's measured collectives, facts §76): prefills of 8k-16k tokens were +5-14 % without it, and vLLM's
-# GEMMs then fit at 0.9 of the fp8 peak
+# 71.3 under moe_ep 8): its experts' grouped GEMMs are a kernel of their own at 0.10 of the fp8 peak.  All three count a
+# pass's all-reduce and dispatch tokens beyond the first 4,096 at 0.77 (AIS's measured collectives, facts §76):
+# prefills of 8k-16k tokens were +5-14 % without it, and vLLM's GEMMs then fit at 0.9 of the fp8 peak.  A GPU missing
+# here keeps the terms of moe_ep
 EXPERT_TENSOR_TERMS = {
     ("h200_sxm", "vllm"): {"moe_layer": 120e-6, "experts": 0.9, "compute": 0.9, "collective_large": 0.77},
     ("h200_sxm", "trtllm"): {"moe_layer": 110e-6, "experts": 0.8, "expert_compute": 0.1, "collective_large": 0.77},
+    # SGLang: its MLA and dispatch as under moe_ep 8 (GPU_MOE_TERMS), a smaller MoE-layer cost and faster expert GEMMs
+    # (decode b 1-4 and prefill 128-16k, facts §76: mean |error| 21 -> 6.6 %; its decode at batch 8 and more is priced
+    # from TensorRT-LLM's fallback rows, not fitted)
+    ("h200_sxm", "sglang"): {"moe_layer": 60e-6, "experts": 1.0, "compute": 1.0, "attention": 0.2, "all_to_all": 1.1,
+                             "collective_large": 0.77},
 }
 TERM_FIELDS = {"moe_layer": "moe_layer_overhead_s", "experts": "expert_efficiency",
                "expert_compute": "expert_compute_efficiency", "all_to_all": "all_to_all_efficiency",

@@ -110,6 +110,10 @@ AISIMULATE = {
     # tokens: §76 (helper timing7), the collectives' tokens beyond 4,096
     ("deepseek-v3-moetp", "h200", "vllm", 8): ({(1, 1024): 12.416, (8, 4096): 17.625, (32, 4096): 27.533,
                                                 (64, 16384): 42.307}, {1024: 76.401, 4096: 217.362, 8192: 404.068, 16384: 805.747}),
+    # SGLang's own moe_tp 8 terms, facts §76 (helper timing7): decode at batch 1-2 only (larger batches are priced
+    # from TensorRT-LLM's fallback rows)
+    ("deepseek-v3-moetp", "h200", "sglang", 8): ({(1, 1024): 7.862, (2, 1024): 9.217, (2, 4096): 9.936},
+                                                 {1024: 60.998, 2500: 119.154, 8192: 370.219, 16384: 911.714}),
     ("deepseek-v3-moetp", "h200", "trtllm", 8): ({(1, 1024): 10.455, (8, 4096): 17.025, (32, 4096): 26.094,
                                                   (64, 16384): 44.33}, {1024: 95.348, 4096: 261.341, 8192: 492.42, 16384: 993.879}),
 }
@@ -334,16 +338,16 @@ def test_fp8_kv_decode_attention_costs_more_beyond_64_requests():
 def test_experts_split_by_width_are_dispatched_across_the_moe_group():
     """`moe_tensor: 8` spreads DeepSeek-V3's experts over the same 8 ranks as `moe_expert: 8`, and AISimulate prices
     the pre / post dispatch alike for both (17.32 ms each at 4,096 tokens, vLLM H200): the all-to-all term spans
-    moe_tensor x moe_expert.  On SGLang H200 (no terms of its own for moe_tensor) the two are the same pass; against a
+    moe_tensor x moe_expert.  On B200 SGLang (no terms of its own for moe_tensor) the two are the same pass; against a
     group of one rank the 2,500-token prefill adds 61 MoE layers x 2,500 tokens x 2 x 8 experts x 7,168 x 2 B x 7/8
-    over 450 GB/s x 1.1 (H200 SGLang's MoE terms, timing_families.GPU_MOE_TERMS)."""
-    model, hardware = resolve_model(MODELS["deepseek-v3"])[0], resolve_hardware("h200_sxm")[0]
+    over 900 GB/s x 0.85 (B200 SGLang's MoE terms, timing_families.GPU_MOE_TERMS)."""
+    model, hardware = resolve_model(MODELS["deepseek-v3"])[0], resolve_hardware("b200_sxm")[0]
 
     def prefill(expert_parallel: int, expert_tensor: int) -> int:
         timing = default_timing(roofline_record(model, hardware, "sglang", 8, 1, expert_parallel, expert_tensor))
         return timing(PassWork(prefill_chunks=((2500, 0),)))
 
-    dispatch_s = 61 * 2500 * 2 * 8 * 7168 * 2 * 7 / 8 / (450e9 * 1.1)
+    dispatch_s = 61 * 2500 * 2 * 8 * 7168 * 2 * 7 / 8 / (900e9 * 0.85)
     assert prefill(1, 8) == prefill(8, 1)
     assert abs(prefill(1, 8) - prefill(1, 1) - dispatch_s * 1e9) <= 1
 
