@@ -226,6 +226,25 @@ def test_longest_prefix_match_policy_orders_by_cached_prefix():
     assert lpm_order(rank, rank.waiting) == [long_, short]
 
 
+def test_longest_prefix_match_puts_a_duplicate_uncached_prefix_last():
+    """SGLang's in-batch prefix caching under lpm: with nothing cached, C's first 32 tokens are A's (it shares A's
+    40), so C goes after D (which shares 20 of A's tokens only) though it came first; with a 100-token chunk A, B and
+    D fill the pass (40 + 10 + 50) and C's next pass (an extend pass alone: 50 ms) reuses A's 40 prompt tokens."""
+    rank = sg_rank(1000, budget=100)
+    rank.pool.sglang.policy = "lpm"
+    a, b = request(0, [(1, 0, 40)], 2), request(1, [(2, 0, 10)], 2)
+    c, d = request(2, [(1, 0, 40), (3, 0, 5)], 2), request(3, [(1, 0, 20), (4, 0, 30)], 2)
+    rank.waiting.extend([a, b, c, d])
+    assert lpm_order(rank, rank.waiting) == [a, b, d, c]
+    assert step(rank, 0) == ([(0, 40), (1, 10), (3, 50)], 50 * MS, [])
+    items, end, _ = step(rank, 50 * MS)
+    assert items == [(2, 5)] and end == 100 * MS and c.admissions[0]["reused_input_tokens"] == 40
+    # once A's prompt is cached, C's 40 cached tokens put it first (a cached prefix over 32 is not checked)
+    e = request(4, [(1, 0, 40), (5, 0, 9)], 2)
+    f = request(5, [(6, 0, 40)], 2)
+    assert lpm_order(rank, [f, e]) == [e, f]
+
+
 def test_admission_charges_extend_plus_output_against_the_ratio_estimate():
     """AISimulate's b2 run (3,000 one-token pages, prompt 100, output 2,000): the second request starts at 5,030 ms,
     when 3000 - 599 - 1501 x ratio first exceeds its 2,100 tokens (the ratio decays from 0.7 per decode pass)."""
