@@ -6,7 +6,10 @@ AISimulate are in test_sglang_parity.py.
 """
 from __future__ import annotations
 
+from array import array
+
 import orjson
+import xxhash
 
 from kvreplay.cli import main
 from kvreplay.runtime.engines.engine import VLLM
@@ -22,6 +25,7 @@ from kvreplay.runtime.tiers.radix_cache import RadixCache
 from kvreplay.runtime.tiers.token_runs import OPEN_END, cut
 
 from .golden import golden_extension
+from .support import ROOT
 
 MS = 1_000_000
 TIMING = fixed_timing(50 * MS, 10 * MS)
@@ -315,6 +319,43 @@ def test_kv_events_follow_radix_insertions_batched_and_flushed(tmp_path, snapsho
     assert events[2]["parent_hash"] == first["block_hashes"][-1] and events[2]["session_id"] == first["session_id"]
     assert [e["type"] for e in events].count("Removed") == 2
     assert events == snapshot.use_extension(golden_extension("replays"))(name="sglang-session.kv-events")
+
+
+def test_the_kv_events_golden_is_valid_for_dynamos_router():
+    """The golden of the run above, read as Dynamo's router index would: hashes are REFERENCE.md's (XXH3-64, seed
+    1337, of each full page's token ids as little-endian u32, chained as XXH3-64 of (parent, block)), computed
+    here from the synthetic tokens (token p of source s is s x 1,000,003 + p; request i's new input is source
+    2**20 + 2i, its output the next); every store's parent is resident, no page is stored twice while resident,
+    and every removal names resident pages."""
+    events = orjson.loads((ROOT / "golden" / "replays" / "sglang-session.kv-events.json").read_bytes())
+
+    def tokens(source, start, stop):
+        return array("I", [(source * 1_000_003 + p) & 0xFFFFFFFF for p in range(start, stop)])
+
+    def block(ids):
+        return xxhash.xxh3_64_intdigest(ids.tobytes(), 1337)
+
+    def chained(parent, ids):
+        return xxhash.xxh3_64_intdigest(parent.to_bytes(8, "little") + block(ids).to_bytes(8, "little"), 1337)
+
+    own = 1 << 20  # session 0's first turn is request 0
+    prompt = tokens(own, 0, 40)
+    first = block(prompt[:16])
+    second = chained(first, prompt[16:32])
+    third = chained(second, prompt[32:40] + tokens(own + 1, 0, 8))  # (its 8 prompt tokens left, its 8 output)
+    assert events[0]["block_hashes"] == [first, second] and events[2]["block_hashes"] == [third]
+    resident: set[int] = set()
+    for event in events:
+        hashes = event["block_hashes"]
+        if event["type"] == "Stored":
+            assert event["parent_hash"] is None or event["parent_hash"] in resident
+            assert not resident & set(hashes) and len(set(hashes)) == len(hashes)
+            resident |= set(hashes)
+        else:
+            assert event["type"] == "Removed" and set(hashes) <= resident
+            resident -= set(hashes)
+    assert [e["event_id"] for e in events] == list(range(len(events)))
+    assert [e["time_ms"] for e in events] == sorted(e["time_ms"] for e in events)
 
 
 def test_events_flush_every_40_decode_passes():
