@@ -181,6 +181,23 @@ def test_timing_mode_full_prompt_vs_destination_missing(tmp_path, timing_mode, t
     assert run.field("e2e_latency_ms") == [h + 13 for h in held]
 
 
+def test_a_tensorrt_llm_decode_rank_takes_the_whole_prompt_whatever_it_has_cached(tmp_path):
+    """TensorRT-LLM's generation worker reuses none of its own cache for a handoff: its cache transceiver sends
+    every block of the prompt (TensorRT-LLM PR 13055: "avoiding blocks already cached by the receiver" unsupported;
+    AISimulate's decode worker likewise, facts section 78).  PREFIX_ROWS with destination_missing: where vLLM's
+    decode rank holds 8 of B's and all of C's tokens and moves 4 and 0, TensorRT-LLM's moves 8, 12 and 8 (4 blocks
+    of 4 tokens x 250,000 B at 0.25 GB/s = 12 ms for B), reusing nothing there.  C's prompt is cached whole on the
+    prefill rank, which TensorRT-LLM reuses whole: its first token is a 1 ms decode-priced pass (100-101 ms), and the
+    KV lands 8 ms later; macro-stepped, that pass is not fused into further decodes on the prefill rank (it hands
+    C off: C decoded 6 tokens there before shell/macro.py's prefill-role check)."""
+    run = replay_pd(tmp_path, PREFIX_ROWS, backend="trtllm", timing_mode="destination_missing")
+    assert run.field("kv_transfer_tokens") == [8, 12, 8]
+    assert run.field("source_hold_ms") == [8.0, 12.0, 8.0]
+    assert run.field("decode_cached_input_tokens") == [0, 0, 0]
+    assert run.field("prefill_done_ms") == [10.0, 60.0, 101.0]
+    assert run.field("decode_admit_ms") == [18.0, 72.0, 109.0]
+
+
 @pytest.mark.parametrize("bandwidth, held", [(0.25, 8.0), (0.5, 4.0), (2.0, 1.0), (None, 0.0)])
 def test_bandwidth_divides_the_transfer_and_null_means_no_delay(tmp_path, bandwidth, held):
     """engine.kv_transfer.bandwidth_gb_per_second is decimal GB/s; null means no delay.

@@ -6,7 +6,10 @@ AISimulate are in test_sglang_parity.py.
 """
 from __future__ import annotations
 
+from array import array
+
 import orjson
+import xxhash
 
 from kvreplay.cli import main
 from kvreplay.runtime.engines.engine import VLLM
@@ -22,6 +25,7 @@ from kvreplay.runtime.tiers.radix_cache import RadixCache
 from kvreplay.runtime.tiers.token_runs import OPEN_END, cut
 
 from .golden import golden_extension
+from .support import ROOT
 
 MS = 1_000_000
 TIMING = fixed_timing(50 * MS, 10 * MS)
@@ -226,6 +230,25 @@ def test_longest_prefix_match_policy_orders_by_cached_prefix():
     assert lpm_order(rank, rank.waiting) == [long_, short]
 
 
+def test_longest_prefix_match_puts_a_duplicate_uncached_prefix_last():
+    """SGLang's in-batch prefix caching under lpm: with nothing cached, C's first 32 tokens are A's (it shares A's
+    40), so C goes after D (which shares 20 of A's tokens only) though it came first; with a 100-token chunk A, B and
+    D fill the pass (40 + 10 + 50) and C's next pass (an extend pass alone: 50 ms) reuses A's 40 prompt tokens."""
+    rank = sg_rank(1000, budget=100)
+    rank.pool.sglang.policy = "lpm"
+    a, b = request(0, [(1, 0, 40)], 2), request(1, [(2, 0, 10)], 2)
+    c, d = request(2, [(1, 0, 40), (3, 0, 5)], 2), request(3, [(1, 0, 20), (4, 0, 30)], 2)
+    rank.waiting.extend([a, b, c, d])
+    assert lpm_order(rank, rank.waiting) == [a, b, d, c]
+    assert step(rank, 0) == ([(0, 40), (1, 10), (3, 50)], 50 * MS, [])
+    items, end, _ = step(rank, 50 * MS)
+    assert items == [(2, 5)] and end == 100 * MS and c.admissions[0]["reused_input_tokens"] == 40
+    # once A's prompt is cached, C's 40 cached tokens put it first (a cached prefix over 32 is not checked)
+    e = request(4, [(1, 0, 40), (5, 0, 9)], 2)
+    f = request(5, [(6, 0, 40)], 2)
+    assert lpm_order(rank, [f, e]) == [e, f]
+
+
 def test_admission_charges_extend_plus_output_against_the_ratio_estimate():
     """AISimulate's b2 run (3,000 one-token pages, prompt 100, output 2,000): the second request starts at 5,030 ms,
     when 3000 - 599 - 1501 x ratio first exceeds its 2,100 tokens (the ratio decays from 0.7 per decode pass)."""
@@ -296,6 +319,43 @@ def test_kv_events_follow_radix_insertions_batched_and_flushed(tmp_path, snapsho
     assert events[2]["parent_hash"] == first["block_hashes"][-1] and events[2]["session_id"] == first["session_id"]
     assert [e["type"] for e in events].count("Removed") == 2
     assert events == snapshot.use_extension(golden_extension("replays"))(name="sglang-session.kv-events")
+
+
+def test_the_kv_events_golden_is_valid_for_dynamos_router():
+    """The golden of the run above, read as Dynamo's router index would: hashes are REFERENCE.md's (XXH3-64, seed
+    1337, of each full page's token ids as little-endian u32, chained as XXH3-64 of (parent, block)), computed
+    here from the synthetic tokens (token p of source s is s x 1,000,003 + p; request i's new input is source
+    2**20 + 2i, its output the next); every store's parent is resident, no page is stored twice while resident,
+    and every removal names resident pages."""
+    events = orjson.loads((ROOT / "golden" / "replays" / "sglang-session.kv-events.json").read_bytes())
+
+    def tokens(source, start, stop):
+        return array("I", [(source * 1_000_003 + p) & 0xFFFFFFFF for p in range(start, stop)])
+
+    def block(ids):
+        return xxhash.xxh3_64_intdigest(ids.tobytes(), 1337)
+
+    def chained(parent, ids):
+        return xxhash.xxh3_64_intdigest(parent.to_bytes(8, "little") + block(ids).to_bytes(8, "little"), 1337)
+
+    own = 1 << 20  # session 0's first turn is request 0
+    prompt = tokens(own, 0, 40)
+    first = block(prompt[:16])
+    second = chained(first, prompt[16:32])
+    third = chained(second, prompt[32:40] + tokens(own + 1, 0, 8))  # (its 8 prompt tokens left, its 8 output)
+    assert events[0]["block_hashes"] == [first, second] and events[2]["block_hashes"] == [third]
+    resident: set[int] = set()
+    for event in events:
+        hashes = event["block_hashes"]
+        if event["type"] == "Stored":
+            assert event["parent_hash"] is None or event["parent_hash"] in resident
+            assert not resident & set(hashes) and len(set(hashes)) == len(hashes)
+            resident |= set(hashes)
+        else:
+            assert event["type"] == "Removed" and set(hashes) <= resident
+            resident -= set(hashes)
+    assert [e["event_id"] for e in events] == list(range(len(events)))
+    assert [e["time_ms"] for e in events] == sorted(e["time_ms"] for e in events)
 
 
 def test_events_flush_every_40_decode_passes():

@@ -242,3 +242,39 @@ def test_attention_dp_keeps_max_sequences_per_rank(tmp_path):
         assert sorted(r.first_admit_ns // MS for r in requests) == admitted
         assert sum(r.first_token_ns - r.spec.arrival_ns for r in requests) == ttft * MS * 16
         assert sorted({r.rank for r in requests}) == [0, 1]
+
+
+LPM = """engine:
+  model: Qwen/Qwen3-8B
+  hardware: h200_sxm
+  backend: sglang
+  workers:
+    aggregated:
+      timing: {{type: fixed, prefill_ms: 50.0, decode_ms: 10.0}}
+      scheduler: {{max_batched_tokens: 112, schedule_policy: {policy}}}
+      kv_cache: {{block_size: 16, capacity: {{type: fixed, blocks: 1000}}}}
+traffic:
+  source: {{type: trace, paths: [{trace}], block_size: 16}}
+  load: {{type: trace_timestamps}}
+"""
+# four trace rows at t = 0 (blocks of 16): A 48 tokens, B 16, C = A's 48 + 16, D = A's first 16 + 32 of its own
+LPM_ROWS = ('{"timestamp":0,"input_length":48,"output_length":2,"hash_ids":[1,2,3]}\n'
+            '{"timestamp":0,"input_length":16,"output_length":2,"hash_ids":[10]}\n'
+            '{"timestamp":0,"input_length":64,"output_length":2,"hash_ids":[1,2,3,4]}\n'
+            '{"timestamp":0,"input_length":48,"output_length":2,"hash_ids":[1,20,21]}\n')
+
+
+def test_longest_prefix_match_defers_a_duplicate_head_as_aisimulate_s_runtime_does(tmp_path):
+    """AISimulate's predict refuses `schedule_policy`; its runtime takes `rank.sglang.schedule_policy` (fifo | lpm)
+    and `chunked_prefill_size` (facts section 78).  A 112-token chunk at t = 0, page 16: fcfs extends A, B and C's
+    first 48 tokens (48 + 16 + 48), so C's rest and D wait for the next pass (first tokens 50, 50, 100, 100; C reuses
+    nothing, D 16 of A's tokens): reuse 16 / 176, mean TTFT 75 ms.  lpm finds nothing cached, so C (A's first 32
+    tokens again) goes last: A, B and D fill the chunk (48 + 16 + 48) and C reuses A's 48 a pass later: first tokens
+    50, 50, 100, 50, reuse 48 / 176, mean TTFT 62.5 ms; both runs end at 110 ms, in both tools."""
+    trace = tmp_path / "lpm.jsonl"
+    trace.write_text(LPM_ROWS)
+    for policy, firsts, reused in (("fcfs", [50, 50, 100, 100], [0, 0, 0, 16]), ("lpm", [50, 50, 100, 50], [0, 0, 48, 0])):
+        replay = _replayed(tmp_path, LPM.format(policy=policy, trace=trace), f"{policy}.yaml")
+        requests = sorted(replay.requests, key=lambda r: r.spec.index)
+        assert [r.first_token_ns // MS for r in requests] == firsts and replay.now == 110 * MS
+        assert [r.reused_tokens for r in requests] == reused

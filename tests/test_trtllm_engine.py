@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from kvreplay.runtime.engines.engine import VLLM
 from kvreplay.runtime.engines.table import engine_for
 from kvreplay.runtime.engines.trtllm import TRTLLM, no_evict, to_completion, whole_footprints
@@ -16,6 +18,7 @@ from kvreplay.runtime.serving.speculation import Speculation
 from kvreplay.runtime.timing.fixed import fixed_timing
 
 from .scenarios import aggregated_config, compile_scenario, replay_both_ways, row
+from .support import TRAFFIC, codes, compile_yaml
 from .test_scheduler import make_rank, make_request
 
 MS = 1_000_000
@@ -262,3 +265,31 @@ def test_under_mtp_tensorrt_llm_keeps_the_last_hit_that_vllm_drops():
     for rank, engine, reused in ((trt, TRTLLM, 12), (vllm, VLLM, 8)):
         (request, new), = engine.schedule(rank, 100 * MS).items
         assert (request.first_reused_tokens, new) == (reused, 16 - reused)
+
+
+def _kv_config(backend: str, kv_cache: str) -> str:
+    return (f"engine: {{model: Qwen/Qwen3-8B, hardware: h200_sxm, backend: {backend}, workers: {{aggregated: "
+            f"{{kv_cache: {kv_cache}}}}}}}\n" + TRAFFIC)
+
+
+@pytest.mark.parametrize("backend, block_size, rejected", [("trtllm", 1, True), ("trtllm", 2, False),
+                                                           ("vllm", 1, True), ("sglang", 1, False)])
+def test_tensorrt_llm_needs_two_tokens_per_block_as_vllm_does(backend, block_size, rejected):
+    """The spec's `block_size` row: "vLLM and TensorRT-LLM require at least 2" (SGLang's page may be 1)."""
+    result = compile_yaml(_kv_config(backend, f"{{block_size: {block_size}, capacity: {{type: fixed, blocks: 4096}}}}"))
+    assert ("G1-BLOCK-SIZE-MIN" in codes(result)) is rejected and result.ok is not rejected
+
+
+@pytest.mark.parametrize("backend", ["trtllm", "sglang"])
+def test_g2_and_kvcr_are_rejected_with_tensorrt_llm_and_sglang(backend):
+    """The spec's G2 "Supported": rejected with SGLang and TensorRT-LLM; KVCR: "Everything G2 rejects is rejected too,
+    including SGLang and TensorRT-LLM" (KVCR needs a host_offload, which the backend refuses)."""
+    g2 = compile_yaml(_kv_config(backend, "{block_size: 32, capacity: {type: fixed, blocks: 4096}, "
+                                          "host_offload: {num_host_blocks: 64}}"))
+    kvcr = compile_yaml(_kv_config(backend, "{block_size: 32, capacity: {type: fixed, blocks: 4096}, "
+                                            "host_offload: {num_host_blocks: 64}, kvcr: {}}"))
+    assert not g2.ok and codes(g2) == {"G2-BACKEND"}
+    assert not kvcr.ok and "G2-BACKEND" in codes(kvcr)
+    vllm = compile_yaml(_kv_config("vllm", "{block_size: 32, capacity: {type: fixed, blocks: 4096}, "
+                                           "host_offload: {num_host_blocks: 64}, kvcr: {}}"))
+    assert vllm.ok, vllm.diagnostics

@@ -20,7 +20,11 @@ prefixes: the tree learns a prompt only when its pass ends.
 """
 from __future__ import annotations
 
+from ..tiers.token_runs import page_key, spec_cut
 from .sglang_state import CLIP_MAX_NEW_TOKENS, MAX_PREFILL_TOKENS, Lease
+
+IN_BATCH_CHECK = 32  # SGLang's IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD: cached tokens at most this are checked
+IN_BATCH_DEPRIORITIZE = 32  # SGLang's IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD: equal leading tokens
 
 
 def prefill_batch(rank, state, now_ns: int) -> list:
@@ -86,12 +90,26 @@ def prefill_batch(rank, state, now_ns: int) -> list:
 
 
 def lpm_order(rank, waiting) -> list:
-    """Longest prefix match first (stable); SGLang falls back to arrival order past 128 waiting requests."""
+    """Longest prefix match first (stable); SGLang falls back to arrival order past 128 waiting requests.
+
+    SGLang's in-batch prefix caching (schedule_policy.py `_compute_prefix_matches`): a request with at most
+    IN_BATCH_CHECK cached tokens whose first IN_BATCH_DEPRIORITIZE tokens equal those of an earlier such request
+    in the queue goes last this round, so one of them computes the shared prefix and the others reuse it later
+    (SGLang matches against a page-1 tree of the waiting prompts: 32 equal tokens, whatever the page size)."""
     if len(waiting) > 128:
         return list(waiting)
     pool = rank.pool
     held = {id(r): pool.held_tokens(r.spec, pool.page, (r.num_tokens - 1) // pool.page) for r in waiting}
-    return sorted(waiting, key=lambda r: -held[id(r)])
+    seen, later = set(), set()
+    for r in waiting:
+        if held[id(r)] > IN_BATCH_CHECK or r.num_tokens < IN_BATCH_DEPRIORITIZE:
+            continue  # (a shorter sequence never matches 32 tokens of another, but SGLang still learns it)
+        head = page_key(spec_cut(r.spec, 0, IN_BATCH_DEPRIORITIZE), IN_BATCH_DEPRIORITIZE)
+        if head in seen:
+            later.add(id(r))
+        else:
+            seen.add(head)
+    return sorted(waiting, key=lambda r: (id(r) in later, -held[id(r)]))
 
 
 def record_admission(rank, request, cached: int, now_ns: int) -> None:

@@ -8,7 +8,9 @@ preempted. Waiting requests are weighed in arrival order and the first that
 does not fit stops admission for the pass (no request overtakes it). A decode
 rank (P/D) reserves a handed-off request's prompt only when the whole
 footprints of the requests it holds and of this one fit in G1, a shared prefix
-counted in each (AISimulate's decode worker; facts section 67). Reused blocks
+counted in each (AISimulate's decode worker; facts section 67), and reuses none
+of its own cache for it: the whole prompt travels, as TensorRT-LLM's cache
+transceiver sends every block (facts section 78). Reused blocks
 (`tokens_per_block`, full blocks only, as in vLLM) held by a running request
 need no new block; an idle cached block found again takes one from the free
 ones, as a new block would (AISimulate's mocker: only active cached blocks are
@@ -21,6 +23,7 @@ is rejected.
 """
 from __future__ import annotations
 
+from ..serving.handoff import BlockHandoff
 from .engine import Engine
 
 
@@ -66,6 +69,9 @@ def whole_footprints(rank, request, hits: list[int], need: int) -> int:
     return need if total <= rank.pool.capacity else rank.pool.capacity + 1
 
 
+WHOLE_PROMPT = BlockHandoff(reuse=False)  # (a decode rank's handoff: the whole prompt travels)
+
+
 class TrtllmEngine(Engine):
     name = "trtllm"
 
@@ -76,6 +82,7 @@ class TrtllmEngine(Engine):
         rank.admission = no_evict
         rank.reservation = whole_footprints
         rank.reuse_limit = whole_sequence
+        rank.handoff_kv = WHOLE_PROMPT
 
 
 TRTLLM = TrtllmEngine()

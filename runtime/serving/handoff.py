@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from itertools import islice
 
 from ..tiers import offload
@@ -144,15 +145,15 @@ def reserve(rank, request: Request, handoff: Handoff, now_ns: int) -> bool:
     return True
 
 
-def _reserve_blocks(rank, request: Request, handoff: Handoff) -> bool:
+def _reserve_blocks(rank, request: Request, handoff: Handoff, reuse: bool = True) -> bool:
     """vLLM's block pool: a decode rank reserves blocks for the prompt (destination-first: and the next token), less the prefix it
-    already holds.
+    already holds (none without `reuse`: the whole prompt then travels).
 
     Blocks are kept aside in `decode_blocks` (with destination-first the request is still to be
     prefilled elsewhere); False when the rank is short of blocks."""
     prompt, size = request.spec.prompt_len, rank.block_size
     keys = request.spec.keys(size)
-    hits = rank.pool.match(keys, prompt // size)
+    hits = rank.pool.match(keys, prompt // size) if reuse else []
     # source-first (vLLM's mocker): the prompt's blocks, the first output token's block comes when a pass computes
     # it; destination-first (SGLang) keeps one token more, its rule not checked against AISimulate yet
     need = rank.blocks_for(prompt + handoff.destination_first) - len(hits) + rank.state_blocks
@@ -285,13 +286,15 @@ def _land_blocks(rank, request: Request) -> None:
 
 
 class BlockHandoff:
-    """vLLM's block pool's part in a handoff (TensorRT-LLM's too): the source's blocks, the destination's blocks."""
+    """vLLM's block pool's part in a handoff: the source's blocks, the destination's (no `reuse`: trtllm.py's)."""
 
     keyed = True  # a request moved to the rank carries block keys (its G1 matches by them)
     hold = staticmethod(lambda rank, request: pass_results.hand_over_blocks(request))
     release = staticmethod(offload.release_blocks)
-    reserve = staticmethod(_reserve_blocks)
     land = staticmethod(_land_blocks)
+
+    def __init__(self, reuse: bool = True):
+        self.reserve = partial(_reserve_blocks, reuse=reuse)
 
 
 BLOCKS = BlockHandoff()

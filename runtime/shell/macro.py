@@ -63,6 +63,9 @@ def eligible(ranks: list[Rank], batches: list[Batch | None]) -> bool:
             return False  # (a pass that allocates a request's fresh state, or may store a snapshot, is stepped)
         if batch is not None and (batch.work.prefill_chunks or len(batch.items) != len(rank.running)):
             return False
+        if batch is not None and rank.role == "prefill":
+            return False  # (each pass there ends its requests' prefill: TensorRT-LLM's prompt cached whole samples its
+            # first token in a decode-priced pass, which hands the request off; test_pd.py, TensorRT-LLM's decode rank)
         if batch is not None and not all(new == 1 for _, new in batch.items):
             return False  # a handed-off request's first pass computes no token, a readmission's recompute several
             # (a decode rank's, or one wholly past the prompt, is priced as a decode: `work_of`); fused passes
