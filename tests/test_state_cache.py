@@ -128,6 +128,11 @@ def test_a_chunk_the_budget_cuts_short_ends_on_a_block_boundary():
     assert snapshots.chunk(rank, turn, 4096, 300) == 0 and snapshots.chunk(rank, turn, 4096, 600) == 512
     small = SimpleNamespace(block_size=1536, chunked=True, max_batched=1024)
     assert snapshots.chunk(small, fresh, 0, 1024) == 1024
+    # a pass's whole budget of 8,192 tokens is cut like any (the exception is only for a budget shorter than a
+    # block): a 120,633-token prompt at 23,040 runs 7,680 (it ran 8,192 and then 1,024 to the next boundary, which
+    # left that budget to the waiting requests; AISimulate admits none of them, facts section 77)
+    huge = SimpleNamespace(num_tokens=120_633, spec=SimpleNamespace(prompt_len=120_633))
+    assert snapshots.chunk(rank, huge, 23_040, 8192) == 7680
 
 
 def test_a_waiting_request_whose_chunk_makes_no_block_stops_admission(tmp_path):
@@ -273,6 +278,23 @@ def preempted_request_pool():
     return rank, snapshots, request
 
 
+@pytest.mark.parametrize("arrival, resumed_at, first_token", [(15, 64, 30.0), (35, 96, 45.0)])
+def test_a_snapshot_inside_a_block_is_resumable_once_its_writer_has_computed_its_prompt(tmp_path, arrival,
+                                                                                       resumed_at, first_token):
+    """Block 64, unit 32, a state of 2.  W (100 tokens, units [1, 2, 3, 4]) runs 0-64, 64-96 and 96-100 (10 ms
+    passes, first token at 30) and keeps snapshots at 64 (a block boundary) and 96 (inside block 1, short of its
+    end: no block of its own).  R (128 tokens, W's first three units and its own) arriving at 15 is admitted at 20,
+    while W computes 96-100: W's 96 snapshot is not resumable yet (its first tokens are in W's partial block, which
+    W still writes), so R resumes at 64 and runs 64-128 (reuse 64, first token at 30); arriving at 35, after W
+    completed and its partial block joined the snapshot, R resumes at 96 and runs 96-128 (first token at 45).
+    AISimulate: the same admissions, reuse and first tokens (facts section 77; kvreplay resumed at 96 in both)."""
+    rows = [trace_row(0, 100, 1, [1, 2, 3, 4], 32), trace_row(arrival, 128, 1, [1, 2, 3, 9], 32)]
+    _, records = replay(tmp_path, rows, config(block=64, unit=32, g1_blocks=64, state_bytes=1500, bytes_per_token=16))
+    assert resumed(records) == [[0], [resumed_at]]
+    assert [r["reused_input_tokens"] for r in records] == [0, resumed_at]
+    assert [r["first_token_ms"] for r in records] == [30.0, first_token]
+
+
 def test_a_preempted_requests_partial_block_joins_its_snapshot_and_is_evicted_in_its_order():
     """R is preempted after its 64-96 pass: its partial block 1 (tokens 64-96) holds the snapshot's first tokens
     and joins it (3 blocks); R's blocks go to the free queue's tail last first (3, 2, 1, 0), all cached, so its
@@ -304,6 +326,7 @@ def test_a_snapshot_stored_again_over_a_partly_evicted_copy_is_whole():
     request.blocks = rank.pool.allocate(4)
     assert request.blocks == [4, 5, 6, 7] and snapshots.resume(rank, request, []) == ([], 0, [])
     snapshots.reached(rank, request, 64, 96)
+    snapshots.reached(rank, request, 96, 100)  # (its prompt computed: a sub-block snapshot is resumable from now)
     assert snapshots.resume(rank, request, [0]) == ([0], 96, [2, 7])
 
 

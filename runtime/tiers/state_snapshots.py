@@ -22,67 +22,22 @@ snapshot's blocks through the request's first pass in the same way (most recentl
 only while its admission allocates) and allocates the request's own state.  A snapshot inside a block at the
 prompt's end needs one more block (that block's first tokens, which no full-block key keeps), taken when it is
 stored (none free: skipped); one short of the prompt's end takes none, as AISimulate counts (facts §62): the
-writer's partial token block keeps those tokens and joins the snapshot, cached, when the writer lets it go (§77).
+writer's partial token block keeps those tokens (resumable once the writer computed its prompt) and joins the
+snapshot, cached, when the writer lets it go (§77).
 A snapshot is its keys' content, whole while every key is cached.  Ranks without a state cache use `WHOLE_BLOCKS`.
 """
 from __future__ import annotations
 
 from ..traffic.block_keys import sequence_hash
-
-
-class WholeBlocks:
-    """Reuse resumes after the last cached whole block (every model without a state cache)."""
-
-    owed: dict = {}  # (never written: no request of such a rank owes state blocks or holds a snapshot's)
-    sources: dict = {}
-    fusable = True  # fused decode passes (shell/macro.py) need nothing of this policy
-    # under speculation the last matched block is recomputed (its drafter needs the hidden states)
-    drafts_drop_last_hit = True
-
-    def resume(self, rank, request, hits: list[int]) -> tuple[list[int], int, list[int]]:
-        """The blocks reused, the tokens they cover, and the snapshot's blocks the admission holds."""
-        return hits, len(hits) * rank.block_size, []
-
-    def hold(self, rank, request, blocks: list[int]) -> None:
-        """The admission resumes from a snapshot made of `blocks`: it holds them through its first pass."""
-
-    def allocated(self, rank, request) -> None:
-        """The admission that `hold` saw has allocated its blocks."""
-
-    def prepare(self, rank, request) -> int:
-        """The request is scheduled for a pass: the state blocks it must allocate for it (`swap` takes them)."""
-        return 0
-
-    def swap(self, rank, request, fresh: list[int]) -> None:
-        """The request's pass allocated `fresh` state blocks for the state it owed."""
-
-    def chunk(self, rank, request, computed: int, new: int) -> int:
-        """The tokens a pass computes for the request from `computed`, at most `new`."""
-        return new
-
-    def reached(self, rank, request, computed: int, tokens: int) -> None:
-        """A pass ended that took the request from `computed` to `tokens` computed tokens."""
-
-    def released(self, rank, request) -> None:
-        """The request lets go of its blocks on `rank` (the snapshot blocks it holds go back to the pool)."""
-
-    def admitted(self, request, resumed: int) -> dict:
-        """The request was admitted resuming at `resumed` tokens: what its admission record adds."""
-        return {}
-
-    def section(self, rank) -> dict | None:
-        return None
-
-
-WHOLE_BLOCKS = WholeBlocks()
+from .resume_policy import WHOLE_BLOCKS, WholeBlocks
 
 
 class StateSnapshots(WholeBlocks):
     """One rank's stored snapshots: their positions, pool keys and counters, and the snapshot blocks its requests
     hold."""
 
-    __slots__ = ("plan", "unit", "state_blocks", "rule", "stored", "owed", "sources", "written", "stores", "evicted",
-                 "skipped", "resumes", "resumed_tokens", "resumed_at", "drafts_drop_last_hit", "fusable")
+    __slots__ = ("plan", "unit", "state_blocks", "rule", "stored", "owed", "sources", "written", "pending", "stores",
+                 "evicted", "skipped", "resumes", "resumed_tokens", "resumed_at", "drafts_drop_last_hit", "fusable")
 
     def __init__(self, plan):
         self.plan = plan  # plan_records.StateCachePlan
@@ -96,6 +51,7 @@ class StateSnapshots(WholeBlocks):
         # id(request) -> prefix keys of the snapshots it stored inside one of its partial token blocks, with no block
         # of their own: that block keeps their first tokens' KV and joins them when the request lets it go
         self.written: dict[int, list[int]] = {}
+        self.pending: set[int] = set()  # ... those whose writer has not computed its whole prompt yet: not resumable
         self.stores = 0  # snapshots written (a rewrite of an evicted one counts again)
         self.evicted = 0  # stored snapshots that lost a block to eviction (counted when seen)
         self.skipped = 0  # positions not snapshot: no free block for the KV of a block's first tokens
@@ -143,7 +99,7 @@ class StateSnapshots(WholeBlocks):
         # partial block, or that block once its writer let it go: `released`); past it the KV is missing
         top = min((request.num_tokens - 1) // unit, ((len(hits) + 1) * size - 1) // unit, len(unit_keys))
         for units in range(top, 0, -1):
-            entry = self._find(pool, unit_keys[units - 1])
+            entry = self._find(pool, unit_keys[units - 1]) if unit_keys[units - 1] not in self.pending else None
             if entry is not None:
                 position = units * unit
                 return hits[:position // size], position, entry[2]
@@ -198,8 +154,8 @@ class StateSnapshots(WholeBlocks):
         end = min(min((stop for stop in stops if stop > computed), default=known), known)
         if new >= end - computed:
             return end - computed
-        if new >= rank.max_batched:
-            return new  # (a budget shorter than the chunk's block: cut anywhere, or it would never run)
+        if new >= rank.max_batched < size:
+            return new  # (a whole budget shorter than a block: cut anywhere, or it would never run; §77)
         return max(0, (computed + new) // size * size - computed)
 
     @staticmethod
@@ -227,6 +183,8 @@ class StateSnapshots(WholeBlocks):
             positions = [p for p in self.positions(prompt, size, self.unit) if computed < p <= tokens]
         if positions:  # (one state per pass: a pass that crosses two positions had no state at the first)
             self._store(rank.pool, request, positions[-1], size)
+        if tokens >= prompt and self.pending:
+            self.pending.difference_update(self.written.get(id(request), ()))
         if tokens % size == 0 and id(request) not in self.owed:
             self.owed[id(request)] = []
 
@@ -251,6 +209,7 @@ class StateSnapshots(WholeBlocks):
         self.stores += 1
         if position % size and not extra:
             self.written.setdefault(id(request), []).append(key)
+            self.pending.add(key)
 
     def released(self, rank, request) -> None:
         """The request lets go of its blocks: the snapshot blocks it holds go back first, and a partial token block
@@ -262,6 +221,7 @@ class StateSnapshots(WholeBlocks):
             rank.pool.release(held)
         written = self.written.pop(id(request), None)
         if written:
+            self.pending.difference_update(written)
             self._keep_partial(rank, request, written)
 
     def _keep_partial(self, rank, request, written: list[int]) -> None:
