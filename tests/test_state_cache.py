@@ -36,7 +36,7 @@ from .support import ROOT
 
 
 def config(*, block: int, unit: int, g1_blocks: int, state_bytes: int, bytes_per_token: int = 1,
-           set_unit: bool = True) -> str:
+           set_unit: bool = True, max_batched: int = 32768) -> str:
     """One aggregated vLLM role (Qwen3-8B / H200 with explicit state geometry); the trace has one id per `unit`
     (`set_unit` False: `prefix_match_unit` is left unset, a plain reservation)."""
     unit_line = f"        prefix_match_unit: {unit}\n" if set_unit else ""
@@ -47,7 +47,7 @@ engine:
   workers:
     aggregated:
       timing: {{type: fixed, prefill_ms: 10, decode_ms: 1}}
-      scheduler: {{max_batched_tokens: 32768, max_sequences: 4}}
+      scheduler: {{max_batched_tokens: {max_batched}, max_sequences: 4}}
       kv_cache:
         block_size: {block}
 {unit_line}        bytes_per_token: {bytes_per_token}
@@ -128,6 +128,29 @@ def test_a_chunk_the_budget_cuts_short_ends_on_a_block_boundary():
     assert snapshots.chunk(rank, turn, 4096, 300) == 0 and snapshots.chunk(rank, turn, 4096, 600) == 512
     small = SimpleNamespace(block_size=1536, chunked=True, max_batched=1024)
     assert snapshots.chunk(small, fresh, 0, 1024) == 1024
+    # a pass's whole budget of 8,192 tokens is cut like any (the exception is only for a budget shorter than a
+    # block): a 120,633-token prompt at 23,040 runs 7,680 (it ran 8,192 and then 1,024 to the next boundary, which
+    # left that budget to the waiting requests; AISimulate admits none of them, facts section 77)
+    huge = SimpleNamespace(num_tokens=120_633, spec=SimpleNamespace(prompt_len=120_633))
+    assert snapshots.chunk(rank, huge, 23_040, 8192) == 7680
+
+
+def test_a_waiting_request_whose_chunk_makes_no_block_stops_admission(tmp_path):
+    """vLLM's waiting loop stops (`break`) at a request whose aligned chunk is 0 tokens; nothing behind it is
+    tried (its running loop skips such a request and goes on).  Block 64, unit 32, 100 tokens a pass, a state of
+    2 blocks.  P (96 tokens, units [1, 2, 3]) runs 0-64 and 64-96 and keeps snapshots at 64 and 96 (its end: with
+    a block of its own).  Q (128 tokens) arrives at 30 and runs 0-64, then 64-128 at 40, which leaves 36 tokens of
+    budget.  X (64 tokens, from 0) and Y (128 tokens, P's 96 units then its own) arrive at 35: at 40, 36 tokens
+    cut X's chunk to no block, so Y waits too, though its chunk from P's snapshot at 96 to its block's end is 32
+    tokens; both are admitted at 50 and get their first token at 60 (Y before: admitted at 40, first token at 50).
+    AISimulate: the same admissions, reuse (Y 96) and first tokens (facts section 77)."""
+    rows = [trace_row(0, 96, 1, [1, 2, 3], 32), trace_row(30, 128, 1, [10, 11, 12, 13], 32),
+            trace_row(35, 64, 1, [20, 21], 32), trace_row(35, 128, 1, [1, 2, 3, 30], 32)]
+    _, records = replay(tmp_path, rows, config(block=64, unit=32, g1_blocks=64, state_bytes=1500,
+                                               bytes_per_token=16, max_batched=100))
+    assert [r["admission_history"][0]["at_ms"] for r in records] == [0.0, 30.0, 50.0, 50.0]
+    assert resumed(records) == [[0], [0], [0], [96]]
+    assert [r["first_token_ms"] for r in records] == [20.0, 50.0, 60.0, 60.0]
 
 
 def test_kimi_k3_under_a_small_g1_admits_whole_block_chunks(tmp_path):
@@ -152,9 +175,11 @@ def test_the_spec_example_resumes_a_request_sharing_23700_tokens_at_23040(tmp_pa
     B shares A's first 185 units (23,680 tokens; its 186th unit, 23,680-23,808, differs from the 23,700th token
     on); C shares 189 (24,192 tokens, 15 blocks and 9 units of the 16th).  A's snapshots are its state (2 blocks,
     3,072 bytes) at both: 24,192 is inside block 16 but short of the prompt's end, so it takes no block for that
-    block's first 1,152 tokens (AISimulate's count, facts section 62; only a snapshot at the prompt's end does).
-    B resumes at 23,040 and C at 24,192; B stores only its own 24,192 (its 23,040 is A's), C none (its 23,040 and
-    24,192 are A's)."""
+    block's first 1,152 tokens when stored (AISimulate's count, facts section 62; only a snapshot at the prompt's
+    end does); when A completes, its partial block 16 (23,040-24,301) keeps them and joins that snapshot (3 blocks,
+    4,608 bytes; facts section 77).  B resumes at 23,040 and C at 24,192 (as AISimulate, section 77); B stores
+    only its own 24,192 (its 23,040 is A's), which its partial block joins in the same way, C none (its 23,040
+    and 24,192 are A's)."""
     rows = [trace_row(0, 24_300, 2, A_IDS, 128),
             trace_row(100, 24_300, 2, A_IDS[:185] + list(range(1000, 1005)), 128),
             trace_row(200, 24_300, 2, A_IDS[:189] + [2000], 128)]
@@ -165,7 +190,7 @@ def test_the_spec_example_resumes_a_request_sharing_23700_tokens_at_23040(tmp_pa
     assert [r["reused_input_tokens"] for r in records] == [0, 23_040, 24_192]
     snapshots = single.ranks()[0].snapshots
     stored = sorted((position, len(blocks) * 1536) for position, _, blocks in snapshots.stored.values())
-    assert stored == [(23_040, 3_072), (24_192, 3_072), (24_192, 3_072)]
+    assert stored == [(23_040, 3_072), (24_192, 4_608), (24_192, 4_608)]
     section = json.loads(json.dumps(summary_sections(single)["state_cache"]))["aggregated"]  # (as written)
     assert section == {
         "block_size": 1536, "prefix_match_unit": 128, "bytes_per_request": 3000, "state_blocks_per_request": 2,
@@ -234,6 +259,77 @@ def test_a_bigger_g1_keeps_the_snapshot(tmp_path):
             section["tokens_resumed"]) == (2, 0, 1, 128)
 
 
+def preempted_request_pool():
+    """One rank's pool of 8 blocks of 64 tokens (every copy kept, as on vLLM ranks), unit 32, a state of 2 blocks,
+    and R: a 100-token prompt (unit keys 11-14) admitted into blocks [0, 1] (tokens; block 0 full, cached under
+    key 900) and [2, 3] (state), that ran 64-96 and stored its snapshot at 96 (inside block 1, short of its end:
+    its state alone)."""
+    from types import SimpleNamespace
+    from kvreplay.runtime.tiers.g1 import BlockPool
+    pool = BlockPool(8)
+    pool.keep_copies()
+    rank = SimpleNamespace(pool=pool, block_size=64)
+    snapshots = StateSnapshots(SimpleNamespace(prefix_match_unit=32, snapshot_rule="prompt_ends",
+                                               blocks_per_request=2))
+    spec = SimpleNamespace(prompt_len=100, keys=lambda unit: [11, 12, 13, 14])
+    request = SimpleNamespace(spec=spec, num_tokens=100, blocks=pool.allocate(4))
+    pool.register_run([0], [900], 0, 1)
+    snapshots.reached(rank, request, 64, 96)
+    return rank, snapshots, request
+
+
+@pytest.mark.parametrize("arrival, resumed_at, first_token", [(15, 64, 30.0), (35, 96, 45.0)])
+def test_a_snapshot_inside_a_block_is_resumable_once_its_writer_has_computed_its_prompt(tmp_path, arrival,
+                                                                                       resumed_at, first_token):
+    """Block 64, unit 32, a state of 2.  W (100 tokens, units [1, 2, 3, 4]) runs 0-64, 64-96 and 96-100 (10 ms
+    passes, first token at 30) and keeps snapshots at 64 (a block boundary) and 96 (inside block 1, short of its
+    end: no block of its own).  R (128 tokens, W's first three units and its own) arriving at 15 is admitted at 20,
+    while W computes 96-100: W's 96 snapshot is not resumable yet (its first tokens are in W's partial block, which
+    W still writes), so R resumes at 64 and runs 64-128 (reuse 64, first token at 30); arriving at 35, after W
+    completed and its partial block joined the snapshot, R resumes at 96 and runs 96-128 (first token at 45).
+    AISimulate: the same admissions, reuse and first tokens (facts section 77; kvreplay resumed at 96 in both)."""
+    rows = [trace_row(0, 100, 1, [1, 2, 3, 4], 32), trace_row(arrival, 128, 1, [1, 2, 3, 9], 32)]
+    _, records = replay(tmp_path, rows, config(block=64, unit=32, g1_blocks=64, state_bytes=1500, bytes_per_token=16))
+    assert resumed(records) == [[0], [resumed_at]]
+    assert [r["reused_input_tokens"] for r in records] == [0, resumed_at]
+    assert [r["first_token_ms"] for r in records] == [30.0, first_token]
+
+
+def test_a_preempted_requests_partial_block_joins_its_snapshot_and_is_evicted_in_its_order():
+    """R is preempted after its 64-96 pass: its partial block 1 (tokens 64-96) holds the snapshot's first tokens
+    and joins it (3 blocks); R's blocks go to the free queue's tail last first (3, 2, 1, 0), all cached, so its
+    readmission resumes at 96 from [2, 3, 1] with block 0 as its hit.  Had an allocation of 5 taken the 4
+    never-used blocks and then the queue's head (block 3), the snapshot is gone and nothing before it was stored:
+    R computes from 0 (k13 at 30 blocks: AISimulate's waits and resumes follow only so, facts section 77)."""
+    rank, snapshots, request = preempted_request_pool()
+    snapshots.released(rank, request)
+    rank.pool.release(request.blocks)
+    assert list(rank.pool.free) == [3, 2, 1, 0]
+    assert snapshots.resume(rank, request, [0]) == ([0], 96, [2, 3, 1])
+    assert rank.pool.allocate(5) == [4, 5, 6, 7, 3]
+    assert snapshots.resume(rank, request, [0]) == ([], 0, [])
+    assert snapshots.evicted == 1
+
+
+def test_a_snapshot_stored_again_over_a_partly_evicted_copy_is_whole():
+    """A snapshot is its keys' content, not its blocks: after block 3 (the second state key's block) is evicted,
+    R (readmitted from 0 into the keyless blocks another request gave back: tokens 4, 5, state 6, 7) stores its 96
+    snapshot again; its first key is still cached in block 2 (the older copy, found first), its second now names
+    block 7, so the snapshot is whole as [2, 7] (the old copy's survivor with the new block; R still holds its
+    partial block 5, which joins when R lets it go; the old rule compared blocks and found it evicted at once,
+    which made k13's preempted turns restart from 0 every 70 ms, facts section 77)."""
+    rank, snapshots, request = preempted_request_pool()
+    snapshots.released(rank, request)
+    rank.pool.release(request.blocks)
+    assert rank.pool.allocate(5) == [4, 5, 6, 7, 3]  # (another request's blocks: 3 lost its key)
+    rank.pool.release([3, 7, 6, 5, 4])  # (... given back, keyless: to the head, 4 first)
+    request.blocks = rank.pool.allocate(4)
+    assert request.blocks == [4, 5, 6, 7] and snapshots.resume(rank, request, []) == ([], 0, [])
+    snapshots.reached(rank, request, 64, 96)
+    snapshots.reached(rank, request, 96, 100)  # (its prompt computed: a sub-block snapshot is resumable from now)
+    assert snapshots.resume(rank, request, [0]) == ([0], 96, [2, 7])
+
+
 def test_a_snapshot_inside_a_block_is_skipped_when_no_block_is_free(tmp_path):
     """Unit 32 in 64-token blocks: a 32-token prompt keeps its snapshot at 32, its end, inside block 0, which
     needs one block more than the state (the KV of the block's first 32 tokens).  With 3 blocks, A holds all of
@@ -247,22 +343,32 @@ def test_a_snapshot_inside_a_block_is_skipped_when_no_block_is_free(tmp_path):
     assert (section["snapshots_stored"], section["snapshots_skipped"]) == (0, 2)
 
 
-def test_only_a_snapshot_at_the_prompts_end_takes_a_block_for_its_first_tokens(tmp_path):
-    """Unit 32 in 64-token blocks (1,024 bytes each), 8 blocks, a state of 2.  A (63 tokens, units [1, 2]) keeps
-    its snapshot at 32, inside block 0 but short of its end: its state alone, 2 blocks (AISimulate's count, facts
-    section 62); it runs 0-32 and 32-63 (first token at 20 ms).  B (32 tokens, unit [5]) keeps its at 32, its end:
-    state and one block, 3.  B's 3 blocks and that one come from the head of the free queue (A's keyless blocks
-    and never-used ones), so A's snapshot survives and C (63 tokens, units [1, 3]) resumes there: one 10 ms pass
-    from 32, reusing 32 tokens."""
-    rows = [trace_row(0, 63, 1, [1, 2], 32), trace_row(50, 32, 1, [5], 32), trace_row(100, 63, 1, [1, 3], 32)]
-    single, records = replay(tmp_path, rows, config(block=64, unit=32, g1_blocks=8, state_bytes=1500,
-                                                    bytes_per_token=16))
-    assert resumed(records) == [[0], [0], [32]]
-    assert [r["ttft_ms"] for r in records] == [20.0, 10.0, 10.0]
-    assert [r["reused_input_tokens"] for r in records] == [0, 0, 32]
+PROMPT_END_ROWS = [trace_row(0, 63, 1, [1, 2], 32), trace_row(50, 32, 1, [5], 32), trace_row(100, 63, 1, [1, 3], 32),
+                   trace_row(150, 63, 1, [5, 4], 32)]
+
+
+@pytest.mark.parametrize("g1_blocks, d_resumes", [(8, 0), (9, 32)])
+def test_only_a_snapshot_at_the_prompts_end_takes_a_block_for_its_first_tokens(tmp_path, g1_blocks, d_resumes):
+    """Unit 32 in 64-token blocks (1,024 bytes each), a state of 2.  A (63 tokens, units [1, 2]) keeps its
+    snapshot at 32, inside block 0 but short of its end: its state alone, 2 blocks, when stored (AISimulate's
+    count, facts section 62); it runs 0-32 and 32-63 (first token at 20 ms) into fresh state blocks, and when it
+    completes its partial block 0 (63 tokens) joins the snapshot, a cached block freed in A's order (section 77):
+    3 blocks.  B (32 tokens, unit [5]) keeps its at 32, its end: state and one block taken when stored, 3.  With 8
+    blocks: A's token and state blocks 0-2, then fresh state 3-4; B's 5-7 (never used) and, for its snapshot, the
+    head of the free queue: A's keyless fresh state (4).  C (63 tokens, units [1, 3]) resumes at A's snapshot: one
+    10 ms pass from 32, reusing 32 tokens; it holds A's 3 blocks and takes 3 from the head (B's keyless token
+    block 5, A's keyless 3, then 4, B's snapshot's block), so D (units [5, 4]) finds B's snapshot gone and
+    computes from 0 and stores its own (state, then its partial block: 3).  With 9 blocks C takes the never-used
+    block 8 instead of 4: D resumes at 32 from B's and stores none.  AISimulate:
+    the same admissions and reuse on both sizes (0 / 0 / 32 / 0 and 0 / 0 / 32 / 32, section 77)."""
+    single, records = replay(tmp_path, PROMPT_END_ROWS, config(block=64, unit=32, g1_blocks=g1_blocks,
+                                                               state_bytes=1500, bytes_per_token=16))
+    assert resumed(records) == [[0], [0], [32], [d_resumes]]
+    assert [r["ttft_ms"] for r in records] == [20.0, 10.0, 10.0, 20.0 if not d_resumes else 10.0]
+    assert [r["reused_input_tokens"] for r in records] == [0, 0, 32, d_resumes]
     snapshots = single.ranks()[0].snapshots
-    assert sorted((position, len(blocks) * 1024) for position, _, blocks in snapshots.stored.values()) == \
-        [(32, 2048), (32, 3072)]
+    resident = sorted((position, len(blocks) * 1024) for position, _, blocks in snapshots.stored.values())
+    assert resident == [(32, 3072), (32, 3072)]  # 8 blocks: A's and D's own (its partial block joined), 9: A's, B's
 
 
 FIXED_BYTES_UNIT = """

@@ -9,7 +9,7 @@ and the layout's fields are read off the tier shape.
 from __future__ import annotations
 
 from ..serving.scaling import workers_section
-from ..tiers.state_snapshots import state_cache_section
+from ..tiers.state_section import state_cache_section
 
 MS = 1e6
 # layout -> (one entry per pool?, (output field, what of the tier), ...)

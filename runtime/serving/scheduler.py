@@ -134,8 +134,8 @@ def _admit(rank: Rank, request: Request, budget: int, now_ns: int) -> int:
     if not rank.chunked and new > budget:
         return 0
     new = rank.snapshots.chunk(rank, request, computed, min(new, budget))
-    if not new:  # (align mode: the budget left makes no whole block; the next request is tried)
-        return offload.DEFER
+    if not new:  # (align mode: the budget left makes no whole block; vLLM's waiting loop stops there, `break`)
+        return 0
     need = rank.blocks_for(computed + new) - len(hits) + rank.state_blocks
     if not rank.pool.can_allocate(rank.admission(rank, request, hits, need), hits + source if source else hits):
         return 0

@@ -21,67 +21,23 @@ blocks, evicted in LRU order; `pass_ends` frees them when the fresh ones are tak
 snapshot's blocks through the request's first pass in the same way (most recently used afterwards; `pass_ends`:
 only while its admission allocates) and allocates the request's own state.  A snapshot inside a block at the
 prompt's end needs one more block (that block's first tokens, which no full-block key keeps), taken when it is
-stored (none free: skipped); one short of the prompt's end takes none, as AISimulate counts (facts §62).  Ranks
-without a state cache use `WHOLE_BLOCKS`: reuse resumes after the last matching whole block.
+stored (none free: skipped); one short of the prompt's end takes none, as AISimulate counts (facts §62): the
+writer's partial token block keeps those tokens (resumable once the writer computed its prompt) and joins the
+snapshot, cached, when the writer lets it go (§77).
+A snapshot is its keys' content, whole while every key is cached.  Ranks without a state cache use `WHOLE_BLOCKS`.
 """
 from __future__ import annotations
 
 from ..traffic.block_keys import sequence_hash
-
-
-class WholeBlocks:
-    """Reuse resumes after the last cached whole block (every model without a state cache)."""
-
-    owed: dict = {}  # (never written: no request of such a rank owes state blocks or holds a snapshot's)
-    sources: dict = {}
-    fusable = True  # fused decode passes (shell/macro.py) need nothing of this policy
-    # under speculation the last matched block is recomputed (its drafter needs the hidden states)
-    drafts_drop_last_hit = True
-
-    def resume(self, rank, request, hits: list[int]) -> tuple[list[int], int, list[int]]:
-        """The blocks reused, the tokens they cover, and the snapshot's blocks the admission holds."""
-        return hits, len(hits) * rank.block_size, []
-
-    def hold(self, rank, request, blocks: list[int]) -> None:
-        """The admission resumes from a snapshot made of `blocks`: it holds them through its first pass."""
-
-    def allocated(self, rank, request) -> None:
-        """The admission that `hold` saw has allocated its blocks."""
-
-    def prepare(self, rank, request) -> int:
-        """The request is scheduled for a pass: the state blocks it must allocate for it (`swap` takes them)."""
-        return 0
-
-    def swap(self, rank, request, fresh: list[int]) -> None:
-        """The request's pass allocated `fresh` state blocks for the state it owed."""
-
-    def chunk(self, rank, request, computed: int, new: int) -> int:
-        """The tokens a pass computes for the request from `computed`, at most `new`."""
-        return new
-
-    def reached(self, rank, request, computed: int, tokens: int) -> None:
-        """A pass ended that took the request from `computed` to `tokens` computed tokens."""
-
-    def released(self, rank, request) -> None:
-        """The request lets go of its blocks on `rank` (the snapshot blocks it holds go back to the pool)."""
-
-    def admitted(self, request, resumed: int) -> dict:
-        """The request was admitted resuming at `resumed` tokens: what its admission record adds."""
-        return {}
-
-    def section(self, rank) -> dict | None:
-        return None
-
-
-WHOLE_BLOCKS = WholeBlocks()
+from .resume_policy import WHOLE_BLOCKS, WholeBlocks
 
 
 class StateSnapshots(WholeBlocks):
     """One rank's stored snapshots: their positions, pool keys and counters, and the snapshot blocks its requests
     hold."""
 
-    __slots__ = ("plan", "unit", "state_blocks", "rule", "stored", "owed", "sources", "stores", "evicted", "skipped",
-                 "resumes", "resumed_tokens", "resumed_at", "drafts_drop_last_hit", "fusable")
+    __slots__ = ("plan", "unit", "state_blocks", "rule", "stored", "owed", "sources", "written", "pending", "stores",
+                 "evicted", "skipped", "resumes", "resumed_tokens", "resumed_at", "drafts_drop_last_hit", "fusable")
 
     def __init__(self, plan):
         self.plan = plan  # plan_records.StateCachePlan
@@ -92,6 +48,10 @@ class StateSnapshots(WholeBlocks):
         # id(request) -> the extra block of the snapshot its state became (or []): its next pass owes fresh state
         self.owed: dict[int, list[int]] = {}
         self.sources: dict[int, list[int]] = {}  # id(request) -> snapshot blocks held until its pass ends
+        # id(request) -> prefix keys of the snapshots it stored inside one of its partial token blocks, with no block
+        # of their own: that block keeps their first tokens' KV and joins them when the request lets it go
+        self.written: dict[int, list[int]] = {}
+        self.pending: set[int] = set()  # ... those whose writer has not computed its whole prompt yet: not resumable
         self.stores = 0  # snapshots written (a rewrite of an evicted one counts again)
         self.evicted = 0  # stored snapshots that lost a block to eviction (counted when seen)
         self.skipped = 0  # positions not snapshot: no free block for the KV of a block's first tokens
@@ -113,17 +73,17 @@ class StateSnapshots(WholeBlocks):
         block_end, unit_end = (prompt_len - 1) // block_size * block_size, prompt_len // unit * unit
         return tuple(p for p in dict.fromkeys((block_end, unit_end)) if p)
 
-    @staticmethod
-    def _resident(pool, entry) -> bool:
-        keys = entry[1]
-        return pool.match(keys, len(keys)) == entry[2]  # (every key still names the block it was stored in)
-
     def _find(self, pool, key: int):
+        """The stored snapshot of prefix `key` as (position, keys, blocks) if every one of its keys is cached, its
+        blocks those the pool finds now: stored again over an older copy that lost some blocks, it is whole (the
+        survivors are copies of the same state, the oldest copy is found; facts §77)."""
         entry = self.stored.get(key)
         if entry is None:
             return None
-        if self._resident(pool, entry):
-            return entry
+        keys = entry[1]
+        blocks = pool.match(keys, len(keys))
+        if len(blocks) == len(keys):
+            return entry[0], keys, blocks
         del self.stored[key]  # one of its blocks was evicted (and maybe reused): the snapshot is gone
         self.evicted += 1
         return None
@@ -135,10 +95,11 @@ class StateSnapshots(WholeBlocks):
             return hits, len(hits) * rank.block_size, []
         size, unit, pool = rank.block_size, self.unit, rank.pool
         unit_keys = request.spec.keys(unit)
-        # a snapshot inside block len(hits) keeps that block's first tokens itself; past it the KV is missing
+        # a snapshot inside block len(hits) keeps that block's first tokens itself (its own block, its writer's
+        # partial block, or that block once its writer let it go: `released`); past it the KV is missing
         top = min((request.num_tokens - 1) // unit, ((len(hits) + 1) * size - 1) // unit, len(unit_keys))
         for units in range(top, 0, -1):
-            entry = self._find(pool, unit_keys[units - 1])
+            entry = self._find(pool, unit_keys[units - 1]) if unit_keys[units - 1] not in self.pending else None
             if entry is not None:
                 position = units * unit
                 return hits[:position // size], position, entry[2]
@@ -193,8 +154,8 @@ class StateSnapshots(WholeBlocks):
         end = min(min((stop for stop in stops if stop > computed), default=known), known)
         if new >= end - computed:
             return end - computed
-        if new >= rank.max_batched:
-            return new  # (a budget shorter than the chunk's block: cut anywhere, or it would never run)
+        if new >= rank.max_batched < size:
+            return new  # (a whole budget shorter than a block: cut anywhere, or it would never run; §77)
         return max(0, (computed + new) // size * size - computed)
 
     @staticmethod
@@ -222,6 +183,8 @@ class StateSnapshots(WholeBlocks):
             positions = [p for p in self.positions(prompt, size, self.unit) if computed < p <= tokens]
         if positions:  # (one state per pass: a pass that crosses two positions had no state at the first)
             self._store(rank.pool, request, positions[-1], size)
+        if tokens >= prompt and self.pending:
+            self.pending.difference_update(self.written.get(id(request), ()))
         if tokens % size == 0 and id(request) not in self.owed:
             self.owed[id(request)] = []
 
@@ -244,11 +207,34 @@ class StateSnapshots(WholeBlocks):
         self.owed[id(request)] = extra
         self.stored[key] = (position, keys, blocks)
         self.stores += 1
+        if position % size and not extra:
+            self.written.setdefault(id(request), []).append(key)
+            self.pending.add(key)
 
     def released(self, rank, request) -> None:
+        """The request lets go of its blocks: the snapshot blocks it holds go back first, and a partial token block
+        that holds the first tokens of a snapshot it stored becomes part of that snapshot (a cached block, freed in
+        the request's order, not empty memory: AISimulate resumes a later request there after a completion, and a
+        preempted request's snapshot is gone once that block is evicted; facts §77)."""
         held = self.sources.pop(id(request), []) + self.owed.pop(id(request), [])
         if held:
             rank.pool.release(held)
+        written = self.written.pop(id(request), None)
+        if written:
+            self.pending.difference_update(written)
+            self._keep_partial(rank, request, written)
+
+    def _keep_partial(self, rank, request, written: list[int]) -> None:
+        pool, size, token_blocks = rank.pool, rank.block_size, len(request.blocks) - self.state_blocks
+        for key in written:
+            entry = self._find(pool, key)
+            index = entry[0] // size if entry is not None else token_blocks
+            if index >= token_blocks or pool.key_of[request.blocks[index]] is not None:
+                continue  # (evicted already, or the block filled up and is cached under its own key)
+            position, keys, blocks = entry
+            extra = sequence_hash(key, 0x5747 + len(keys))
+            pool.register_run([request.blocks[index]], [extra], 0, 1)
+            self.stored[key] = (position, keys + [extra], blocks + [request.blocks[index]])
 
     def admitted(self, request, resumed: int) -> dict:
         if resumed:
@@ -271,30 +257,3 @@ def snapshots_for(role) -> WholeBlocks:
     if state is None or not role.prefix_caching:
         return WHOLE_BLOCKS
     return StateSnapshots(state)
-
-
-COUNTERS = ("snapshots_stored", "snapshots_resident", "snapshots_evicted", "snapshots_skipped", "resumes",
-            "tokens_resumed")
-
-
-def state_cache_section(ranks: list) -> dict:
-    """`state_cache` per role: the state's geometry, then its snapshots' counters added up over the role's
-    ranks (`resumed_from`: admissions per resume position, in tokens)."""
-    out: dict = {}
-    for rank in ranks:
-        counters = rank.snapshots.section(rank)
-        if counters is None:
-            continue
-        plan = rank.snapshots.plan
-        role = out.setdefault(rank.role, {
-            "block_size": rank.block_size, "prefix_match_unit": plan.prefix_match_unit,
-            "bytes_per_request": plan.bytes_per_request, "state_blocks_per_request": plan.blocks_per_request,
-            "allocated_bytes_per_request": plan.blocks_per_request * plan.block_bytes,
-            "snapshot_rule": plan.snapshot_rule, **dict.fromkeys(COUNTERS, 0), "resumed_from": {}})
-        for name in COUNTERS:
-            role[name] += counters[name]
-        for position, count in counters["resumed_from"].items():
-            role["resumed_from"][position] = role["resumed_from"].get(position, 0) + count
-    for role in out.values():
-        role["resumed_from"] = {str(p): n for p, n in sorted(role["resumed_from"].items())}
-    return out
