@@ -112,7 +112,9 @@ class Arrivals:
         del self.open[id(request)]
         replay = self.replay
         replay.log.ended(request)
-        self.release(replay.traffic.after(request.spec, now, completed), now)
+        follow = replay.traffic.after(request.spec, now, completed)
+        if follow:  # (an open-loop trace's: none)
+            self.release(follow, now)
 
     def release(self, specs, now: int) -> None:
         """Queue the arrivals the traffic released at `now`."""

@@ -184,8 +184,8 @@ class Replay:
         self._run_pass(worker, batches, now)
 
     def _run_pass(self, worker, batches: list, now: int) -> None:
-        worker.blocked = False
-        rejecting = any(rank.rejecting for rank in worker.ranks)  # (they end with this one pass)
+        worker.blocked, ranks = False, worker.ranks  # (a rank's rejected requests end with this one pass: not fused)
+        rejecting = ranks[0].rejecting if len(ranks) == 1 else any(rank.rejecting for rank in ranks)
         fused = None if self.single_step or not worker.engine.fusable or rejecting else worker.engine.plan_fused(
             worker, batches, now, horizon := self._horizon(worker, now), self._pass_stop(worker, horizon),
             self.traffic.open_loop)
