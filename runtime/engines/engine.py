@@ -44,13 +44,11 @@ class Engine:
 
     def plan_fused(self, worker, batches, now, horizon, stop, can_finish):
         """A run of pure decode passes to apply at once (shell/macro.py), or None."""
-        from ..shell import macro
-        return macro.plan(worker, batches, now, horizon, stop, can_finish)
+        return _macro().plan(worker, batches, now, horizon, stop, can_finish)
 
     def apply_fused(self, fused) -> list:
         """Apply `plan_fused`'s run; (request, end time) of every request it finished."""
-        from ..shell import macro
-        return macro.apply(fused)
+        return _macro().apply(fused)
 
     def g1(self, blocks: int, prefix_caching: bool):
         return RunPool(blocks, prefix_caching)
@@ -68,5 +66,16 @@ class Engine:
             rank.pool.keep_copies()
 
 
+def _macro():
+    """shell/macro.py, imported at first use (the shell sits above the engines) and kept: a `from package import`
+    at each pass ran importlib's Python-level fromlist check, about 1 % of a request's instructions (facts §74)."""
+    global _MACRO
+    if _MACRO is None:
+        from ..shell import macro
+        _MACRO = macro
+    return _MACRO
+
+
+_MACRO = None
 VLLM = Engine()
 

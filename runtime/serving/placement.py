@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 from . import routing
 
+ALWAYS = [(0, 0, None)]  # a worker's periods when it is part of its role from the start to the end (worker.py)
+
 
 @dataclass
 class Router:
@@ -52,7 +54,9 @@ class Router:
         if worker is not None and worker < len(members) and members[worker].placeable(now, False):
             chosen, turn = members[worker], 0
         else:
-            workers = [w for w in members if w.placeable(now, True)] or \
+            # (one worker, never scaled: it takes every request; the lists below would name it alone)
+            workers = members if len(members) == 1 and members[0].periods == ALWAYS else \
+                [w for w in members if w.placeable(now, True)] or \
                 [w for w in members if w.placeable(now, False)] or members
             count = self.placed.get(role, 0)
             self.placed[role] = count + 1

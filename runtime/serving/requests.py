@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 
 from ..traffic import block_keys as blocks
-from ..tiers.request_state import TierState
+from ..tiers.request_state import UNTIERED, TierState
 from ..traffic.request_uuids import uuid_of
 
 
@@ -136,7 +136,7 @@ class Request:
                  "max_blocks", "first_g1_tokens", "first_host_tokens", "stop_after", "tier", "pd")
 
     def __init__(self, spec: RequestSpec, arrival_ns: int, rank: int, block_size: int, hint=None,
-                 stop_after: int | None = None):
+                 stop_after: int | None = None, tiered: bool = True):
         self.spec = spec
         # its keys are made when first asked for (its first admission attempt, usually): thousands of requests may
         # wait at once, and a prompt's keys at block 16 are hundreds of ints
@@ -165,7 +165,7 @@ class Request:
         self.first_host_tokens = None
         # tokens to sample on this rank (1 on a prefill rank)
         self.stop_after = spec.output_len if stop_after is None else stop_after
-        self.tier = TierState(hint)
+        self.tier = TierState(hint) if tiered else UNTIERED  # (False: no tiers where it can run, nor a hint)
         self.pd = None  # handoff.HandoffState with disaggregated prefill/decode
 
     @property

@@ -16,6 +16,7 @@ from heapq import heapify
 from ..serving.never_fits import never_fits, waits_to_be_rejected, within_context
 from ..serving.pass_results import close, ended_canceled, refuse_when_reached, reject
 from ..serving.requests import Request
+from ..tiers.chain import NO_TIERS
 from .events import ARRIVAL, TRAFFIC_TIMER
 
 FIRST_SEQ = -(1 << 62)  # the first arrival's sequence number (every other event's is >= 0)
@@ -59,14 +60,17 @@ class Arrivals:
             rank = router.place(first, now, spec.prefill_dp_rank, spec.prefill_worker_idx, spec)
         else:
             rank = router.place(first, now, spec.dp_rank, spec.worker_idx, spec)
-        holder = self.holder(rank)  # (the rank that holds the whole sequence: the decode rank in P/D)
-        limit = replay.workers[holder.worker].engine.sequence_limit(holder)
+        engine = replay.workers[rank.worker].engine
+        holder = rank if replay.handoff is None else self.holder(rank)  # (it holds the whole sequence: in P/D the
+        limit = (engine if holder is rank else replay.workers[holder.worker].engine).sequence_limit(holder)  # decode)
         if limit is not None:
             spec = within_context(spec, limit)
-        hint = router.hint(rank, spec, spec.keys(rank.block_size), now, rank.chain.kvcr.busy_workers) \
-            if rank.chain.wants_hint else None
-        keyed = replay.workers[rank.worker].engine.keyed  # (SGLang's radix cache needs no per-token keys)
-        request = Request(spec, now, rank.index, rank.block_size if keyed else 0, hint, handoffs.stop_after(spec))
+        chain = rank.chain
+        hint = router.hint(rank, spec, spec.keys(rank.block_size), now, chain.kvcr.busy_workers) \
+            if chain.wants_hint else None
+        # (SGLang's radix cache needs no per-token keys; a request that no tier can concern shares one tier state)
+        request = Request(spec, now, rank.index, rank.block_size if engine.keyed else 0, hint,
+                          handoffs.stop_after(spec), chain is not NO_TIERS or replay.handoff is not None)
         self.open[id(request)] = request
         replay.log.arrived(request)
         if replay.kv_log is not None:
@@ -108,7 +112,9 @@ class Arrivals:
         del self.open[id(request)]
         replay = self.replay
         replay.log.ended(request)
-        self.release(replay.traffic.after(request.spec, now, completed), now)
+        follow = replay.traffic.after(request.spec, now, completed)
+        if follow:  # (an open-loop trace's: none)
+            self.release(follow, now)
 
     def release(self, specs, now: int) -> None:
         """Queue the arrivals the traffic released at `now`."""

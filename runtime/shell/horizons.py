@@ -16,6 +16,16 @@ from heapq import heappop, heappush
 EVERYONE = None
 
 
+def scope(concerns: str, payload, local_pass_ends: bool):
+    """The workers an event (its kind's `concerns`, events.py) may change the batches of: EVERYONE, or their
+    indices.  `local_pass_ends`: a pass end concerns nobody else (open-loop traffic without P/D)."""
+    if concerns == "pass_end":  # its completions bring arrivals, or its prefills hand requests over
+        return () if local_pass_ends else EVERYONE
+    if concerns == "link":
+        return payload[0].workers
+    return () if concerns == "none" else EVERYONE
+
+
 class Horizons:
     def __init__(self, workers: list):
         self.shared: list = []  # heap of (time_ns, seq) of events that concern every worker

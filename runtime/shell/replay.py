@@ -35,7 +35,7 @@ from .arrivals import Arrivals
 from .clock import Clock
 from .events import EVENTS, PASS_END, WAKE, handlers
 from .fused_tail import FusedEvents
-from .horizons import EVERYONE, Horizons
+from .horizons import Horizons, scope
 
 
 class Replay:
@@ -114,7 +114,8 @@ class Replay:
             self.seq += 1
         heappush(self.queue, (time_ns, kind, seq, payload))
         if self.horizons is not None:
-            self.horizons.add(time_ns, seq, self._concerns(kind, payload))
+            self.horizons.add(time_ns, seq, scope(self.concerns[kind], payload,
+                                                  self.traffic.open_loop and self.handoff is None))
 
     def push_periodic(self, time_ns: int, kind: int, check) -> None:
         """Queue a periodic event: `check(now)` is called then; it keeps nothing alive (see the docstring)."""
@@ -130,19 +131,9 @@ class Replay:
         self.seq += 1
         return self.seq
 
-    def _concerns(self, kind: int, payload):
-        """The workers an event may change the batches of (EVERYONE: all; see horizons.py)."""
-        concerns = self.concerns[kind]
-        if concerns == "pass_end":  # its completions bring arrivals, or its prefills hand requests over
-            return () if self.traffic.open_loop and self.handoff is None else EVERYONE
-        if concerns == "link":
-            return payload[0].workers
-        return () if concerns == "none" else EVERYONE
-
     def _horizon(self, worker, now: int) -> int | None:
-        if self.horizons is not None:
-            return self.horizons.next(worker, now)
-        return self.queue[0][0] if self.queue else None
+        horizons, queue = self.horizons, self.queue
+        return horizons.next(worker, now) if horizons is not None else queue[0][0] if queue else None
 
     # ------------------------------------------------------------------ arrivals and ends (arrivals.py)
     def never_fits(self, rank, spec) -> str:
@@ -153,8 +144,11 @@ class Replay:
 
     # ------------------------------------------------------------------ jobs the ranks asked for
     def _start_jobs(self, worker, now: int) -> None:
+        ranks = worker.ranks
+        if not (ranks[0].jobs if len(ranks) == 1 else any(rank.jobs for rank in ranks)):
+            return  # (most passes ask for none: nothing to start, no link moved)
         moved = {}
-        for rank in worker.ranks:
+        for rank in ranks:
             if not rank.jobs:
                 continue
             for job in rank.jobs:
@@ -173,24 +167,25 @@ class Replay:
 
     # ------------------------------------------------------------------ passes
     def _start_pass(self, worker, now: int) -> None:
-        batches = []
-        for rank in worker.ranks:
-            batches.append(worker.engine.schedule(rank, now))
-            self.drain(rank, now)
+        ranks, schedule, kv_log, batches = worker.ranks, worker.engine.schedule, self.kv_log, []
+        for rank in ranks:
+            batches.append(schedule(rank, now))
+            if kv_log is not None:  # (`drain`, inline: once per pass)
+                kv_log.drain(now, rank)
         self._start_jobs(worker, now)
         if not any(batches):
-            for rank in worker.ranks:  # no pass: the requests admission reached that can never fit end now
+            for rank in ranks:  # no pass: the requests admission reached that can never fit end now
                 if rank.rejecting:
                     self.arrivals.reject_reached(rank, now)
             return
-        if any(blocked(rank) for rank in worker.ranks):
+        if blocked(ranks[0]) if len(ranks) == 1 else any(blocked(rank) for rank in ranks):
             worker.batches, worker.blocked = batches, True  # runs when the copies it waits for are done
             return
         self._run_pass(worker, batches, now)
 
     def _run_pass(self, worker, batches: list, now: int) -> None:
-        worker.blocked = False
-        rejecting = any(rank.rejecting for rank in worker.ranks)  # (they end with this one pass)
+        worker.blocked, ranks = False, worker.ranks  # (a rank's rejected requests end with this one pass: not fused)
+        rejecting = ranks[0].rejecting if len(ranks) == 1 else any(rank.rejecting for rank in ranks)
         fused = None if self.single_step or not worker.engine.fusable or rejecting else worker.engine.plan_fused(
             worker, batches, now, horizon := self._horizon(worker, now), self._pass_stop(worker, horizon),
             self.traffic.open_loop)
@@ -198,21 +193,18 @@ class Replay:
             for request, end in worker.engine.apply_fused(fused):
                 self.arrivals.ended(request, end, completed=True)
             self.fused.queue(worker, fused)  # (its stores, and completions that wait for their instants)
-            worker.batches = []
-            worker.pass_ends = fused.ends
-            worker.passes += len(fused.ends)
-            if worker.busy_spans is not None:
-                worker.busy_spans.append((now, fused.ends[-1]))
-            self.push(fused.ends[-1], PASS_END, worker)
-            return
-        duration = max(worker.timing(b.work) for b in batches if b)
-        self.idle_pass = (now, now + duration) if not any(b.items for b in batches if b) else self.idle_pass
-        worker.batches = batches
-        worker.pass_ends = [now + duration]
-        worker.passes += 1
+            batches, ends = [], fused.ends
+        else:
+            one = len(batches) == 1  # (one rank: its batch is the pass; `_start_pass` saw that it has one)
+            duration = worker.timing(batches[0].work) if one else max(worker.timing(b.work) for b in batches if b)
+            if not (batches[0].items if one else any(b.items for b in batches if b)):
+                self.idle_pass = (now, now + duration)
+            ends = [now + duration]
+        worker.batches, worker.pass_ends = batches, ends
+        worker.passes += len(ends)
         if worker.busy_spans is not None:
-            worker.busy_spans.append((now, now + duration))
-        self.push(now + duration, PASS_END, worker)
+            worker.busy_spans.append((now, ends[-1]))
+        self.push(ends[-1], PASS_END, worker)
 
     def _pass_stop(self, worker, horizon: int | None) -> int | None:
         """When fused passes must have ended: the traffic's stop, the next event when events read the workers'
@@ -229,17 +221,19 @@ class Replay:
     def end_pass(self, worker, now: int) -> None:
         """Event handler: the worker's pass (or fused passes) ended."""
         batches, worker.batches = worker.batches, None
+        finish, ended, kv_log = worker.engine.finish, self.arrivals.ended, self.kv_log
         for rank, batch in zip(worker.ranks, batches):
             if batch is None:
                 continue
-            for request in worker.engine.finish(rank, batch, now):
+            for request in finish(rank, batch, now):
                 if request.status == "transferring":
                     self.handoffs.prefilled(rank, request, now)
                 else:
-                    self.arrivals.ended(request, now, completed=True)
+                    ended(request, now, completed=True)
             if rank.releases:
                 self.handoffs.pass_ended(rank, now)
-            self.drain(rank, now)
+            if kv_log is not None:
+                kv_log.drain(now, rank)
         for rank in worker.ranks:
             if rank.rejecting:
                 self.arrivals.reject_reached(rank, now)

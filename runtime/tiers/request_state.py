@@ -1,9 +1,15 @@
 """What the tiers keep per request: its restores and stores in flight, what it pinned, where a peer may serve it.
 
 Written only by the modules of runtime/tiers/ (the scheduler reads it: a
-request whose restore is in flight waits).
+request whose restore is in flight waits).  A request on a rank with no tiers
+behind G1 (and no P/D handoff to take it to one) shares `UNTIERED`: nothing
+writes a tier state there, and a million-request trace then makes no object
+per request (the shared one refuses writes, so a path that did write would
+fail loudly instead of leaking state between requests).
 """
 from __future__ import annotations
+
+from types import MappingProxyType
 
 
 class TierState:
@@ -46,3 +52,24 @@ class TierState:
             out[label] = out.get(label, 0) + take
             tokens -= take
         return {"host_reused_by_source": out}
+
+
+class _Untiered(TierState):
+    """The tier state every request on a rank without tiers shares: read-only."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"the shared tier state of a rank without tiers is read-only ({name})")
+
+
+def _untiered() -> TierState:
+    state = TierState()
+    for name in ("restoring", "preloaded", "store_jobs", "pins", "unstored"):  # (immutable: no append either)
+        setattr(state, name, ())
+    state.brought = MappingProxyType({})
+    state.__class__ = _Untiered
+    return state
+
+
+UNTIERED = _untiered()
