@@ -12,7 +12,7 @@ eviction stops at the first key still inside its window.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from itertools import compress, filterfalse, islice
+from itertools import compress, filterfalse
 
 
 class LruOrder:
@@ -95,13 +95,17 @@ class LruOrder:
         victims, ttl = [], self.ttl_ns
         if not ttl:  # the oldest `wanted` keys, when none is busy (the usual: busy keys are the newest)
             held = self._keys
-            head = list(islice(held, wanted))
+            # popped first and checked after: walking an OrderedDict finds each key's node by a hash lookup, which
+            # costs about as much as the pop itself; a busy key among them (rare) puts them all back in place
+            popitem = held.popitem
+            head = [popitem(False)[0] for _ in range(min(wanted, len(held)))]
             if in_flight.isdisjoint(head) and (not reading or reading.keys().isdisjoint(head)) and (
                     not pinned or pinned.keys().isdisjoint(head)):
-                popitem = held.popitem
-                for _ in head:  # (the oldest, in order: cheaper than a lookup of each)
-                    popitem(False)
                 return head
+            move = held.move_to_end
+            for key in reversed(head):  # (back at the front, oldest first again)
+                held[key] = None
+                move(key, False)
         protected_from = self.clock.now - ttl if ttl else None
         for key in self._keys:
             if key in in_flight or key in reading or key in pinned:
