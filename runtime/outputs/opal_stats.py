@@ -11,9 +11,10 @@ wrong (see spec/opal-reference.md): `kvc_tier_tokens` counts APC hits as
 from __future__ import annotations
 
 import json
+from itertools import repeat
 from operator import mul
 
-from .request_log import gap_runs
+from .request_log import gap_columns
 
 BINS = [1000 << k for k in range(14)]  # opal's latency histogram edges (compared with latencies in seconds)
 S = 1e9
@@ -46,7 +47,18 @@ class DecodeValues:
         self.finished = finished
 
     def __iter__(self):
-        return map(_decode_values, self.finished)
+        return map(_decode_values, self.finished, repeat(GapTexts()))
+
+
+class GapTexts(dict):
+    """gap ns -> its value's text with the separator before it, made once per distinct gap: the requests decoding
+    in one pass all get that pass's gap, so a stage's millions of gaps have few distinct values."""
+
+    __slots__ = ()
+
+    def __missing__(self, gap: int) -> str:
+        text = self[gap] = ", " + _number(gap / S)
+        return text
 
 
 def _one_line(value) -> str:
@@ -70,14 +82,14 @@ def _histogram(latencies: list[float]) -> list[float]:
     return counts
 
 
-def _decode_values(request) -> str:
+def _decode_values(request, texts: GapTexts) -> str:
     """[TTFT, then every gap between tokens] in seconds, as `_one_line` writes that list (a run of equal gaps is
     one number's text repeated)."""
-    gaps, counts = tuple(zip(*gap_runs(request.gaps))) or ((), ())
-    # (in C: a request's runs are thousands) each run's text once (`_number` is repr) with its separator, the
-    # string repeated `count` times: a copy of bytes, not a join over every token's gap
-    texts = map(mul, map(", ".__add__, map(repr, map(S.__rtruediv__, gaps))), counts)
-    return "[" + _number((request.first_token_ns - request.arrival_ns) / S) + "".join(texts) + "]"
+    gaps, counts = gap_columns(request.gaps)
+    # (in C: a request's runs are thousands) each run's text with its separator, the string repeated `count`
+    # times: a copy of bytes, not a join over every token's gap
+    runs = map(mul, map(texts.__getitem__, gaps), counts)
+    return "[" + _number((request.first_token_ns - request.arrival_ns) / S) + "".join(runs) + "]"
 
 
 def per_second(requests: list, start_ns: int, end_ns: int, workers: list) -> tuple[list, list, list]:

@@ -11,6 +11,9 @@ the replay has finished with is freed, keys and all.
 from __future__ import annotations
 
 from array import array
+from collections import _count_elements
+from itertools import compress
+from operator import itemgetter
 
 from .record_spool import RecordSpool
 
@@ -39,9 +42,7 @@ class LatencySamples:
         if generated > 1:
             value = (last - first) / MS / (generated - 1)
             tpot[value] = tpot.get(value, 0) + 1
-        gaps = request.gaps
-        for gap, count in gaps if type(gaps) is list else gap_runs(gaps):  # (a list of runs, or packed)
-            itl[gap] = itl.get(gap, 0) + count
+        add_runs(itl, request.gaps)
         value = last - arrival
         e2e[value] = e2e.get(value, 0) + 1
 
@@ -49,6 +50,27 @@ class LatencySamples:
         """Each sample in ms as (value, count) runs, in the summary's order."""
         return {name: list(counts.items()) if name == "tpot" else [(ns / MS, n) for ns, n in counts.items()]
                 for name, counts in self.counts.items()}
+
+
+def add_runs(counts: dict, gaps) -> None:
+    """Each (gap, count) run of `gaps` (`gap_runs`' forms) into `counts`, gap -> total count."""
+    values, repeats = gap_columns(gaps)
+    # one per run counted in C (a run is mostly one gap: pass times differ), then the rest of the longer runs:
+    # the same keys inserted in the same order as a loop adding each run's count
+    _count_elements(counts, values)
+    if repeats.count(1) != len(repeats):
+        for gap, count in compress(zip(values, repeats), map(ONE.__ne__, repeats)):
+            counts[gap] += count - 1
+
+
+FIRST, SECOND, ONE = itemgetter(0), itemgetter(1), 1
+
+
+def gap_columns(gaps) -> tuple:
+    """(gaps, counts) of a request's `gaps` runs, packed or not, as two columns."""
+    if type(gaps) is list:
+        return list(map(FIRST, gaps)), list(map(SECOND, gaps))
+    return gaps[::2], gaps[1::2]
 
 
 def gap_runs(gaps) -> zip | list:
