@@ -31,6 +31,7 @@ from itertools import repeat, takewhile
 from .g1 import NOT_NONE, BlockPool, consume
 
 SLAB = 32  # bits of an id's offset inside its slab (an allocation never reaches 2**32 blocks)
+MASK = (1 << SLAB) - 1
 
 
 class Extent:
@@ -46,7 +47,7 @@ class Extent:
 
 class ExtentPool:
     __slots__ = ("capacity", "caching", "cached", "copies", "events", "evictions", "copying", "awaited",
-                 "_slabs", "_slab", "_empty", "_queued", "_head")
+                 "_slabs", "_slab", "_single", "_empty", "_queued", "_head")
     proactive_evictions = 0
     ttl_skipped = 0
     on_evict = None
@@ -69,6 +70,7 @@ class ExtentPool:
         self.awaited: set[int] = set()
         self._slabs: dict[int, tuple[list[int], list[Extent]]] = {}  # slab -> (its extents' first ids, extents)
         self._slab = 0
+        self._single = -1  # the next id of the slab of single blocks (-1: none yet)
         self._empty = capacity  # free blocks holding no key (BlockPool's never-used ones and keyless queue head)
         self._queued = 0  # free blocks holding a key, in the queue
         head = self._head = Extent(0, 0, 0, None)  # the queue's sentinel: head.next is evicted first
@@ -175,8 +177,18 @@ class ExtentPool:
         self._queued += extent.hi - extent.lo
 
     def _new(self, count: int) -> list[int]:
-        """`count` new ids, one extent held once, keyless."""
-        if not count:
+        """`count` new ids, one extent held once, keyless (one block: the next id of the current slab of single
+        blocks, a decode's, so that they cost no slab each)."""
+        if count == 1:
+            x = self._single
+            if x & MASK < MASK and x >> SLAB in self._slabs:
+                starts, extents = self._slabs[x >> SLAB]
+                starts.append(x)
+                extents.append(Extent(x, x + 1, 1, None))
+                self._single = x + 1
+                return [x]
+            self._single = (self._slab << SLAB) + 1
+        elif not count:
             return []
         base = self._slab << SLAB
         self._slabs[self._slab] = ([base], [Extent(base, base + count, 1, None)])
@@ -242,6 +254,17 @@ class ExtentPool:
         if not self.caching or start >= stop:
             return
         cached, copies = self.cached, self.copies
+        if stop - start == 1 and self.events is None:  # (one block, a decode's: the usual call, no runs built)
+            x, key = blocks[start], keys[start]
+            extent = self._find(x)
+            if extent.hi - extent.lo == 1 and extent.keys is None:
+                if key not in cached:
+                    cached[key] = x
+                    extent.keys = [key]
+                elif copies is not None:
+                    copies.setdefault(key, []).append(x)
+                    extent.keys = [key]
+                return
         stored = [] if self.events is not None else None
         for extent, x, p, m in self._runs(blocks, start, stop):
             extent = self._exact(extent, x, m)
