@@ -10,14 +10,12 @@ request's blocks are a few ranges and each transition costs one step per range
 (an extent), not per block: at block 16 a 512-token trace block is 32 engine
 blocks, moved together almost always (issue 20; facts §56, §64, §72).
 
-An id is (its slab << SLAB) + its offset: a slab is the range one allocation
-handed out, and its live extents are kept sorted by their first id, so the
-extent of any id is one dict lookup and one bisect.  An extent is split only
+Ids are named by slab and offset (g1_extent_ids.py).  An extent is split only
 where behaviour splits it: a hit or a release covering part of it, a
-registration's boundary, an eviction taking the top of a free extent (which
-shrinks it: a release queues a request's blocks last block first, so the
-queue's head is always an extent's top).  The free queue holds the keyed
-free extents, oldest first, as a linked list (a split keeps its parts' place).
+registration's boundary, an eviction taking the top of a free extent (a release
+queues a request's blocks last block first, so the queue's head is always an
+extent's top).  The free queue holds the keyed free extents, oldest first, as a
+linked list (a split keeps its parts' place).
 
 Only the plain G1 path uses it (`for_rank`): the callers must hand back lists
 built from the ids this pool gave out, concatenated or sliced, never reversed
@@ -29,21 +27,7 @@ from bisect import bisect_right
 from itertools import repeat, takewhile
 
 from .g1 import NOT_NONE, BlockPool, consume
-
-SLAB = 32  # bits of an id's offset inside its slab (an allocation never reaches 2**32 blocks)
-MASK = (1 << SLAB) - 1
-
-
-class Extent:
-    """Ids lo..hi-1 of one slab: `ref` holders each, `keys` each block's key (None: all keyless; an entry None:
-    that block keyless); `prev`/`next` its neighbours in the free queue while it is queued (else None)."""
-
-    __slots__ = ("lo", "hi", "ref", "keys", "prev", "next")
-
-    def __init__(self, lo: int, hi: int, ref: int, keys):
-        self.lo, self.hi, self.ref, self.keys = lo, hi, ref, keys
-        self.prev = self.next = None
-
+from .g1_extent_ids import MASK, SLAB, Extent, find, runs
 
 class ExtentPool:
     __slots__ = ("capacity", "caching", "cached", "copies", "events", "evictions", "copying", "awaited",
@@ -97,35 +81,9 @@ class ExtentPool:
         return list(takewhile(NOT_NONE, map(self.cached.get, keys[:limit])))
 
     def free_among(self, blocks: list[int]) -> int:
-        return sum(m for extent, _, _, m in self._runs(blocks, 0, len(blocks)) if not extent.ref)
+        return sum(m for extent, _, _, m in runs(self._slabs, blocks, 0, len(blocks)) if not extent.ref)
 
     # ------------------------------------------------------------------ extents
-    def _find(self, block: int) -> Extent:
-        starts, extents = self._slabs[block >> SLAB]
-        return extents[bisect_right(starts, block) - 1]
-
-    def _runs(self, blocks: list[int], i: int, j: int) -> list[tuple]:
-        """blocks[i:j] as (extent, first id, position, length) runs, each inside one extent."""
-        out = []
-        slabs = self._slabs
-        while i < j:
-            x = blocks[i]
-            starts, extents = slabs[x >> SLAB]
-            extent = extents[bisect_right(starts, x) - 1]
-            m = min(j - i, extent.hi - x)
-            if m > 1 and (blocks[i + m - 1] != x + m - 1 or blocks[i:i + m] != list(range(x, x + m))):
-                good, bad = 1, m  # (the longest prefix that is consecutive ids: rare, so bisected in C compares)
-                while bad - good > 1:
-                    mid = (good + bad) // 2
-                    if blocks[i:i + mid] == list(range(x, x + mid)):
-                        good = mid
-                    else:
-                        bad = mid
-                m = good
-            out.append((extent, x, i, m))
-            i += m
-        return out
-
     def _split(self, extent: Extent, at: int) -> Extent:
         """Cut `extent` at id `at`; returns its upper part (queued just before it: a queued extent's top goes first)."""
         cut = at - extent.lo
@@ -147,7 +105,7 @@ class ExtentPool:
     def _exact(self, extent: Extent, x: int, m: int) -> Extent:
         """The extent of exactly ids x..x+m-1, split out of `extent` (found again if an earlier split moved it)."""
         if not extent.lo <= x < extent.hi:
-            extent = self._find(x)
+            extent = find(self._slabs, x)
         if extent.lo < x:
             extent = self._split(extent, x)
         if x + m < extent.hi:
@@ -197,7 +155,7 @@ class ExtentPool:
 
     # ------------------------------------------------------------------ transitions
     def touch(self, blocks: list[int]) -> None:
-        for extent, x, _, m in self._runs(blocks, 0, len(blocks)):
+        for extent, x, _, m in runs(self._slabs, blocks, 0, len(blocks)):
             extent = self._exact(extent, x, m)
             if not extent.ref:
                 self._unlink(extent)
@@ -256,7 +214,7 @@ class ExtentPool:
         cached, copies = self.cached, self.copies
         if stop - start == 1 and self.events is None:  # (one block, a decode's: the usual call, no runs built)
             x, key = blocks[start], keys[start]
-            extent = self._find(x)
+            extent = find(self._slabs, x)
             if extent.hi - extent.lo == 1 and extent.keys is None:
                 if key not in cached:
                     cached[key] = x
@@ -266,7 +224,7 @@ class ExtentPool:
                     extent.keys = [key]
                 return
         stored = [] if self.events is not None else None
-        for extent, x, p, m in self._runs(blocks, start, stop):
+        for extent, x, p, m in runs(self._slabs, blocks, start, stop):
             extent = self._exact(extent, x, m)
             run = keys[p:p + m]
             if extent.keys is None and cached.keys().isdisjoint(run):
@@ -298,7 +256,7 @@ class ExtentPool:
         """As BlockPool's: freed blocks with a key join the queue's tail last block first; those without one
         become empty memory (BlockPool's queue head)."""
         caching = self.caching
-        for extent, x, _, m in reversed(self._runs(blocks, 0, len(blocks))):
+        for extent, x, _, m in reversed(runs(self._slabs, blocks, 0, len(blocks))):
             extent = self._exact(extent, x, m)
             extent.ref -= 1
             if extent.ref:
