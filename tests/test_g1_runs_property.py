@@ -12,7 +12,6 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 
 from kvreplay.runtime.tiers.g1 import BlockPool
-from kvreplay.runtime.tiers.g1_extents import ExtentPool
 from kvreplay.runtime.tiers.g1_runs import RunPool
 
 from .test_g1_runs import admit_both, state
@@ -90,72 +89,3 @@ def test_run_pool_is_the_block_pool_under_random_operations(kind, capacity, step
 def test_run_pool_is_the_block_pool_without_prefix_caching(kind, capacity, steps):
     run(kind, capacity, steps, events=False, copies=False, caching=False)
 
-
-
-def run_extents(capacity: int, steps, events: bool, copies: bool, caching: bool) -> None:
-    """The same sequences on g1_extents.ExtentPool, which names blocks its own way: its ids are mapped to
-    BlockPool's as each is handed out, and every answer and the cached map are compared through that map."""
-    plain, pool = BlockPool(capacity, caching), ExtentPool(capacity, caching)
-    for each in (plain, pool):
-        if copies:
-            each.keep_copies()
-        if events:
-            each.events = []
-    named: dict[int, int] = {}  # ExtentPool's id -> BlockPool's block (ids are never reused there)
-    live: list[tuple[list[int], list[int]]] = []
-    output_key = -1
-    for op, a, b, c in steps:
-        if op == "release" and live:
-            blocks, ids = live.pop(a % len(live))
-            plain.release(blocks)
-            pool.release(ids)
-        elif op == "decode" and live and plain.free_count:
-            blocks, ids = live[a % len(live)]
-            new, fresh = plain.allocate(1), pool.allocate(1)
-            named.update(zip(fresh, new))
-            blocks.extend(new)
-            ids.extend(fresh)
-            if b % 2 and caching:
-                keys = [output_key] * len(blocks)
-                plain.register_run(blocks, keys, len(blocks) - 1, len(blocks))
-                pool.register_run(ids, keys, len(ids) - 1, len(ids))
-                output_key -= 1
-        elif op == "admit":
-            chain = CHAINS[a % len(CHAINS)]
-            keys = chain[:1 + b % len(chain)]
-            hits, found = plain.match(keys, len(keys) - 1), pool.match(keys, len(keys) - 1)
-            assert [named[i] for i in found] == hits
-            if copies:
-                hits, found = hits[:c % (len(hits) + 1)], found[:c % (len(hits) + 1)]
-            need = len(keys) - len(hits) + c % 3
-            assert pool.free_among(found) == plain.free_among(hits)
-            if not plain.can_allocate(need, hits):
-                assert not pool.can_allocate(need, found)
-                continue
-            plain.touch(hits)
-            pool.touch(found)
-            new, fresh = plain.allocate(need), pool.allocate(need)
-            named.update(zip(fresh, new))
-            blocks, ids = hits + new, found + fresh
-            stop = min(len(keys), len(blocks))
-            middle = len(hits) + (stop - len(hits)) * (c % 4) // 4
-            for start, end in ((len(hits), middle), (middle, stop)):
-                plain.register_run(blocks, keys, start, end)
-                pool.register_run(ids, keys, start, end)
-            live.append((blocks, ids))
-        assert (pool.free_count, pool.evictions, pool.events) == (plain.free_count, plain.evictions, plain.events)
-        assert {key: named[i] for key, i in pool.cached.items()} == plain.cached
-        assert pool.copies == plain.copies or \
-            {key: [named[i] for i in ids] for key, ids in pool.copies.items()} == plain.copies
-
-
-@settings(max_examples=400, deadline=None)
-@given(st.integers(8, 90), st.lists(STEP, max_size=80), st.booleans(), st.booleans())
-def test_extent_pool_is_the_block_pool_under_random_operations(capacity, steps, events, copies):
-    run_extents(capacity, steps, events, copies, caching=True)
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.integers(8, 90), st.lists(STEP, max_size=60))
-def test_extent_pool_is_the_block_pool_without_prefix_caching(capacity, steps):
-    run_extents(capacity, steps, events=False, copies=False, caching=False)
