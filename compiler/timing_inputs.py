@@ -65,6 +65,10 @@ GPU_BACKEND_WEIGHT_EFFICIENCY = {("a100_sxm", "sglang"): 0.66}
 # figure by TP degree: TP2 0.51 (H200) and 0.45 (B200), TP4 0.41 (H100, H200), TP8 0.46 (H200)
 ALL_REDUCE_EFFICIENCY = {2: 0.48, 4: 0.41, 8: 0.46}
 ALL_REDUCE_OTHER = 0.44
+# a dense model's all-reduce latency (s) by (GPU, TP degree) where AISimulate's measured kernels differ from the
+# shared figure: H100 TP2 all-reduces of a decode pass cost 2.6-4.4 us each at 1-8 tokens (Qwen3-8B, facts §80); the
+# least-squares figure over its TP2 decodes is 4.5 (TensorRT-LLM) to 7 us (SGLang), as the per-layer terms carry the rest
+GPU_ALL_REDUCE_LATENCY = {("h100_sxm", 2): 5e-6}
 # AISimulate's measured block-scaled (fp8) GEMMs step every 256 tokens (Qwen3-32B-FP8 H200: 37.3 ms at 512 tokens,
 # 48.3 at 513, flat to 768); this share of a dense model's GEMM FLOP time is paid per whole 256-token tile (facts §52).
 # MoE models keep smooth GEMMs (their expert tables are priced apart; DeepSeek-V3's passes are fitted without tiles)
@@ -104,7 +108,8 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
                                                                                     t["kv"]["high"]),
         pass_overhead_s=dip.get("pass", t["pass"]), layer_overhead_s=t["layer"], prefill_layer_overhead_s=t["prefill_layer"],
         decode_token_overhead_s=t["decode_token"], prefill_ramp_tokens=t["prefill_ramp"],
-        moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"],
+        moe_layer_overhead_s=t["moe_layer"], all_reduce_latency_s=t["all_reduce"] if moe else
+        GPU_ALL_REDUCE_LATENCY.get((hardware.get("name"), tensor), t["all_reduce"]),
         all_reduce_efficiency=ALL_REDUCE_EFFICIENCY.get(tensor, ALL_REDUCE_OTHER),
         all_reduce=t["moe_all_reduce"] or not moe, all_to_all_efficiency=t["all_to_all"],
         decode_kv_hidden_s=t["kv_hidden"],

@@ -3,8 +3,8 @@
 Each point is (GPU, model, backend, TP) -> a decode pass of `b` requests at `c` tokens of context each, or a
 prefill of one `n`-token prompt, in ms, as AISimulate's compiled engine prices it (`EngineHandle.compile(model,
 system, backend, tp_size=..., moe_ep_size=...)`, then `decode_step_latency(b, c, 2)` and
-`predict_prefill_latency(1, n)`), recorded in docs/reference-facts.md §42, §52, §60 and §68.  Dense models must agree within
-10%, the MoE models (DeepSeek-V3 TP8 EP8 and TP8 with its experts split by width, moe_tp 8; Kimi K3 TP8 EP8, DeepSeek V4
+`predict_prefill_latency(1, n)`), recorded in docs/reference-facts.md §42, §52, §60, §68 and §80.  Dense models must
+agree within 10%, the MoE models (DeepSeek-V3 TP8 EP8 and TP8 with its experts split by width, moe_tp 8; Kimi K3 TP8 EP8, DeepSeek V4
 Flash TP4 EP4) within 20%.  SGLang's DeepSeek-V3 decode at batch 8 and more is not a point: AISimulate
 prices SGLang's MLA decode from TensorRT-LLM's fallback rows (its own "low-fidelity" warning), 30-70% above vLLM's.
 """
@@ -32,6 +32,13 @@ AISIMULATE = {
     ("qwen3-8b", "h100", "trtllm", 1): ({(1, 1024): 7.766, (8, 4096): 9.777, (32, 4096): 14.338, (64, 16384): 58.858,
                                          (2, 1024): 7.7284, (2, 4096): 8.0632, (4, 4096): 8.8286, (16, 1024): 9.1182},
                                         {1024: 24.833, 4096: 98.004, 16384: 477.95}),
+    # tensor 2 on H100: facts §80 (helper tp2t7), the all-reduce's 5 us a call at decode's few tokens
+    ("qwen3-8b", "h100", "vllm", 2): ({(1, 1024): 5.1621, (2, 2048): 5.1999, (8, 4096): 6.0156, (32, 4096): 8.5285,
+                                       (64, 2048): 8.6307}, {512: 9.72, 1024: 16.686, 4096: 59.398}),
+    ("qwen3-8b", "h100", "sglang", 2): ({(1, 1024): 5.1116, (2, 2048): 5.099, (8, 4096): 5.9913, (32, 4096): 8.4267,
+                                         (64, 2048): 8.5171}, {512: 10.088, 1024: 16.476, 4096: 59.867}),
+    ("qwen3-8b", "h100", "trtllm", 2): ({(1, 1024): 5.2971, (2, 2048): 5.3552, (8, 4096): 6.2881, (32, 4096): 8.8465,
+                                         (64, 2048): 8.7624}, {512: 9.915, 1024: 16.669, 4096: 61.673}),
     ("qwen3-8b", "h200", "vllm", 1): ({(1, 1024): 6.02, (8, 4096): 7.373, (32, 4096): 10.709, (64, 16384): 41.262},
                                       {1024: 22.143, 4096: 91.186, 16384: 455.392}),
     ("qwen3-8b", "h200", "sglang", 1): ({(1, 1024): 6.0, (8, 4096): 7.186, (32, 4096): 10.368, (64, 16384): 41.555},
@@ -391,3 +398,22 @@ def test_sglangs_mla_prefill_prices_its_pairs_at_015_of_bf16():
     pair_s = 4 * 61 * 128 * 128 / 8 / (989e12 * 0.15)
     assert abs(timing(prompt) - timing(chunks) - (8000 ** 2 / 2 - 4 * 2000 ** 2 / 2) * pair_s * 1e9) <= 2
     assert abs(timing(chunks) / 1e6 / 347.19 - 1) <= 0.02
+
+
+def test_h100s_tensor_2_all_reduce_costs_5_us_a_call():
+    """AISimulate's H100 TP2 all-reduces of a few tokens cost 2.6-4.4 us a call where the shared figure is 10 us:
+    a dense model's H100 TP2 pass pays 5 us for each of its 2 x 36 all-reduces (Qwen3-8B), 360 us less than at 10 us;
+    H100 TP4, H200 TP2 and the MoE models keep 10 us."""
+    from dataclasses import replace
+    qwen = resolve_model("Qwen/Qwen3-8B")[0]
+    h100, h200 = resolve_hardware("h100_sxm")[0], resolve_hardware("h200_sxm")[0]
+    for backend in ("vllm", "sglang", "trtllm"):
+        record = roofline_record(qwen, h100, backend, 2, 2)
+        assert record.terms.all_reduce_latency_s == 5e-6
+        shared = replace(record, terms=replace(record.terms, all_reduce_latency_s=10e-6))
+        work = PassWork(decode_requests=1, decode_context=1024)
+        assert abs(default_timing(shared)(work) - default_timing(record)(work) - 360_000) <= 1
+        assert roofline_record(qwen, h100, backend, 4, 2).terms.all_reduce_latency_s == 10e-6
+        assert roofline_record(qwen, h200, backend, 2, 2).terms.all_reduce_latency_s == 10e-6
+    moe = roofline_record(resolve_model("deepseek-ai/DeepSeek-V3")[0], h100, "vllm", 2, 1, 8)
+    assert moe.terms.all_reduce_latency_s == 10e-6
