@@ -38,7 +38,6 @@ from .sglang_state import SglangState, insert, observed
 class SglangEngine(Engine):
     name = "sglang"
     fusable = True  # (by sglang_macro.py)
-    speculates = True  # (decode passes emit bursts: sglang_decode.py)
     keyed = False  # requests need no per-block keys: the radix cache compares token runs
 
     def plan_fused(self, worker, batches, now, horizon, stop, can_finish):
