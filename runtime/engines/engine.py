@@ -23,7 +23,6 @@ class Engine:
     name = "vllm"
     fusable = True  # pure decode passes may be applied at once (shell/macro.py)
     keyed = True  # its requests carry block keys (spec.keys): vLLM's and TensorRT-LLM's caches match by them
-    speculates = True  # its decode passes emit accepted drafts (serving/speculation.py) when the role has them
 
     @property
     def rejects_when_reached(self) -> bool:

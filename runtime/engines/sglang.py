@@ -29,7 +29,7 @@ from ..timing import PassWork
 from ..tiers.radix_cache import RadixCache
 from . import sglang_macro, sglang_overlap
 from .engine import Engine
-from .sglang_decode import cancel_running, complete, decode_batch, drop
+from .sglang_decode import accept, cancel_running, complete, decode_batch, decode_work, drop
 from .sglang_handoff import PAGES, admit_destinations, cancel_ready
 from .sglang_prefill import prefill_batch
 from .sglang_state import SglangState, insert, observed
@@ -38,7 +38,6 @@ from .sglang_state import SglangState, insert, observed
 class SglangEngine(Engine):
     name = "sglang"
     fusable = True  # (by sglang_macro.py)
-    speculates = False  # (drafts are not modelled for SGLang: a speculation config runs without them)
     keyed = False  # requests need no per-block keys: the radix cache compares token runs
 
     def plan_fused(self, worker, batches, now, horizon, stop, can_finish):
@@ -92,6 +91,7 @@ class SglangEngine(Engine):
         sglang_overlap.ended(state, state.started, end_ns)
         finished, joined, unfinished = [], [], []
         prefill = state.extend  # (a pass is all extend or all decode)
+        speculation = rank.speculation if rank.role != "prefill" else None  # (a P/D prefill rank emits one token)
         for request, new in batch.items:
             request.num_computed += new
             lease = state.leases[id(request)]
@@ -112,6 +112,8 @@ class SglangEngine(Engine):
                 observed(state, insert, pool, lease, request.spec, request.num_computed)
                 joined.append(request)
             request.add_token(end_ns)
+            if speculation is not None and not prefill and request.generated > 1:
+                accept(rank, request, speculation)  # (a completing request stops mid-burst: extra's cut)
             if request.generated >= request.stop_after:
                 finished.append(request)
         if unfinished:
@@ -153,7 +155,7 @@ def scheduler_round(rank, now_ns: int):
         # gives a decode worker's prefill none, and its running requests lose no pass to it
         return Batch(items, work_of(items) if rank.role != "decode" else PassWork())
     # a decode pass is all decodes, a request whose extend pass could not sample included
-    return Batch(items, PassWork((), len(items), sum(r.num_computed + 1 for r, _ in items)))
+    return Batch(items, decode_work(rank, len(items), sum(r.num_computed + 1 for r, _ in items)))
 
 
 def flush(pool) -> None:

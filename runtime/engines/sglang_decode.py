@@ -19,17 +19,54 @@ over: prompt and output so far are prefilled again.  The new-token ratio
 becomes SGLang's new estimate, (output decoded + 20 per survivor) / (the
 survivors' max output + 1), and does not decay on that pass (AISimulate's
 retraction runs admit their next request at the same step only so).
+
+Under speculation (ngram or MTP, serving/speculation.py) a decode pass emits
+a burst per request, 1 + its accepted drafts, cut to what it has left (AISimulate's
+`simulate_decode_step_with_sampler`): the retraction check and the eviction
+count each request's largest burst (1 + drafts, cut so), the pass takes the
+pages of the bursts drawn, a request completing mid-burst stops there, and the
+complete pages its burst reaches enter the tree (`cache_materialized_prefix`).
+A P/D prefill rank emits one token.
 """
 from __future__ import annotations
 
-from .sglang_state import RETRACT_DECODE_STEPS, insert, release
+from ..serving.pass_results import emit_drafts
+from ..timing import PassWork
+from .sglang_state import RETRACT_DECODE_STEPS, insert, observed, release
 
 
-def growth(pool, state, requests) -> int:
-    """Tokens the requests' next decode step allocates."""
+def speculation_of(rank):
+    """The rank's speculation for its decode passes (None: one token a pass)."""
+    return rank.speculation if rank.role != "prefill" else None
+
+
+def growth(pool, state, requests, speculation=None) -> int:
+    """Tokens the requests' next decode step allocates at most (each request's largest burst)."""
     leases = state.leases
     ceil = pool.ceil
-    return sum(ceil(r.num_tokens + 1) - leases[id(r)].end for r in requests)
+    if speculation is None:
+        return sum(ceil(r.num_tokens + 1) - leases[id(r)].end for r in requests)
+    burst = speculation.burst
+    return sum(max(0, ceil(r.num_tokens + burst(r, 1)) - leases[id(r)].end) for r in requests)
+
+
+def decode_work(rank, decodes: int, context: int) -> PassWork:
+    """A decode pass's work: under speculation each request also verifies its drafts (`Speculation.work`)."""
+    speculation = speculation_of(rank)
+    if speculation is None:
+        return PassWork((), decodes, context)
+    return speculation.work((), decodes, context)
+
+
+def accept(rank, request, speculation) -> None:
+    """At the end of its decode pass the request emits its accepted drafts beside its base token (cut to what it has
+    left: one completing mid-burst stops there); unless it completed, the complete pages reached enter the tree."""
+    drafts = speculation.extra(request)
+    if drafts:
+        emit_drafts(request, drafts)
+    if request.generated < request.stop_after:
+        state = rank.pool.sglang
+        observed(state, insert, rank.pool, state.leases[id(request)], request.spec, request.num_tokens)
 
 
 def decode_batch(rank, state) -> list:
@@ -38,6 +75,9 @@ def decode_batch(rank, state) -> list:
     running = rank.running
     if not running:
         return []
+    speculation = speculation_of(rank)
+    if speculation is not None:
+        return burst_batch(rank, state, speculation)
     leases, ceil = state.leases, pool.ceil
     if pool.page == 1:  # (ceil is the identity)
         needs = [r.num_tokens + 1 - leases[id(r)].end for r in running]
@@ -68,6 +108,29 @@ def decode_batch(rank, state) -> list:
     return items
 
 
+def burst_batch(rank, state, speculation) -> list:
+    """A decode pass's items under speculation: the check and the eviction count the largest bursts, the pages taken
+    are those of the bursts drawn (the mocker reserves the largest and gives back what the burst left unused)."""
+    pool, leases, ceil = rank.pool, state.leases, rank.pool.ceil
+    total = growth(pool, state, rank.running, speculation)
+    if pool.available + pool.evictable < total and len(rank.running) > 1:
+        retract(rank, state)
+        total = growth(pool, state, rank.running, speculation)
+    short = total - pool.available
+    if short > 0:
+        pool.evict(short)
+    items = []
+    for request in rank.running:
+        lease = leases[id(request)]
+        need = ceil(request.num_tokens + speculation.drawn(request)) - lease.end
+        if need > 0:
+            if not pool.take(need) and not (drop_partial_prefill(rank, state) and pool.take(need)):
+                continue  # a lone request short of a page (P/D reservations hold the rest): it waits
+            lease.end += need
+        items.append((request, 1))
+    return items
+
+
 def drop_partial_prefill(rank, state) -> bool:
     """A waiting request part way through a chunked prefill gives its pages up and starts over (its chunks stay in
     the tree, unlocked), so that the lone running request can go on; False if there is none."""
@@ -83,9 +146,10 @@ def drop_partial_prefill(rank, state) -> bool:
 
 def retract(rank, state) -> None:
     pool = rank.pool
+    speculation = speculation_of(rank)
     order = sorted(rank.running, key=lambda r: (-r.generated, r.spec.prompt_len))
     retracted = []
-    while len(order) > 1 and pool.available + pool.evictable < growth(pool, state, order):
+    while len(order) > 1 and pool.available + pool.evictable < growth(pool, state, order, speculation):
         request = order.pop()
         retracted.append(request)
         release(pool, state.leases.pop(id(request)))
@@ -105,7 +169,7 @@ def retract(rank, state) -> None:
     decoded = sum(r.generated for r in survivors)
     state.retracted = retracted  # (this pass's ratio is the new estimate: no decay after it)
     state.ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(survivors)) / (sum(r.stop_after for r in survivors) + 1))
-    short = growth(pool, state, rank.running) - pool.available
+    short = growth(pool, state, rank.running, speculation) - pool.available
     if short > 0:
         pool.evict(short)
 

@@ -14,7 +14,8 @@ retract there).  Evicting the passes' pages one pass at a time or all at once
 frees the same pages (eviction frees exactly what is asked, from the same
 least recently used leaves), so the run's pages are taken at once.  Requests
 finish only in the run's last pass (open-loop traffic; closed-loop runs stop
-before any finish), so no release interleaves with the allocations.  The
+before any finish), so no release interleaves with the allocations.  Ranks
+under speculation are not fused (each pass's bursts are drawn).  The
 new-token ratio decays once per pass, with the same float steps.
 
 Cost: O(passes + requests) per run, and O(requests x log passes) to size it
@@ -39,8 +40,8 @@ class Fused:
 
 def _eligible(ranks, batches) -> bool:
     for rank, batch in zip(ranks, batches):
-        if rank.waiting or (batch is None and rank.running):
-            return False
+        if rank.waiting or (batch is None and rank.running) or rank.speculation is not None:
+            return False  # (speculation: each pass's bursts are drawn, so passes are stepped one at a time)
         if len(rank.pool.sglang.leases) > len(rank.running):
             return False  # a reservation whose request is being prefilled elsewhere: its landing is not queued yet
         if batch is not None and (not batch.items or batch.work.prefill_chunks or rank.pool.recorder is not None

@@ -30,8 +30,7 @@ its first token at 1,380, where it has it at 1,370 without the overlap).
 from __future__ import annotations
 
 from ..serving.scheduler import Batch
-from ..timing import PassWork
-from .sglang_decode import drop_unseen_tokens
+from .sglang_decode import decode_work, drop_unseen_tokens
 
 
 def observe(state) -> None:
@@ -65,10 +64,10 @@ def schedule(rank, state, now: int, decide):
     observe(state)
     if batch is not None and not state.extend and ghosts:
         work = batch.work
-        batch.work = PassWork((), work.decode_requests + len(ghosts),
-                              work.decode_context + sum(g.request.num_tokens for g in ghosts))
+        batch.work = decode_work(rank, work.decode_requests + len(ghosts),
+                                 work.decode_context + sum(g.request.num_tokens for g in ghosts))
     elif batch is None and ghosts:  # the wasted decode
-        batch = Batch([], PassWork((), len(ghosts), sum(g.request.num_tokens for g in ghosts)))
+        batch = Batch([], decode_work(rank, len(ghosts), sum(g.request.num_tokens for g in ghosts)))
     if batch is None:
         return decide(rank, now)
     return batch

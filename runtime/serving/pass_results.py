@@ -54,12 +54,17 @@ def _accept_drafts(rank, request: Request, drafts: int) -> None:
     if drafts <= 0:
         return
     rank.snapshots.reached(rank, request, request.num_computed, request.num_computed + drafts)
+    emit_drafts(request, drafts)
+    held = (len(request.blocks) - rank.state_blocks) * rank.block_size  # (a P/D arrival allocates at its next pass)
+    register(rank, request, min(request.num_computed, held))
+
+
+def emit_drafts(request: Request, drafts: int) -> None:
+    """The request's accepted drafts, emitted with its base token (gaps of 0) and their KV computed."""
     request.num_computed += drafts
     request.add_gaps(0, drafts)
     request.generated += drafts
     request.num_tokens += drafts
-    held = (len(request.blocks) - rank.state_blocks) * rank.block_size  # (a P/D arrival allocates at its next pass)
-    register(rank, request, min(request.num_computed, held))
 
 
 def release_finished(rank, finished: list[Request], end_ns: int) -> None:

@@ -78,7 +78,7 @@ class Speculation:
         all of them together; while they do not fit, the newest running request is preempted (its pass was
         scheduled, so what it computed stays cached, but it emits nothing) and leaves the pass."""
         while True:
-            ready = [(request, request.num_tokens + self._burst(request, new)) for request, new in items
+            ready = [(request, request.num_tokens + self.burst(request, new)) for request, new in items
                      if request.num_computed + new == request.num_tokens]
             need = sum(max(0, rank.blocks_for(tokens) - (len(r.blocks) - rank.state_blocks)) for r, tokens in ready)
             if need <= rank.pool.free_count or not rank.running:
@@ -89,12 +89,20 @@ class Speculation:
         for request, tokens in ready:
             fits(rank, request, tokens)
 
-    def _burst(self, request, new: int) -> int:
+    def burst(self, request, new: int) -> int:
         """The most tokens the request's pass may emit: 1 + `lookahead` for a decode, 1 for a pass that computes
         a prompt or a recompute (its first token is sampled alone, as the replay's own draws are), cut to what it
         has left."""
         most = self.lookahead + 1 if new == 1 and request.generated else 1
         return min(most, request.stop_after - request.generated)
+
+
+    def drawn(self, request) -> int:
+        """The tokens the decode pass of `request` starting now emits: its base token and the drafts `extra` will
+        give it at the pass's end (the same draw), cut to what it has left; 1 before its first token."""
+        if not request.generated:
+            return 1
+        return min(1 + self.accepted(request.spec.index, request.generated), request.stop_after - request.generated)
 
 
 def of(role) -> Speculation | None:

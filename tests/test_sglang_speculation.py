@@ -1,0 +1,156 @@
+"""SGLang under speculation (native MTP; issue 15 item 6): a decode pass emits 1 + accepted drafts per request,
+cut to what it has left; the retraction check and the pages count each request's largest burst; the complete
+pages a burst reaches enter the radix tree; TPOT / ITL under fixed timing; a P/D prefill rank emits one token;
+byte identity across hash seeds and single stepping (AISimulate's `simulate_decode_step_with_sampler`)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import orjson
+
+from kvreplay.runtime.engines.sglang_decode import decode_batch, decode_work, speculation_of
+from kvreplay.runtime.serving.speculation import Speculation
+
+from .support import ROOT, output_bytes
+from .test_replay import replay
+from .test_sglang_engine import MS, request, sg_rank, step
+
+
+def speculating(rank, kind="ngram", rates=(), mean=0.0, drafts=None, seed=42):
+    rank.speculation = Speculation(SimpleNamespace(kind=kind, draft_tokens=drafts or len(rates), rates=tuple(rates),
+                                                   mean_accepted=mean, seed=seed, draft_layers=0,
+                                                   drafts_read_kv=False))
+    return rank
+
+
+def token_times(r) -> list:
+    """The request's token times (ns) from its first token and its gap runs."""
+    times = [r.first_token_ns]
+    for gap, count in r.gaps:
+        for _ in range(count):
+            times.append(times[-1] + gap)
+    return times
+
+
+def test_every_pass_emits_its_burst_and_a_completing_request_stops_mid_burst():
+    """Two drafts always accepted: 3 tokens a pass.  Output 9: the prefill gives token 1 at 50 ms, passes at 60 /
+    70 / 80 ms give 3 / 3 / 2 (the last burst cut to the 2 left), so TPOT is 30 ms / 8 and the ITL 10, 0, 0, ..."""
+    rank = speculating(sg_rank(1000), rates=(1.0, 1.0))
+    a = request(0, [(1, 0, 10)], 9)
+    rank.waiting.append(a)
+    now, emitted = 0, []
+    while rank.busy:
+        before = a.generated
+        _, now, _ = step(rank, now)
+        emitted.append(a.generated - before)
+    assert emitted == [1, 3, 3, 2] and a.generated == 9 and a.status == "completed"
+    assert [t // MS for t in token_times(a)] == [50, 60, 60, 60, 70, 70, 70, 80, 80]
+    assert (a.last_token_ns - a.first_token_ns) / (a.generated - 1) == 30 * MS / 8
+
+
+def test_mtp_bursts_follow_the_counter_based_draws():
+    """nextn 2, 1.5 accepted on average: each pass emits 1 + floor(1.5) + (1 when the pass's draw < 0.5), the draw
+    keyed by the request's index and its token count at the pass's start."""
+    rank = speculating(sg_rank(1000), kind="mtp", mean=1.5, drafts=2, seed=9)
+    a = request(3, [(1, 0, 10)], 40)
+    rank.waiting.append(a)
+    now = step(rank, 0)[1]
+    spec = rank.speculation
+    while rank.busy:
+        start = a.generated
+        expected = min(1 + spec.accepted(3, start), a.stop_after - start)
+        assert expected in (2, 3)
+        _, now, _ = step(rank, now)
+        assert a.generated - start == expected
+    assert a.generated == 40
+
+
+def test_pass_cost_counts_the_verified_drafts_and_a_prefill_rank_emits_one_token():
+    rank = speculating(sg_rank(1000), rates=(0.5, 0.5))
+    work = decode_work(rank, 3, 300)
+    assert (work.decode_requests, work.draft_tokens) == (3, 6)  # every decode verifies its 2 drafts
+    rank.role = "prefill"
+    assert speculation_of(rank) is None and decode_work(rank, 3, 300).draft_tokens == 0
+
+
+def test_the_retraction_check_counts_the_largest_burst_and_the_pass_takes_the_drawn_one():
+    """Page 1, two running requests, 4 free tokens: one token each would fit (2), but the largest bursts
+    (1 + 2 drafts = 3 each: 6) do not, so the youngest output is retracted; the survivor's burst (rates [1, 0]:
+    2 tokens drawn) takes 2 slots, not 3."""
+    rank = speculating(sg_rank(1000), rates=(1.0, 0.0))
+    a, b = request(0, [(1, 0, 10)], 50), request(1, [(2, 0, 10)], 50)
+    rank.waiting.append(a)
+    step(rank, 0)
+    step(rank, 50 * MS)  # a: 1 + 2 tokens
+    rank.waiting.append(b)
+    step(rank, 60 * MS)  # b's prefill: 1 token
+    assert (a.generated, b.generated) == (3, 1)
+    pool, state = rank.pool, rank.pool.sglang
+    pool.total = pool.total - pool.available + 4
+    pool_free = pool.available + pool.evictable
+    assert 2 <= pool_free < 6  # (one token each fits, the largest bursts do not)
+    items = decode_batch(rank, state)
+    assert [r.spec.index for r, _ in items] == [0] and [r.spec.index for r in rank.waiting] == [1]
+    assert rank.preemptions == 1
+    assert state.leases[id(a)].end == a.num_tokens + 2
+
+
+def test_a_burst_s_complete_pages_enter_the_tree_as_they_are_reached():
+    """Page 4, prompt 8, three tokens a pass: after the prefill the tree holds the prompt's 8 (9 tokens known);
+    after the first decode 12 tokens are known and their 3 pages are in the tree, after the second 15 -> 12."""
+    rank = speculating(sg_rank(400, page=4), rates=(1.0, 1.0))
+    a = request(0, [(1, 0, 8)], 20)
+    rank.waiting.append(a)
+    now = step(rank, 0)[1]
+    assert a.num_tokens == 9 and rank.pool.tree_tokens == 8
+    now = step(rank, now)[1]
+    assert a.num_tokens == 12 and rank.pool.tree_tokens == 12
+    step(rank, now)
+    assert a.num_tokens == 15 and rank.pool.tree_tokens == 12
+
+
+def _mtp_config(tmp_path):
+    path = tmp_path / "sgl-mtp.yaml"
+    path.write_text("""engine:
+  model: Qwen/Qwen3-8B
+  hardware: h200_sxm
+  backend: sglang
+  nextn: 2
+  nextn_accepted: 1.3
+  workers:
+    aggregated:
+      kv_cache: {block_size: 16, capacity: {type: fixed, blocks: 120}}
+traffic:
+  source: {type: synthetic, input_tokens: 300, output_tokens: 60, cached_prefix_tokens: 128}
+  load: {type: concurrency, concurrency: 6}
+  stop: {requests: 18}
+""")
+    return path
+
+
+def test_an_sglang_mtp_config_replays_with_bursts(tmp_path):
+    """The compiled plan gives the SGLang rank its speculation (it was validated, then ignored): 60 output
+    tokens take fewer than 59 decode passes, so some token gaps are 0."""
+    out = tmp_path / "out"
+    replay(_mtp_config(tmp_path), out)
+    prediction = orjson.loads((out / "prediction.json").read_bytes())
+    assert prediction["completed_requests"] == 18 and prediction["total_output_tokens"] == 18 * 60
+    # a burst's drafts arrive with its base token: gaps of 0, more than half of them at 1.3 accepted a pass
+    assert prediction["min_itl_ms"] == 0.0 and prediction["median_itl_ms"] == 0.0
+
+
+def test_byte_identical_across_hash_seeds_and_single_stepping(tmp_path):
+    config = _mtp_config(tmp_path)
+    outputs = set()
+    for seed in ("0", "77"):
+        out = tmp_path / f"out{seed}"
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        subprocess.run([sys.executable, "-m", "kvreplay", "predict", "-c", str(config), "--output-dir", str(out),
+                        "--capture-per-request", "--no-progress"], env=env, cwd=ROOT, capture_output=True, check=True)
+        outputs.add(output_bytes(out))
+    replay(config, tmp_path / "single", "--single-step")
+    outputs.add(output_bytes(tmp_path / "single"))
+    assert len(outputs) == 1
