@@ -43,8 +43,9 @@ GPU_MOE_TERMS = {
     # H200 SGLang's MLA prefill kernel costs 2.8 ns a query-key pair (4,096 / 8,192 / 16,384 tokens: 47.4 / 151.3 / 515.4
     # ms), 4.4x vLLM's, so four 2,000-token chunks cost 347 ms against 427 for one 8,000-token prompt: its attention
     # reaches 0.15 of the bf16 peak, and its dispatch and all-reduce (1.1 of NVLink) count the tokens beyond 4,096 at
-    # 0.77 (facts §76)
-    ("h200_sxm", "sglang"): {"attention": 0.15, "all_to_all": 1.1, "collective_large": 0.77},
+    # 0.77 (facts §76); its MLA decode kernel (TensorRT-LLM's fallback rows) costs ~120 ns a cached token, 4,096 -> 8,192
+    # tokens at batch 64 +31 ms: the fp8 KV read at 0.064 of HBM (decode b 1-128 x 1k-8k mean |error| 19.0 -> 3.2 %, §81)
+    ("h200_sxm", "sglang"): {"attention": 0.15, "all_to_all": 1.1, "collective_large": 0.77, "kv": 0.064},
     ("b200_sxm", "vllm"): {"moe_layer": 89e-6, "experts": 0.85, "all_to_all": 0.63, "prefill_layer": 25e-6,
                            "compute": 0.255},
     ("gb200", "vllm"): {"moe_layer": 126e-6, "experts": 0.81, "all_to_all": 0.565, "prefill_layer": 45e-6,
