@@ -7,6 +7,8 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
     t_gemm = max(2 * P_gemm * T / tp / (peak[weight precision] * e_compute),
                  W (1 - f_routed) / (HBM * e_weights) + W f_routed (1 - (1 - k/E)^T) / (HBM * e_experts))
                                                             MoE: T tokens leave (1 - k/E)^T of the experts unread
+                                                            (a decode-only pass of a backend with a measured
+                                                            curve: `decode_expert_share` at T, linearly between points)
                                                             fp8 dense: T in the FLOP term is s * rows + (1 - s) * T,
                                                             rows = T rounded up to whole 256-token tiles (64, 128
                                                             below 129), s = gemm_tile_share
@@ -162,9 +164,24 @@ def default_timing(inputs) -> Timing:
             return tokens
         return COLLECTIVE_FULL_TOKENS + large_share * (tokens - COLLECTIVE_FULL_TOKENS)
 
-    def gemms(tokens: int) -> float:
-        # routed experts: a token picks k of E, so T tokens leave (1 - k/E)^T of them unread
-        experts = expert_s * (1 - miss ** tokens)
+    curve = terms.decode_expert_share
+
+    def expert_share(tokens: int, decode_only: bool) -> float:
+        # routed experts: a token picks k of E, so T tokens leave (1 - k/E)^T of them unread, unless the backend's
+        # decode MoE kernel has a measured curve of its own
+        if not (curve and decode_only):
+            return 1 - miss ** tokens
+        if tokens >= curve[-1][0]:
+            return curve[-1][1]
+        lo_t, lo_s = 0, 0.0
+        for hi_t, hi_s in curve:
+            if tokens <= hi_t:
+                return lo_s + (hi_s - lo_s) * (tokens - lo_t) / (hi_t - lo_t)
+            lo_t, lo_s = hi_t, hi_s
+        return lo_s
+
+    def gemms(tokens: int, decode_only: bool) -> float:
+        experts = expert_s * expert_share(tokens, decode_only)
         if tile:
             # rows are computed in whole tiles: AISimulate's fp8 GEMMs at 257 tokens cost what they cost at 512;
             # below half a tile its steps are the powers of two from 64 (65 tokens cost what 128 do)
@@ -187,7 +204,7 @@ def default_timing(inputs) -> Timing:
         tokens = work.prefill_tokens + decode_tokens
         # the GEMMs, the prefill attention and the decode attention are kernels of their own, each bound by its
         # compute or its reads
-        gemm = gemms(tokens)
+        gemm = gemms(tokens, not work.prefill_chunks)
         prefill = attention(sum(n * (c + n / 2) for n, c in work.prefill_chunks),
                             sum(c + n for n, c in work.prefill_chunks))
         # a layer's small kernels cost their launches until the tokens make them memory-bound
