@@ -44,13 +44,13 @@ GPU_MOE_TERMS = {
     # ms), 4.4x vLLM's, so four 2,000-token chunks cost 347 ms against 427 for one 8,000-token prompt: its attention
     # reaches 0.15 of the bf16 peak, and its dispatch and all-reduce (1.1 of NVLink) count the tokens beyond 4,096 at
     # 0.77 (facts §76); its MLA decode kernel (TensorRT-LLM's fallback rows) costs ~120 ns a cached token, 4,096 -> 8,192
-    # tokens at batch 64 +31 ms: the fp8 KV read at 0.064 of HBM; its decode MoE rows are a table, not the share of
+    # tokens at batch 64 +31 ms: the fp8 KV read at 0.06 of HBM; its decode MoE rows are a table, not the share of
     # experts T tokens pick (`generation_moe_overlap` 6.44 / 7.29 / 11.68 / 14.24 / 17.73 / 22.85 ms at 1 / 4 / 8 / 16 /
     # 32 / 64 tokens): the share of the expert read each decode pass pays, least squares at 1,024 / 2,200 tokens of
-    # context (decode b 1-128 x 1k-8k mean |error| 19.0 -> 1.3 %, facts §81)
-    ("h200_sxm", "sglang"): {"attention": 0.15, "all_to_all": 1.1, "collective_large": 0.77, "kv": 0.064,
-                             "decode_experts": ((1, 0.046), (2, 0.047), (4, 0.081), (8, 0.275), (16, 0.395),
-                                                (32, 0.555), (48, 0.765), (64, 0.774), (96, 0.827), (128, 0.80))},
+    # context (decode b 1-128 x 1k-8k mean |error| 19.0 -> 0.6 %, facts §81)
+    ("h200_sxm", "sglang"): {"attention": 0.15, "all_to_all": 1.1, "collective_large": 0.77, "kv": 0.06,
+                             "decode_experts": ((1, 0.046), (2, 0.046), (4, 0.078), (8, 0.271), (16, 0.385),
+                                                (32, 0.536), (48, 0.737), (64, 0.737), (96, 0.75), (128, 0.75))},
     ("b200_sxm", "vllm"): {"moe_layer": 89e-6, "experts": 0.85, "all_to_all": 0.63, "prefill_layer": 25e-6,
                            "compute": 0.255},
     ("gb200", "vllm"): {"moe_layer": 126e-6, "experts": 0.81, "all_to_all": 0.565, "prefill_layer": 45e-6,
