@@ -80,8 +80,8 @@ class RooflineTerms:
     # a pass's all-reduce and all-to-all count each token beyond the first 4,096 at this share (their larger messages
     # reach more of the link); 1: every token alike
     collective_large_share: float = 1.0
-    # a decode-only pass reads this share of the routed experts' bytes at (tokens, share) points, linearly between
-    # them and the last share beyond (AISimulate's measured MoE decode rows, H200 SGLang); (): 1 - (1 - k/E)^tokens
+    # a decode-only pass reads this share of the routed experts at (tokens, share) points, linearly between them
+    # and the last share beyond; (): 1 - (1 - k/E)^T
     decode_expert_share: tuple[tuple[int, float], ...] = ()
 
 
