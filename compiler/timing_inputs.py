@@ -12,7 +12,7 @@ from __future__ import annotations
 from .durations import ms_coefficients_to_ns, ms_to_ns
 from .geometry.kv_bytes import DTYPE_BYTES, native_bytes_per_token
 from .geometry.memory import embedding_params, weights_per_gpu
-from .plan_records import FixedTiming, PolynomialTiming, RooflineTerms, RooflineTiming, Timing
+from .timing_records import FixedTiming, PolynomialTiming, RooflineTerms, RooflineTiming, Timing
 from .timing_families import family_moe_layers, family_routed_params, family_terms
 
 BACKENDS = ("vllm", "sglang", "trtllm")

@@ -22,7 +22,8 @@ run for days.
 from __future__ import annotations
 
 from .opal_records import OpalPlan, OtelStage, RateStage, TraceStage
-from .plan_records import ReplayPlan, RooflineTiming
+from .plan_records import ReplayPlan
+from .timing_records import RooflineTiming
 
 NS = 1e9
 SLOW_FIELDS = ("tflops", "mem_bw_TBps", "bandwidth_GBps")  # what the span's compute and copy parts blame
