@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import atexit
+import os
+import subprocess
+import sys
 import gzip
 import shutil
 import tempfile
@@ -39,6 +42,19 @@ def output_bytes(out_dir) -> tuple[bytes, bytes]:
     """prediction.json and requests.jsonl of a run as bytes, for byte-identity checks."""
     out_dir = Path(out_dir)
     return (out_dir / "prediction.json").read_bytes(), (out_dir / "requests.jsonl").read_bytes()
+
+
+def distinct_outputs(config, tmp_path) -> set:
+    """The distinct (prediction.json, requests.jsonl) of one config run under PYTHONHASHSEED 0 and 77 and once
+    single-stepped: one element when the replay is deterministic and fusing passes changes nothing."""
+    outputs = set()
+    for seed, extra in (("0", ()), ("77", ()), ("0", ("--single-step",))):
+        out = Path(tmp_path) / f"out-{seed}{'-single' if extra else ''}"
+        subprocess.run([sys.executable, "-m", "kvreplay", "predict", "-c", str(config), "--output-dir", str(out),
+                        "--capture-per-request", "--no-progress", *extra], env=dict(os.environ, PYTHONHASHSEED=seed),
+                       cwd=ROOT, capture_output=True, check=True)
+        outputs.add(output_bytes(out))
+    return outputs
 
 
 def shared_trace(name: str) -> Path:

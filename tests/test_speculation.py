@@ -3,9 +3,6 @@ follow under fixed timing, vLLM's lookahead KV and its shorter prefix hit, byte 
 the AISimulate side-by-side numbers of docs/reference-facts.md ("Speculative decoding")."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -18,7 +15,7 @@ from kvreplay.runtime.timing import PassWork
 from kvreplay.runtime.timing.default import default_timing
 from kvreplay.runtime.traffic.rng import uniform
 
-from .support import ROOT, compile_yaml, output_bytes
+from .support import compile_yaml, distinct_outputs
 from .test_replay import replay
 
 
@@ -224,16 +221,7 @@ def test_side_by_side_drawn_ngram(tmp_path):
 def test_byte_identical_across_hash_seeds_and_single_stepping(tmp_path):
     config = _config(tmp_path, _ngram([0.8, 0.5, 0.3]), input_tokens=300, output_tokens=40, concurrency=4,
                      requests=16)
-    outputs = set()
-    for seed in ("0", "77"):
-        out = tmp_path / f"out{seed}"
-        env = dict(os.environ, PYTHONHASHSEED=seed)
-        subprocess.run([sys.executable, "-m", "kvreplay", "predict", "-c", str(config), "--output-dir", str(out),
-                        "--capture-per-request", "--no-progress"], env=env, cwd=ROOT, capture_output=True, check=True)
-        outputs.add(output_bytes(out))
-    replay(config, tmp_path / "single", "--single-step")
-    outputs.add(output_bytes(tmp_path / "single"))
-    assert len(outputs) == 1
+    assert len(distinct_outputs(config, tmp_path)) == 1
 
 
 def test_disaggregated_decode_speculates_and_the_prefill_hit_is_one_block_shorter(tmp_path):

@@ -96,22 +96,13 @@ def decode_batch(rank, state) -> list:
                 if need > 0:
                     leases[id(request)].end += need
             return [(request, 1) for request in running]
-    items = []
-    for request in rank.running:
-        lease = leases[id(request)]
-        need = pool.ceil(request.num_tokens + 1) - lease.end
-        if need > 0:
-            if not pool.take(need) and not (drop_partial_prefill(rank, state) and pool.take(need)):
-                continue  # a lone request short of a page (P/D reservations hold the rest): it waits
-            lease.end += need
-        items.append((request, 1))
-    return items
+    return _grown(rank, state, 1)
 
 
 def burst_batch(rank, state, speculation) -> list:
     """A decode pass's items under speculation: the check and the eviction count the largest bursts, the pages taken
     are those of the bursts drawn (the mocker reserves the largest and gives back what the burst left unused)."""
-    pool, leases, ceil = rank.pool, state.leases, rank.pool.ceil
+    pool = rank.pool
     total = growth(pool, state, rank.running, speculation)
     if pool.available + pool.evictable < total and len(rank.running) > 1:
         retract(rank, state)
@@ -119,13 +110,20 @@ def burst_batch(rank, state, speculation) -> list:
     short = total - pool.available
     if short > 0:
         pool.evict(short)
-    items = []
+    return _grown(rank, state, None, speculation)
+
+
+def _grown(rank, state, tokens: int | None, speculation=None) -> list:
+    """The decode pass's items: each running request whose lease grows to its next `tokens` (None: the burst
+    drawn for it), the pages taken from the pool; a lone request short of a page (P/D reservations hold the rest)
+    waits."""
+    pool, leases, items = rank.pool, state.leases, []
     for request in rank.running:
         lease = leases[id(request)]
-        need = ceil(request.num_tokens + speculation.drawn(request)) - lease.end
+        need = pool.ceil(request.num_tokens + (tokens or speculation.drawn(request))) - lease.end
         if need > 0:
             if not pool.take(need) and not (drop_partial_prefill(rank, state) and pool.take(need)):
-                continue  # a lone request short of a page (P/D reservations hold the rest): it waits
+                continue
             lease.end += need
         items.append((request, 1))
     return items
