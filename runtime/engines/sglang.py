@@ -29,7 +29,7 @@ from ..timing import PassWork
 from ..tiers.radix_cache import RadixCache
 from . import sglang_macro, sglang_overlap
 from .engine import Engine
-from .sglang_decode import accept, cancel_running, complete, decode_batch, decode_work, drop
+from .sglang_decode import accept, cancel_running, complete, decode_batch, decode_work, drop, speculation_of
 from .sglang_handoff import PAGES, admit_destinations, cancel_ready
 from .sglang_prefill import prefill_batch
 from .sglang_state import SglangState, insert, observed
@@ -91,7 +91,7 @@ class SglangEngine(Engine):
         sglang_overlap.ended(state, state.started, end_ns)
         finished, joined, unfinished = [], [], []
         prefill = state.extend  # (a pass is all extend or all decode)
-        speculation = rank.speculation if rank.role != "prefill" else None  # (a P/D prefill rank emits one token)
+        speculation = speculation_of(rank)
         for request, new in batch.items:
             request.num_computed += new
             lease = state.leases[id(request)]

@@ -96,7 +96,7 @@ def decode_batch(rank, state) -> list:
                 if need > 0:
                     leases[id(request)].end += need
             return [(request, 1) for request in running]
-    return _grown(rank, state, 1)
+    return _grown(rank, state)
 
 
 def burst_batch(rank, state, speculation) -> list:
@@ -110,17 +110,17 @@ def burst_batch(rank, state, speculation) -> list:
     short = total - pool.available
     if short > 0:
         pool.evict(short)
-    return _grown(rank, state, None, speculation)
+    return _grown(rank, state, speculation)
 
 
-def _grown(rank, state, tokens: int | None, speculation=None) -> list:
-    """The decode pass's items: each running request whose lease grows to its next `tokens` (None: the burst
-    drawn for it), the pages taken from the pool; a lone request short of a page (P/D reservations hold the rest)
-    waits."""
+def _grown(rank, state, speculation=None) -> list:
+    """The decode pass's items: each running request whose lease grows by its next token (under `speculation`: the
+    burst drawn for it), the pages taken from the pool; a lone request short of a page (P/D reservations hold the
+    rest) waits."""
     pool, leases, items = rank.pool, state.leases, []
     for request in rank.running:
         lease = leases[id(request)]
-        need = pool.ceil(request.num_tokens + (tokens or speculation.drawn(request))) - lease.end
+        need = pool.ceil(request.num_tokens + (speculation.drawn(request) if speculation is not None else 1)) - lease.end
         if need > 0:
             if not pool.take(need) and not (drop_partial_prefill(rank, state) and pool.take(need)):
                 continue

@@ -54,6 +54,7 @@ one rank's whole forward; nor are links between nodes (a TP16 Kimi K3 is about 3
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 
 from ..virtual_time import seconds_to_ns
 from . import PassWork, Timing
@@ -165,20 +166,18 @@ def default_timing(inputs) -> Timing:
         return COLLECTIVE_FULL_TOKENS + large_share * (tokens - COLLECTIVE_FULL_TOKENS)
 
     curve = terms.decode_expert_share
+    curve_tokens = [t for t, _ in curve]
 
     def expert_share(tokens: int, decode_only: bool) -> float:
         # routed experts: a token picks k of E, so T tokens leave (1 - k/E)^T of them unread, unless the backend's
-        # decode MoE kernel has a measured curve of its own
+        # decode MoE kernel has a measured curve of its own (linear from (0, 0) between its points, flat past the last)
         if not (curve and decode_only):
             return 1 - miss ** tokens
-        if tokens >= curve[-1][0]:
+        at = bisect_left(curve_tokens, tokens)
+        if at == len(curve):
             return curve[-1][1]
-        lo_t, lo_s = 0, 0.0
-        for hi_t, hi_s in curve:
-            if tokens <= hi_t:
-                return lo_s + (hi_s - lo_s) * (tokens - lo_t) / (hi_t - lo_t)
-            lo_t, lo_s = hi_t, hi_s
-        return lo_s
+        (lo_t, lo_s), (hi_t, hi_s) = curve[at - 1] if at else (0, 0.0), curve[at]
+        return lo_s + (hi_s - lo_s) * (tokens - lo_t) / (hi_t - lo_t)
 
     def gemms(tokens: int, decode_only: bool) -> float:
         experts = expert_s * expert_share(tokens, decode_only)
