@@ -8,18 +8,14 @@ releases nothing that waits for it; a play ends when every node it released has 
 the next play.  The summary says what AISimulate says of these results: `functional_only` (the dependency
 timing is the trace's, not a measured agent's).
 
-The loads AISimulate documents (docs/replay/workloads.md, "Agentic load controls"):
+The loads AISimulate documents (docs/replay/workloads.md, "Agentic load controls"), each in its module:
 - `agentic_snapshot`: only the lanes' initial plays run, each from a sampled cut (agentic_snapshot.py).
-- `agentic_warmup`: each lane first sends its primers (one per conversation with history: its last
-  historical request's input) and then WARMUP_REPEATS requests repeating them (without history: its first
-  remaining request), one after another, 1 output token each; when every lane is done (the barrier) the plays
-  start, from the caches warm-up left.  Preparation requests are numbered from WARM_BASE; `measured_log`
-  keeps them out of the outputs and counts the measured requests' times from the barrier (agentic_measured.py).
-- `agentic_profile`: a lane whose play ended takes the next play of the corpus (wrapping; a new incarnation
-  with fresh block identities) until the admission deadline (`duration` after the barrier, or after 0); no
-  request is released after it, and the run stops `response_grace` after it (requests still open then are
-  canceled by their engine's rule: shell/arrivals.py `cancel_open`).  Its idle guards advance pending timers when a play, or the whole workload, has had
-  no outstanding request for `tree_idle_cap` / `global_idle_cap` (agentic_idle.py).
+- `agentic_warmup`: each lane sends its primers and WARMUP_REPEATS repeats of them before a barrier; the
+  preparation requests are numbered from WARM_BASE and kept out of the outputs (agentic_measured.py).
+- `agentic_profile`: a lane whose play ended takes the corpus's next play (wrapping, with fresh block
+  identities) until the admission deadline, and the run stops `response_grace` after it (open requests are
+  canceled by their engine's rule, shell/arrivals.py `cancel_open`); idle guards advance pending timers
+  (agentic_idle.py).
 """
 from __future__ import annotations
 
@@ -29,30 +25,12 @@ from dataclasses import replace
 from ..serving.requests import Content, RequestSpec
 from .agentic_idle import IdleGuards
 from .agentic_measured import MeasuredLog
+from .agentic_play import RunningPlay
 from .agentic_report import settled_outcome, summary_section
 from .agentic_snapshot import cut_of, record, snapshot
 
 WARMUP_REPEATS = 10  # per lane, as AISimulate's warmup stage
 WARM_BASE = 1 << 40  # warm-up request indices: apart from the measured ones (0, 1, ...), which the outputs show
-
-
-class _Running:
-    """A play in flight: how many nodes each node still waits for, and how many released nodes are open."""
-
-    def __init__(self, position: int, play, start_ns: int, incarnation: int):
-        self.position, self.play, self.start_ns, self.incarnation = position, play, start_ns, incarnation
-        self.pending = [len(node.waits_for) for node in play.nodes]
-        self.dependents: list[list[int]] = [[] for _ in play.nodes]
-        for index, node in enumerate(play.nodes):
-            for wanted in node.waits_for:
-                self.dependents[wanted].append(index)
-        self.open = 0
-        self.ended = 0
-        self.timers: dict[int, RequestSpec] = {}  # node -> its queued release (a profile's guards may move it)
-        self.held: dict[int, int] = {}  # node -> its release time past the profile's deadline (not queued)
-        self.idle_since = start_ns
-        self.end_ns = start_ns
-        self.failure: tuple[str, str] | None = None  # its first rejected request: ("rejected", the request's name)
 
 
 class AgenticTraffic:
@@ -65,7 +43,7 @@ class AgenticTraffic:
         self.source = source = traffic.source
         self.next_index = 0
         self.waiting = deque(range(len(source.plays)))  # plays no lane has taken yet
-        self._node_of: dict[int, tuple[_Running, int]] = {}  # request index -> (its play, its node)
+        self._node_of: dict[int, tuple[RunningPlay, int]] = {}  # request index -> (its play, its node)
         self.outcomes: list[dict] = []
         self.warm_sent = 0
         self.primers_sent = 0
@@ -100,7 +78,7 @@ class AgenticTraffic:
         return [] if self.guards is None else [r for r in self.guards.live.values() if r.held]
 
     # ------------------------------------------------------------------ plays
-    def _release(self, running: _Running, node_index: int, arrival_ns: int) -> list[RequestSpec]:
+    def _release(self, running: RunningPlay, node_index: int, arrival_ns: int) -> list[RequestSpec]:
         if self.deadline_ns is not None and arrival_ns > self.deadline_ns:
             running.held[node_index] = arrival_ns  # its timer runs to the deadline: its lane takes no other play
             return []
@@ -109,7 +87,7 @@ class AgenticTraffic:
             running.timers[node_index] = spec
         return [spec]
 
-    def release_held(self, running: _Running) -> list[RequestSpec]:
+    def release_held(self, running: RunningPlay) -> list[RequestSpec]:
         """The held releases an idle guard brought before the deadline, queued now."""
         out = []
         for node_index, at in sorted(running.held.items(), key=lambda item: (item[1], item[0])):
@@ -118,7 +96,7 @@ class AgenticTraffic:
                 out += self._release(running, node_index, at)
         return out
 
-    def _issue(self, running: _Running, node_index: int, arrival_ns: int) -> RequestSpec:
+    def _issue(self, running: RunningPlay, node_index: int, arrival_ns: int) -> RequestSpec:
         node = running.play.nodes[node_index]
         index = self.next_index
         self.next_index += 1
@@ -137,11 +115,11 @@ class AgenticTraffic:
         return tuple(h + incarnation * self.id_span for h in node.hash_ids)
 
     @staticmethod
-    def request_name(running: _Running, node_index: int) -> str:
+    def request_name(running: RunningPlay, node_index: int) -> str:
         name = running.play.nodes[node_index].name
         return name if running.incarnation == 0 else f"{name}#{running.incarnation}"
 
-    def play_name(self, running: _Running) -> str:
+    def play_name(self, running: RunningPlay) -> str:
         return running.play.name if running.incarnation == 0 else f"{running.play.name}#{running.incarnation}"
 
     def _take(self, position: int) -> int:
@@ -152,7 +130,7 @@ class AgenticTraffic:
 
     def _start_play(self, position: int, play, start_ns: int) -> list[RequestSpec]:
         """A play from its (possibly cut) first nodes, started at `start_ns`: its roots."""
-        running = _Running(position, play, start_ns, self._take(position))
+        running = RunningPlay(position, play, start_ns, self._take(position))
         if self.guards is not None:
             self.guards.started(running, start_ns)
         out = []
@@ -302,7 +280,7 @@ class AgenticTraffic:
             return self._launch(now_ns)
         return []
 
-    def _finished(self, running: _Running, now_ns: int) -> None:
+    def _finished(self, running: RunningPlay, now_ns: int) -> None:
         self.outcomes.append(settled_outcome(self.play_name(running), running, now_ns))
 
     def summary_section(self) -> dict:
