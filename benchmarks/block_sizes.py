@@ -14,15 +14,12 @@ prefix reuse.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from _process import KVREPLAY, run
 from _traces import trace
 
 from kvreplay.examples.trace_config import mooncake_trace_config
@@ -31,31 +28,13 @@ CACHE_TOKENS = 512_000
 BLOCK_SIZES = (16, 64, 512)
 
 
-def run(command: list[str], output: Path) -> tuple[float, float, dict, float]:
-    """(wall s, peak RSS MB, summary, CPU s) of one predict process writing into `output` (CPU time: what a
-    loaded machine changes least)."""
-    start = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        child = subprocess.Popen([*command, "--output-dir", str(output), "--overwrite", "--format", "json"],
-                                 stdout=out, stderr=err)
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak
-        wall = time.perf_counter() - start
-        out.seek(0)
-        err.seek(0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            sys.exit(f"{' '.join(command)} failed:\n{err.read().decode()[-2000:]}")
-        printed = json.loads(out.read())
-        return (wall, usage.ru_maxrss / 1024, printed.get("summary", printed),  # (AISimulate's keys are top level)
-                usage.ru_utime + usage.ru_stime)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--aisimulate", metavar="PATH", help="an aisimulate executable to pair every run with")
     parser.add_argument("--block-sizes", type=int, nargs="+", default=list(BLOCK_SIZES))
     args = parser.parse_args()
-    tools = {"kvreplay": [sys.executable, "-m", "kvreplay", "predict", "-c"]}
+    tools = {"kvreplay": KVREPLAY}
     if args.aisimulate:
         tools["aisimulate"] = [args.aisimulate, "predict", "-c"]
     results: dict[tuple[int, str], list] = {}

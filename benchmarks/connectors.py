@@ -16,8 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _process import run
 from _traces import trace
-from block_sizes import run
 
 from kvreplay.examples.trace_config import mooncake_trace_config
 

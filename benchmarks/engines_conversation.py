@@ -12,10 +12,12 @@ SGLang at most 1.5x vLLM.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 from pathlib import Path
 
+from _process import run
 from replay_conversation import TRACE, report, run_once
 
 from kvreplay.examples.trace_config import mooncake_trace_config
@@ -31,6 +33,7 @@ def config_text(backend: str, block_size: int, blocks: int) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--aisimulate", metavar="PATH", help="an aisimulate executable to pair every run with")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         paths = {}
@@ -38,9 +41,12 @@ def main() -> int:
             paths[label] = Path(tmp) / f"{backend}.yaml"
             paths[label].write_text(config_text(backend, block_size, blocks))
         results = {label: [] for label in CONFIGS}
+        theirs = {label: [] for label in CONFIGS}
         for _ in range(args.runs):
             for label, path in paths.items():
                 results[label].append(run_once(path, Path(tmp) / "out"))
+                if args.aisimulate:
+                    theirs[label].append(run([args.aisimulate, "predict", "-c", str(path)], Path(tmp) / "theirs"))
     best = {label: report(f"conversation trace, {label}", runs) for label, runs in results.items()}
     cpu = {label: min(r[3] for r in runs) for label, runs in results.items()}
     for label, seconds in cpu.items():
@@ -48,6 +54,13 @@ def main() -> int:
     ratio = best["sglang, page 1"] / best["vllm, block 64"]
     cpu_ratio = cpu["sglang, page 1"] / cpu["vllm, block 64"]
     print(f"sglang / vllm: {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU, best over best (issue 14's target: at most 1.5x)")
+    for label, runs in theirs.items():
+        if runs:
+            ratios = sorted(ours[0] / other[0] for ours, other in zip(results[label], runs))
+            print(f"{label}: kvreplay / AISimulate wall {statistics.median(ratios):.2f}x median of paired runs "
+                  f"({ratios[0]:.2f}-{ratios[-1]:.2f}); AISimulate best {min(r[0] for r in runs):.2f} s, "
+                  f"reuse {runs[0][2]['prefix_cache_reused_ratio']:.4f} (kvreplay "
+                  f"{results[label][0][2]['prefix_cache_reused_ratio']:.4f})")
     return 0
 
 

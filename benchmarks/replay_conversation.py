@@ -15,15 +15,12 @@ the paired walls (a refactoring's target: at most 1.03).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from _process import KVREPLAY, run
 from _traces import trace
 
 from kvreplay.examples.trace_config import mooncake_trace_config
@@ -36,20 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_once(config: Path, output: Path, checkout: Path = ROOT) -> tuple[float, float, dict, float]:
     """(wall s, peak RSS MB, summary, CPU s) of one `kvreplay predict` process of `checkout`."""
-    start = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        child = subprocess.Popen([sys.executable, "-m", "kvreplay", "predict", "-c", str(config), "--output-dir",
-                                  str(output), "--overwrite", "--format", "json"], stdout=out, stderr=err,
-                                 cwd=checkout)  # (`-m` imports the package of the working directory)
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak, not the largest of all so far
-        wall = time.perf_counter() - start
-        child.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if child.returncode != 0:
-            sys.exit(f"kvreplay predict failed ({child.returncode}):\n{err.read().decode()}")
-        cpu = usage.ru_utime + usage.ru_stime  # (less moved than the wall by work on the other core)
-        return wall, usage.ru_maxrss / 1024, json.loads(out.read()), cpu
+    return run([*KVREPLAY, str(config)], output, cwd=checkout)
 
 
 def report(label: str, results: list) -> float:
