@@ -134,9 +134,10 @@ def test_an_mtp_pass_costs_a_plain_pass_of_every_draft_plus_the_mtp_layers():
     assert step(PassWork((), 1, 250, 2, 500, 2)) / step(PassWork((), 1, 250)) == pytest.approx(1.132, abs=0.001)
     # AIC 1.147 (16.3335 / 14.2409): the ratio the TPOT follows, 0.566 here against AISimulate's 0.572 (1.125 and
     # 0.563 before H200 vLLM's decode experts followed their measured curve, facts §88)
-    # a pass with a prefill chunk runs AIC's context graph, which holds no MTP layers: only the drafts count
+    # a pass with a prefill chunk is AISimulate's prefill (its context graph, no MTP layers) plus its decode step,
+    # which runs the MTP layers (facts §88; AIC's own mixed step, §36, ran them in neither)
     mixed = PassWork(((200, 0),), 1, 250, 2, 500, 2)
-    assert step(mixed) == step(PassWork(((200, 0),), 3, 750))
+    assert abs(step(mixed) - step(PassWork(((200, 0),))) - step(PassWork((), 3, 750)) * 63 / 61) <= 1
 
 
 def test_ngram_drafts_read_the_kv_once_on_a_dense_model_and_per_draft_on_mla():

@@ -83,6 +83,8 @@ class TrtllmEngine(Engine):
         rank.reservation = whole_footprints
         rank.reuse_limit = whole_sequence
         rank.handoff_kv = WHOLE_PROMPT
+        if rank.speculation is not None and rank.speculation.kind == "mtp":
+            rank.speculation.prompt_end_decodes = True  # (its MTP verifies drafts in the pass that ends a prompt)
 
 
 TRTLLM = TrtllmEngine()

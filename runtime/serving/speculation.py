@@ -26,7 +26,7 @@ POSITIONS = 8  # counters per pass: one per draft position (at most 5), padded s
 class Speculation:
     """One role's speculative decoding, built from its plan record (`plan_records.SpeculationPlan`)."""
 
-    __slots__ = ("kind", "lookahead", "rates", "mean", "seed", "draft_layers", "drafts_read_kv")
+    __slots__ = ("kind", "lookahead", "rates", "mean", "seed", "draft_layers", "drafts_read_kv", "prompt_end_decodes")
 
     def __init__(self, plan):
         self.kind = plan.kind  # ngram | mtp
@@ -36,6 +36,9 @@ class Speculation:
         self.seed = plan.seed
         self.draft_layers = plan.draft_layers
         self.drafts_read_kv = plan.drafts_read_kv
+        # the pass that ends a prompt is also a decode of its request, drafts and all (TensorRT-LLM's MTP: its
+        # engine sets it, pass_work.work_of prices it so)
+        self.prompt_end_decodes = False
 
     def work(self, chunks: tuple, decodes: int, context: int) -> PassWork:
         """A pass's work when each of its `decodes` decoding requests (contexts summing to `context`) verifies
