@@ -568,3 +568,39 @@ def test_under_native_mtp_the_chunk_that_ends_a_prompt_is_a_decode_of_its_pass()
     second = work_of(decoding + [(prompt(5, 1500, 692), 808)], mtp, vllm=True)
     assert (second.prefill_chunks, second.decode_requests, second.draft_tokens) == (((808, 692),), 6, 12)
     assert abs(timing(second) / 1e6 / 78.6075 - 1) <= 0.05
+
+
+def test_tensorrt_llms_mtp_emits_drafts_in_the_pass_that_ends_a_prompt(tmp_path):
+    """AISimulate's TensorRT-LLM under MTP emits 1 + accepted drafts in the pass that ends a prompt (h06: 20 of 36
+    requests have their second token with their first, `ttst_ms` 0; its vLLM none of 48 in h07): with every draft
+    accepted (`nextn: 2, nextn_accepted: 2.0`) a 9-token output is 3 + 3 + 3 tokens, three passes, its second token
+    at its first; on vLLM 1 + 3 + 3 + 2, four passes."""
+    from .test_replay import replay
+
+    def run(backend: str) -> dict:
+        path = tmp_path / f"{backend}.yaml"
+        path.write_text(f"""engine:
+  model: deepseek-ai/DeepSeek-V3
+  hardware: h200_sxm
+  backend: {backend}
+  nextn: 2
+  nextn_accepted: 2.0
+  workers:
+    aggregated:
+      parallelism: {{tensor: 8, moe_expert: 8}}
+      kv_cache: {{capacity: {{type: fixed, blocks: 400}}, block_size: 64}}
+traffic:
+  source: {{type: synthetic, input_tokens: 200, output_tokens: 9}}
+  load: {{type: concurrency, concurrency: 1}}
+  stop: {{requests: 1}}
+""")
+        return replay(path, tmp_path / backend)[1][0]
+
+    trtllm, vllm = run("trtllm"), run("vllm")
+    assert trtllm["ttst_ms"] == 0.0 and vllm["ttst_ms"] > 0
+    timing = step("deepseek-v3", "h200", "trtllm", 8)
+    passes = [timing(PassWork((), 1, context, 2, 2 * context, 2)) for context in (203, 206)]
+    assert trtllm["last_token_ms"] - trtllm["first_token_ms"] == pytest.approx(sum(passes) / 1e6, abs=1e-6)
+    timing = step("deepseek-v3", "h200", "vllm", 8)
+    passes = [timing(PassWork((), 1, context, 2, 2 * context, 2)) for context in (201, 204, 207)]
+    assert vllm["last_token_ms"] - vllm["first_token_ms"] == pytest.approx(sum(passes) / 1e6, abs=1e-6)
