@@ -51,6 +51,28 @@ GPU_MOE_TERMS = {
     ("h200_sxm", "sglang"): {"attention": 0.15, "all_to_all": 1.1, "collective_large": 0.77, "kv": 0.06,
                              "decode_experts": ((1, 0.046), (2, 0.046), (4, 0.078), (8, 0.271), (16, 0.385),
                                                 (32, 0.536), (48, 0.737), (64, 0.737), (96, 0.75), (128, 0.75))},
+    # H200 TensorRT-LLM's and vLLM's decode MoE rows are tables too (`generation_moe_overlap` at 2,000 tokens of
+    # context: TensorRT-LLM 3.26 / 3.95 / 6.54 / 10.14 / 12.60 / 16.87 / 21.62 ms at 1 / 2 / 4 / 8 / 16 / 32 / 64 tokens,
+    # vLLM 6.77 / 6.88 / 8.35 / 11.06 / 14.45 / 16.54 / 22.81), +1.3 ms a token from 2 to 8, where 1 - (1 - 8/256)^T
+    # rises half as fast: each a share curve as SGLang's, AIS's plain pass less kvreplay's other terms over the full
+    # expert read (0.72 / 0.83 of HBM), averaged at 1,024 / 2,000 / 2,300 / 4,096 tokens of context; past 128 tokens
+    # (verify passes of large batches) the experts' GEMMs grow with the tokens.  TensorRT-LLM's MLA decode reads its
+    # fp8 latent KV at 0.64 of HBM (11.5 ns a token at batch 16-128), not a dense model's 0.80; its prefill's
+    # `context_moe` is the experts' read plus their FLOPs (22 ms + 12.3 us a token, 808-4,096 tokens: grouped GEMMs
+    # at 0.2 of the fp8 peak), its dispatch 8.5-10.7 us a token (all-to-all 2.2 x NVLink over kvreplay's bytes) and
+    # its prefill attention kernel 80 us a layer; at batch 1-8 its MLA costs more per cached token than that read
+    # (batch 1, 1,024 -> 4,096 tokens: +0.27 ms, the read 0.035), TensorRT-LLM's dense dip (DECODE_DIP) again, 6 us a
+    # layer at most, from 1 MiB of KV read a layer to 16 MiB and back to none at 256 MiB.  Decode b 1-512 mean |error| TensorRT-LLM 8.1 -> 0.3 %, vLLM
+    # 4.5 -> 0.5 %; their verify passes (nextn 2 / 1) 5.3 -> 0.3, 4.6 -> 0.3 %; TensorRT-LLM prefill 808-16k 6.0 -> 1.9 %
+    # (facts §88)
+    ("h200_sxm", "trtllm"): {"kv": 0.64, "all_to_all": 2.2, "expert_compute": 0.2, "prefill_layer": 80e-6,
+                             "dip": 6e-6, "dip_bytes": (1 << 20, 1 << 24, 1 << 28),
+                             "decode_experts": ((1, 0.031), (2, 0.054), (4, 0.161), (8, 0.31), (16, 0.402), (32, 0.583),
+                                                (48, 0.737), (64, 0.734), (96, 0.77), (128, 0.793), (192, 0.803),
+                                                (256, 0.867), (384, 1.035), (512, 1.075))},
+    ("h200_sxm", "vllm"): {"decode_experts": ((1, 0.016), (2, 0.035), (4, 0.122), (8, 0.272), (16, 0.445),
+                                              (32, 0.489), (48, 0.661), (64, 0.75), (96, 0.821), (128, 0.788),
+                                              (192, 0.839), (256, 0.772), (384, 0.778), (512, 0.755))},
     ("b200_sxm", "vllm"): {"moe_layer": 89e-6, "experts": 0.85, "all_to_all": 0.63, "prefill_layer": 25e-6,
                            "compute": 0.255},
     ("gb200", "vllm"): {"moe_layer": 126e-6, "experts": 0.81, "all_to_all": 0.565, "prefill_layer": 45e-6,
@@ -86,7 +108,8 @@ TERM_FIELDS = {"moe_layer": "moe_layer_overhead_s", "experts": "expert_efficienc
                "layer": "layer_overhead_s", "attention": "attention_efficiency", "prefill_layer": "prefill_layer_overhead_s",
                "kv": "kv_efficiency", "weights": "weight_efficiency", "compute": "compute_efficiency",
                "decode_token": "decode_token_overhead_s", "prefill_ramp": "prefill_ramp_tokens",
-               "collective_large": "collective_large_share", "decode_experts": "decode_expert_share"}
+               "collective_large": "collective_large_share", "decode_experts": "decode_expert_share",
+               "dip": "decode_dip_s", "dip_bytes": "decode_dip_bytes"}
 
 
 def family_routed_params(model: dict) -> float | None:

@@ -131,11 +131,13 @@ def test_an_mtp_pass_costs_a_plain_pass_of_every_draft_plus_the_mtp_layers():
     for b, context in ((1, 250), (16, 2100)):
         mtp = step(PassWork((), b, b * context, 2 * b, 2 * b * context, 2))
         assert abs(mtp - step(PassWork((), 3 * b, 3 * b * context)) * 63 / 61) <= 1
-    assert step(PassWork((), 1, 250, 2, 500, 2)) / step(PassWork((), 1, 250)) == pytest.approx(1.125, abs=0.001)
-    # AIC 1.147 (16.3335 / 14.2409): the ratio the TPOT follows, 0.563 here against AISimulate's 0.572
-    # a pass with a prefill chunk runs AIC's context graph, which holds no MTP layers: only the drafts count
+    assert step(PassWork((), 1, 250, 2, 500, 2)) / step(PassWork((), 1, 250)) == pytest.approx(1.132, abs=0.001)
+    # AIC 1.147 (16.3335 / 14.2409): the ratio the TPOT follows, 0.566 here against AISimulate's 0.572 (1.125 and
+    # 0.563 before H200 vLLM's decode experts followed their measured curve, facts §88)
+    # a pass with a prefill chunk is AISimulate's prefill (its context graph, no MTP layers) plus its decode step,
+    # which runs the MTP layers (facts §88; AIC's own mixed step, §36, ran them in neither)
     mixed = PassWork(((200, 0),), 1, 250, 2, 500, 2)
-    assert step(mixed) == step(PassWork(((200, 0),), 3, 750))
+    assert abs(step(mixed) - step(PassWork(((200, 0),))) - step(PassWork((), 3, 750)) * 63 / 61) <= 1
 
 
 def test_ngram_drafts_read_the_kv_once_on_a_dense_model_and_per_draft_on_mla():
@@ -182,7 +184,7 @@ def _speculation_plan(model: str, *overrides: str):
 
 def test_native_mtp_side_by_side(tmp_path):
     """DeepSeek-V3, `nextn: 2, nextn_accepted: 1.0`, default timing: every decode pass emits 2 tokens and costs
-    1.125x a plain one, so TPOT falls to 0.563 of plain.  AISimulate, same config: TPOT 14.276 -> 8.1655 ms (0.572),
+    1.132x a plain one, so TPOT falls to 0.566 of plain.  AISimulate, same config: TPOT 14.276 -> 8.1655 ms (0.572),
     duration 2,929.3 -> 1,712.7 ms."""
     def run(nextn: str, name: str):
         path = tmp_path / f"{name}.yaml"
@@ -202,7 +204,7 @@ traffic:
 
     plain, mtp = run("", "plain"), run("  nextn: 2\n  nextn_accepted: 1.0\n", "mtp")
     assert mtp["min_itl_ms"] == 0.0 and plain["min_itl_ms"] > 0
-    assert mtp["mean_tpot_ms"] / plain["mean_tpot_ms"] == pytest.approx(0.563, abs=0.002)
+    assert mtp["mean_tpot_ms"] / plain["mean_tpot_ms"] == pytest.approx(0.566, abs=0.002)
     assert abs(mtp["mean_tpot_ms"] / 8.1655 - 1) < 0.10 and abs(mtp["duration_ms"] / 1712.7 - 1) < 0.10
     assert mtp["prefix_cache_reused_ratio"] == 0.16 and plain["prefix_cache_reused_ratio"] == 0.32
 

@@ -457,3 +457,150 @@ def test_h200_sglangs_decode_moe_follows_its_measured_curve():
     prefill = PassWork(prefill_chunks=((96, 0),))
     plain = default_timing(replace(record, terms=replace(record.terms, decode_expert_share=())))
     assert timing(prefill) == plain(prefill) == flat(prefill)
+
+
+# facts §88 (helper moe8): H200 TensorRT-LLM and vLLM DeepSeek-V3 at moe_ep 8, decode passes of 3-128 requests (the
+# MoE curve's knee) and prefills of 800-2,300 tokens, AISimulate's `decode_step_latency(b, c, 2)` and
+# `predict_prefill_latency(1, n)`; verify passes of native MTP, `EngineHandle.compile(..., nextn=d)` at b requests
+MOE_CURVE_POINTS = {
+    "trtllm": ({(3, 2000): 9.0012, (4, 2000): 10.3866, (6, 4096): 12.5062, (8, 2000): 14.2248, (16, 2300): 16.9159,
+                (32, 2000): 22.0358, (96, 2000): 29.8612, (128, 4096): 35.2542},
+               {808: 59.742, 1500: 78.961, 2300: 104.092}),
+    "vllm": ({(3, 2000): 15.9281, (6, 2000): 18.6128, (8, 2300): 20.3599, (16, 2000): 24.4549, (32, 2300): 26.5868,
+              (64, 2000): 34.1834, (128, 4096): 42.7712}, {1500: 104.985, 2300: 146.098}),
+}
+MTP_POINTS = {("trtllm", 2): {(2, 2000): 12.6965, (6, 2300): 18.1428, (16, 4096): 28.4515},
+              ("vllm", 1): {(8, 2000): 24.8562, (16, 2300): 27.0234, (32, 2000): 34.7433}}
+
+
+@pytest.mark.parametrize("backend", sorted(MOE_CURVE_POINTS))
+def test_h200_deepseek_v3_moe_ep_passes_agree_within_3_percent(backend):
+    """Each decode pass within 3 % of AISimulate's (it was 6-17 % fast at batch 3-8 on TensorRT-LLM, 4 % fast at
+    8-16 and 7-11 % slow at 32-128 on vLLM), each prefill within 5 %."""
+    timing = step("deepseek-v3", "h200", backend, 8)
+    decodes, prefills = MOE_CURVE_POINTS[backend]
+    for (batch, context), theirs in decodes.items():
+        ours = timing(PassWork(decode_requests=batch, decode_context=batch * context)) / 1e6
+        assert abs(ours / theirs - 1) <= 0.03, (batch, context, ours, theirs)
+    for prompt, theirs in prefills.items():
+        ours = timing(PassWork(prefill_chunks=((prompt, 0),))) / 1e6
+        assert abs(ours / theirs - 1) <= 0.05, (prompt, ours, theirs)
+
+
+@pytest.mark.parametrize("backend, nextn", sorted(MTP_POINTS))
+def test_h200_deepseek_v3_verify_passes_agree_within_2_percent(backend, nextn):
+    """A native-MTP verify pass of b requests (each reading its KV once per verified token, the MTP layers on top)
+    within 2 % of AISimulate's engine compiled with `nextn`."""
+    timing = step("deepseek-v3", "h200", backend, 8)
+    for (batch, context), theirs in MTP_POINTS[(backend, nextn)].items():
+        work = PassWork((), batch, batch * context, batch * nextn, nextn * batch * context, nextn)
+        assert abs(timing(work) / 1e6 / theirs - 1) <= 0.02, (batch, context, theirs)
+
+
+def test_h200_tensorrt_llm_and_vllm_decode_experts_follow_their_measured_curves():
+    """AISimulate's decode MoE rows rise +1.3 ms a token from 2 to 8 tokens (TensorRT-LLM `generation_moe_overlap`
+    3.95 -> 10.14 ms), faster than 1 - (31/32)^T: a decode-only pass of T tokens reads the routed experts at the
+    curve's share, linearly between its points (against a flat 0.5, 6 tokens on TensorRT-LLM: 0.161 + (0.31 -
+    0.161) / 2 of the full read at 0.72 of HBM; vLLM's at 0.83), the last share past 512; a prefill keeps
+    1 - (31/32)^T, and the other GPUs (B200) and moe_tp 8 keep theirs."""
+    from dataclasses import replace
+    model, h200 = resolve_model(MODELS["deepseek-v3"])[0], resolve_hardware("h200_sxm")[0]
+    for backend, efficiency, at_6 in (("trtllm", 0.72, 0.161 + (0.31 - 0.161) / 2),
+                                      ("vllm", 0.83, 0.122 + (0.272 - 0.122) / 2)):
+        record = roofline_record(model, h200, backend, 8, 1, 8, 1)
+        curve = record.terms.decode_expert_share
+        flat = default_timing(replace(record, terms=replace(record.terms, decode_expert_share=((1, 0.5), (2, 0.5)))))
+        timing = default_timing(record)
+        full_s = record.weight_bytes * record.routed_weight_fraction / (4.8e12 * efficiency)
+        for tokens, share in ((6, at_6), (600, curve[-1][1])):
+            work = PassWork(decode_requests=tokens, decode_context=tokens * 2000)
+            assert abs(timing(work) - flat(work) - (share - 0.5) * full_s * 1e9) <= 2, (backend, tokens)
+        prefill = PassWork(prefill_chunks=((96, 0),))
+        assert timing(prefill) == flat(prefill)
+        assert roofline_record(model, h200, backend, 8, 1, 1, 8).terms.decode_expert_share == ()
+        b200 = roofline_record(model, resolve_hardware("b200_sxm")[0], backend, 8, 1, 8, 1)
+        assert b200.terms.decode_expert_share == ()
+
+
+def test_under_native_mtp_the_chunk_that_ends_a_prompt_is_a_decode_of_its_pass():
+    """AISimulate prices an MTP pass that prefills as its prefill plus the decode step of every request that samples a
+    token in it, the prompts it finishes included: h06's first pass (TensorRT-LLM DeepSeek-V3, nextn 2), five
+    1,500-token prompts and 692 tokens of a sixth, costs 283.954 (`predict_prefill_latency(6, 1365)`) + 16.966 ms (a
+    five-request decode step at 1,500) = its first tokens' 300.9197 ms; the next, the sixth's last 808 tokens beside
+    those five decodes, 60.640 + 17.968 (six requests) = 78.6075.  Its vLLM prices the prefill alone (h07's first
+    pass, five chunks of 8,192 tokens: 440.0096 ms = `predict_prefill_latency(5, 1638)`).  So `work_of` counts a
+    finished prompt as a decode (drafts and all) where TensorRT-LLM's engine marks its MTP so, not on vLLM, under
+    ngram or without speculation; the first pass agrees within 1 %, the second within 5 % (its prefill of 808)."""
+    from kvreplay.compiler.plan_records import SpeculationPlan
+    from kvreplay.runtime.serving.pass_work import work_of
+    from kvreplay.runtime.serving.requests import Content, Request, RequestSpec
+    from kvreplay.runtime.serving.speculation import Speculation
+    from kvreplay.runtime.engines.trtllm import TRTLLM
+    from kvreplay.runtime.serving.scheduler import Rank
+    from kvreplay.runtime.tiers.g1 import BlockPool
+
+    def prompt(index: int, tokens: int, done: int = 0) -> Request:
+        spec = RequestSpec(index, tokens, 150, Content(segments=((index + 1, 0, tokens), (100 + index, 0, 150))),
+                           arrival_ns=0)
+        request = Request(spec, 0, 0, 32)
+        request.num_computed = done
+        return request
+
+    mtp = Speculation(SpeculationPlan("mtp", 2, (), 0.6, 42, 2, True))
+    ngram = Speculation(SpeculationPlan("ngram", 2, (0.6, 0.3), 0.0, 42, 0, True))
+    first = [(prompt(i, 1500), 1500) for i in range(5)] + [(prompt(5, 1500), 692)]
+    assert work_of(first, mtp, vllm=True).decode_requests == 0  # (vLLM's MTP)
+    rank = Rank(0, 0, BlockPool(1000), 32, 8192, 64, True, name="r0")
+    rank.speculation = mtp
+    TRTLLM.equip(rank)
+    assert mtp.prompt_end_decodes
+    work = work_of(first, mtp, vllm=True)
+    assert (work.decode_requests, work.decode_context, work.draft_tokens, work.draft_layers) == (5, 7500, 10, 2)
+    assert work_of(first, ngram, vllm=True).decode_requests == work_of(first, None, vllm=True).decode_requests == 0
+    timing = step("deepseek-v3", "h200", "trtllm", 8)
+    assert abs(timing(work) / 1e6 / 300.9197 - 1) <= 0.01
+    # the second pass: the sixth prompt's last 808 tokens (its first 692 computed) beside the five decodes
+    decoding = []
+    for i in range(5):
+        request = prompt(i, 1501, 1500)
+        request.generated = 1
+        decoding.append((request, 1))
+    second = work_of(decoding + [(prompt(5, 1500, 692), 808)], mtp, vllm=True)
+    assert (second.prefill_chunks, second.decode_requests, second.draft_tokens) == (((808, 692),), 6, 12)
+    assert abs(timing(second) / 1e6 / 78.6075 - 1) <= 0.05
+
+
+def test_tensorrt_llms_mtp_emits_drafts_in_the_pass_that_ends_a_prompt(tmp_path):
+    """AISimulate's TensorRT-LLM under MTP emits 1 + accepted drafts in the pass that ends a prompt (h06: 20 of 36
+    requests have their second token with their first, `ttst_ms` 0; its vLLM none of 48 in h07): with every draft
+    accepted (`nextn: 2, nextn_accepted: 2.0`) a 9-token output is 3 + 3 + 3 tokens, three passes, its second token
+    at its first; on vLLM 1 + 3 + 3 + 2, four passes."""
+    from .test_replay import replay
+
+    def run(backend: str) -> dict:
+        path = tmp_path / f"{backend}.yaml"
+        path.write_text(f"""engine:
+  model: deepseek-ai/DeepSeek-V3
+  hardware: h200_sxm
+  backend: {backend}
+  nextn: 2
+  nextn_accepted: 2.0
+  workers:
+    aggregated:
+      parallelism: {{tensor: 8, moe_expert: 8}}
+      kv_cache: {{capacity: {{type: fixed, blocks: 400}}, block_size: 64}}
+traffic:
+  source: {{type: synthetic, input_tokens: 200, output_tokens: 9}}
+  load: {{type: concurrency, concurrency: 1}}
+  stop: {{requests: 1}}
+""")
+        return replay(path, tmp_path / backend)[1][0]
+
+    trtllm, vllm = run("trtllm"), run("vllm")
+    assert trtllm["ttst_ms"] == 0.0 and vllm["ttst_ms"] > 0
+    timing = step("deepseek-v3", "h200", "trtllm", 8)
+    passes = [timing(PassWork((), 1, context, 2, 2 * context, 2)) for context in (203, 206)]
+    assert trtllm["last_token_ms"] - trtllm["first_token_ms"] == pytest.approx(sum(passes) / 1e6, abs=1e-6)
+    timing = step("deepseek-v3", "h200", "vllm", 8)
+    passes = [timing(PassWork((), 1, context, 2, 2 * context, 2)) for context in (201, 204, 207)]
+    assert vllm["last_token_ms"] - vllm["first_token_ms"] == pytest.approx(sum(passes) / 1e6, abs=1e-6)

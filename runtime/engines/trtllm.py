@@ -83,6 +83,10 @@ class TrtllmEngine(Engine):
         rank.reservation = whole_footprints
         rank.reuse_limit = whole_sequence
         rank.handoff_kv = WHOLE_PROMPT
+        if rank.speculation is not None and rank.speculation.kind == "mtp" and rank.role != "prefill":
+            # its MTP verifies drafts in the pass that ends a prompt (facts §88: aggregated runs; a P/D prefill rank,
+            # which samples one token, is left as it was)
+            rank.speculation.prompt_end_decodes = True
 
 
 TRTLLM = TrtllmEngine()

@@ -39,8 +39,9 @@ def finish_pass(rank, batch, end_ns: int) -> list[Request]:
             request.num_tokens += 1
         else:
             request.add_token(end_ns)
-        if speculation is not None and new == 1 and request.generated > 1:
-            _accept_drafts(rank, request, speculation.extra(request))
+        if speculation is not None and (new == 1 and request.generated > 1
+                                        or speculation.prompt_end_decodes and request.generated == 1):
+            _accept_drafts(rank, request, speculation.extra(request))  # (TensorRT-LLM's MTP: its first pass too)
         if request.generated >= request.stop_after:
             finished.append(request)
     if finished:
@@ -61,6 +62,8 @@ def _accept_drafts(rank, request: Request, drafts: int) -> None:
 
 def emit_drafts(request: Request, drafts: int) -> None:
     """The request's accepted drafts, emitted with its base token (gaps of 0) and their KV computed."""
+    if request.second_token_ns is None:  # drafts beside a first token (TensorRT-LLM's MTP): the second comes with it
+        request.second_token_ns = request.last_token_ns
     request.num_computed += drafts
     request.add_gaps(0, drafts)
     request.generated += drafts

@@ -23,8 +23,13 @@ def work_of(items: list[tuple[Request, int]], speculation=None, decode_rank: boo
     the chunk cut to the prompt), so a recompute chunk wholly past the prompt (a readmission whose hit covers its
     prompt, or the output part of a split recompute) is no prefill: with nothing else the pass is priced as its
     decodes (facts section 70).  A `hybrid` rank (state snapshots) prices such a chunk as prefill, as AISimulate's
-    state runtime does (section 45's 2,112-2,163 recompute)."""
+    state runtime does (section 45's 2,112-2,163 recompute).  Where the speculation says `prompt_end_decodes`
+    (TensorRT-LLM's native MTP) the chunk that ends a prompt is a decode of its pass too, drafts and all:
+    AISimulate prices such a pass as its prefill plus the decode step of every request that samples a token in it
+    (DeepSeek-V3, five 1,500-token prompts and 692 tokens of a sixth: 283.954 + a five-request decode step of 16.966
+    = 300.920 ms, its first tokens' 300.9197), where its vLLM prices the prefill alone (facts §88)."""
     chunks, decodes, context = [], 0, 0
+    prompt_end = speculation is not None and speculation.prompt_end_decodes
     for request, new in items:
         # a decode: one token after the first; or the first, of a prompt whose KV was all reused (TensorRT-LLM)
         if new == 1 and request.num_computed == request.num_tokens - 1 and (
@@ -41,9 +46,10 @@ def work_of(items: list[tuple[Request, int]], speculation=None, decode_rank: boo
         else:
             if not vllm or hybrid or request.num_computed < request.spec.prompt_len:
                 chunks.append((new, request.num_computed))
-            if vllm and request.generated and request.num_computed + new == request.num_tokens:
+            if (prompt_end or vllm and request.generated) and request.num_computed + new == request.num_tokens:
                 decodes += 1  # a readmission's recompute that ends samples its next token: a decode of this pass
-                context += request.num_tokens  # too (the mocker's emit_ready_tokens times every ready request)
+                context += request.num_tokens  # too (the mocker's emit_ready_tokens times every ready request);
+                # on TensorRT-LLM under MTP so does a prompt's last chunk (its decode step counts it, facts §88)
     if speculation is None:
         return PassWork(tuple(chunks), decodes, context)
     return speculation.work(tuple(chunks), decodes, context)

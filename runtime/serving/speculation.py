@@ -26,7 +26,7 @@ POSITIONS = 8  # counters per pass: one per draft position (at most 5), padded s
 class Speculation:
     """One role's speculative decoding, built from its plan record (`plan_records.SpeculationPlan`)."""
 
-    __slots__ = ("kind", "lookahead", "rates", "mean", "seed", "draft_layers", "drafts_read_kv")
+    __slots__ = ("kind", "lookahead", "rates", "mean", "seed", "draft_layers", "drafts_read_kv", "prompt_end_decodes")
 
     def __init__(self, plan):
         self.kind = plan.kind  # ngram | mtp
@@ -36,6 +36,9 @@ class Speculation:
         self.seed = plan.seed
         self.draft_layers = plan.draft_layers
         self.drafts_read_kv = plan.drafts_read_kv
+        # the pass that ends a prompt is also a decode of its request, drafts and all: priced so (pass_work.work_of)
+        # and emitting its accepted drafts with the first token (TensorRT-LLM's MTP: its engine sets it)
+        self.prompt_end_decodes = False
 
     def work(self, chunks: tuple, decodes: int, context: int) -> PassWork:
         """A pass's work when each of its `decodes` decoding requests (contexts summing to `context`) verifies
@@ -91,9 +94,10 @@ class Speculation:
 
     def burst(self, request, new: int) -> int:
         """The most tokens the request's pass may emit: 1 + `lookahead` for a decode, 1 for a pass that computes
-        a prompt or a recompute (its first token is sampled alone, as the replay's own draws are), cut to what it
-        has left."""
-        most = self.lookahead + 1 if new == 1 and request.generated else 1
+        a prompt or a recompute (its first token is sampled alone, as the replay's own draws are; with
+        `prompt_end_decodes` a prompt's too), cut to what it has left."""
+        most = self.lookahead + 1 if new == 1 and request.generated or self.prompt_end_decodes and not request.generated \
+            else 1
         return min(most, request.stop_after - request.generated)
 
 

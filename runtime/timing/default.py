@@ -35,7 +35,8 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
 
 A speculative verify pass (`speculative`) counts each draft as one more decode token of its request (in T, A and
 the experts; in the KV read only when `draft_context` says each draft reads its request's KV again), and a
-decode-only pass of native MTP is scaled by (L + nextn) / L, as AISimulate's default timing prices them (facts §36).
+decode step of native MTP (a mixed pass's too, beside its prefill) is scaled by (L + nextn) / L, as AISimulate's
+default timing prices them (facts §36, §88).
 
 P_gemm (the active parameters without the embedding table and the logits GEMM, which runs for a sequence's
 last token only), W (weights per GPU without the input embedding), f_routed (the routed experts' share of the
@@ -216,14 +217,17 @@ def default_timing(inputs) -> Timing:
     def speculative(work: PassWork) -> int:
         """A verify pass, as AISimulate's default timing prices one (facts §36): every draft is one more decode
         token of its request (GEMMs, experts, all-reduce, attention over its request's context; the KV read again
-        only when `draft_context` says so), and a decode-only pass also runs native MTP's `draft_layers`, priced
-        as that many more of the model's layers (AIC's generation graph; a mixed pass runs the context graph,
-        which has none)."""
+        only when `draft_context` says so), and the decode step also runs native MTP's `draft_layers`, priced as
+        that many more of the model's layers (AIC's generation graph).  A pass that also prefills is its prefill
+        plus that decode step, MTP layers included (AISimulate's runs; its prefill, the context graph, has none:
+        facts §88)."""
         drafts = work.draft_tokens
         pairs = work.decode_context + drafts * work.decode_context / work.decode_requests
-        pass_s = seconds(work, work.decode_requests + drafts, pairs, work.decode_context + work.draft_context)
-        if work.draft_layers and not work.prefill_chunks:
+        pass_s = seconds(PassWork(), work.decode_requests + drafts, pairs, work.decode_context + work.draft_context)
+        if work.draft_layers:
             pass_s *= (layers + work.draft_layers) / layers
+        if work.prefill_chunks:
+            pass_s += seconds(PassWork(prefill_chunks=work.prefill_chunks), 0, 0.0, 0.0)
         return seconds_to_ns(pass_s)
 
     def timing(work: PassWork) -> int:
