@@ -9,6 +9,8 @@ provider (runtime/timing/default.py), which reads only this record.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .durations import ms_coefficients_to_ns, ms_to_ns
 from .geometry.kv_bytes import DTYPE_BYTES, native_bytes_per_token
 from .geometry.memory import embedding_params, weights_per_gpu
@@ -89,6 +91,15 @@ FP8_KV_TAIL = {("h200_sxm", "vllm"): 36e-6, ("h200_sxm", "sglang"): 36e-6, ("h20
 # H100 / H200, Qwen3-32B H100 TP4, Qwen3-32B-FP8 H200; decode b 1-64 x 1k-16k, prefill 512-16k; facts §76).
 # Blackwell's kernels show no such dip (B200 mid batches are above the read already)
 DECODE_DIP = {("hopper", "trtllm"): {"dip": 12e-6, "bytes": (1 << 24, 1 << 27, 1 << 31), "pass": 0.6e-3}}
+# a dense model's terms at bf16 weights and KV, per (GPU, backend), where AISimulate's measured kernels differ from the
+# backend's (facts §87, Qwen3-8B / Qwen3-32B at TP1 and TP2): H200 SGLang's GEMM tables cost ~12 % more per row beyond
+# ~3.5k rows of a pass than below (Qwen3-8B: 18.2 us a token at 3,600, 21.7 from 4,096 to 16,384), so five 1,200-token
+# prompts cost 138.6 ms where one rate gave 130.1; its decode attention reads KV at 0.96 of HBM with 3 us of each layer's
+# read hidden, each decode token adds 7 us (least squares over b 1-64 x 1k-8k), and at TP2 an all-reduce of a decode pass
+# costs 5 us a call, as on H100 (10 us: TP2 decodes +5-6 %)
+GPU_DENSE_TERMS = {("h200_sxm", "sglang"): {"gemm_knee_tokens": 3584, "gemm_beyond_share": 1.12, "kv_efficiency": 0.96,
+                                            "decode_kv_hidden_s": 3e-6, "decode_token_overhead_s": 7e-6,
+                                            "all_reduce_latency_s": 5e-6}}
 
 
 def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precision_kv: bool, tensor: int = 1,
@@ -99,7 +110,8 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
                                                 GPU_WEIGHT_EFFICIENCY.get(hardware.get("name"), WEIGHT_EFFICIENCY))
     tail = FP8_KV_TAIL.get((hardware.get("name"), backend), 0.0) if low_precision_kv and not moe else 0.0
     dip = {} if moe else DECODE_DIP.get((hardware.get("architecture"), backend), {})
-    return RooflineTerms(
+    dense = {} if moe or low_precision or low_precision_kv else GPU_DENSE_TERMS.get((hardware.get("name"), backend), {})
+    return replace(RooflineTerms(
         compute_efficiency=t["compute"][precision] * ARCHITECTURE_COMPUTE.get(hardware.get("architecture"), 1.0),
         attention_efficiency=t["attention"] * ARCHITECTURE_ATTENTION.get(hardware.get("architecture"), 1.0),
         weight_efficiency=weights * (t["low_weights"] if low_precision else 1.0),
@@ -116,7 +128,7 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
         gemm_tile_tokens=LOW_PRECISION_TILE[0] if low_precision and not moe else 0,
         gemm_tile_share=LOW_PRECISION_TILE[1] if low_precision and not moe else 0.0,
         decode_tail_from=FP8_KV_TAIL_FROM if tail else 0, decode_tail_s=tail,
-        decode_dip_s=dip.get("dip", 0.0), decode_dip_bytes=dip.get("bytes", (0, 0, 0)))
+        decode_dip_s=dip.get("dip", 0.0), decode_dip_bytes=dip.get("bytes", (0, 0, 0))), **dense)
 
 
 def routed_params(model: dict) -> float:
