@@ -3,7 +3,7 @@
 Each point is (GPU, model, backend, TP) -> a decode pass of `b` requests at `c` tokens of context each, or a
 prefill of one `n`-token prompt, in ms, as AISimulate's compiled engine prices it (`EngineHandle.compile(model,
 system, backend, tp_size=..., moe_ep_size=...)`, then `decode_step_latency(b, c, 2)` and
-`predict_prefill_latency(1, n)`), recorded in docs/reference-facts.md §42, §52, §60, §68 and §80.  Dense models must
+`predict_prefill_latency(1, n)`), recorded in docs/reference-facts.md §42, §52, §60, §68, §80 and §87.  Dense models must
 agree within 10%, the MoE models (DeepSeek-V3 TP8 EP8 and TP8 with its experts split by width, moe_tp 8; Kimi K3 TP8 EP8, DeepSeek V4
 Flash TP4 EP4) within 20%.  AISimulate prices H200 SGLang's DeepSeek-V3 MLA decode from TensorRT-LLM's fallback
 rows (its own "low-fidelity" warning), 30-70% above vLLM's; those points are fitted as such (§81), not as SGLang's kernel.
@@ -41,8 +41,21 @@ AISIMULATE = {
                                          (64, 2048): 8.7624}, {512: 9.915, 1024: 16.669, 4096: 61.673}),
     ("qwen3-8b", "h200", "vllm", 1): ({(1, 1024): 6.02, (8, 4096): 7.373, (32, 4096): 10.709, (64, 16384): 41.262},
                                       {1024: 22.143, 4096: 91.186, 16384: 455.392}),
-    ("qwen3-8b", "h200", "sglang", 1): ({(1, 1024): 6.0, (8, 4096): 7.186, (32, 4096): 10.368, (64, 16384): 41.555},
-                                        {1024: 23.577, 4096: 96.08, 16384: 495.088}),
+    # (3, 2700) to (64, 8000), 6,000 and 8,192: facts §87 (helper sglh8), H200 SGLang's dense terms (GPU_DENSE_TERMS)
+    ("qwen3-8b", "h200", "sglang", 1): ({(1, 1024): 6.0, (8, 4096): 7.186, (32, 4096): 10.368, (64, 16384): 41.555,
+                                         (3, 2700): 6.3516, (5, 2700): 6.444, (5, 4000): 6.7426, (8, 2700): 6.8176,
+                                         (12, 4000): 7.828, (2, 8000): 6.6016, (64, 8000): 22.8825},
+                                        {1024: 23.577, 4096: 96.08, 6000: 151.034, 8192: 215.804, 16384: 495.088}),
+    # its TP2 prefills beyond 4k tokens are +11-16 % (AIS's TP2 GEMMs cost 0.42x its TP1 ones at 8,192 rows): decode only
+    # there (facts §87)
+    ("qwen3-8b", "h200", "sglang", 2): ({(1, 1000): 4.3508, (3, 2700): 4.3642, (5, 4000): 4.5869, (8, 2700): 4.8078,
+                                         (12, 4000): 5.2701, (64, 8000): 12.8747}, {1024: 16.408, 4096: 59.101}),
+    ("qwen3-32b", "h200", "sglang", 1): ({(1, 1000): 20.03, (3, 2700): 20.277, (5, 4000): 21.4169, (12, 4000): 22.9739,
+                                          (64, 8000): 51.2742}, {1024: 96.379, 4096: 418.948, 8192: 881.968,
+                                                                 16384: 2164.868}),
+    ("qwen3-32b", "h200", "sglang", 2): ({(1, 1000): 11.999, (3, 2700): 12.34, (5, 4000): 12.5695, (12, 4000): 13.7499,
+                                          (64, 8000): 27.9338}, {1024: 55.989, 4096: 232.318, 8192: 502.515,
+                                                                 16384: 1133.302}),
     ("qwen3-8b", "h200", "trtllm", 1): ({(1, 1024): 6.218, (8, 4096): 8.133, (32, 4096): 10.995, (64, 16384): 41.259,
                                          (2, 1024): 6.2065, (2, 4096): 6.546, (4, 4096): 7.2332, (16, 1024): 7.4142},
                                         {1024: 23.85, 4096: 91.991, 16384: 470.613}),
@@ -291,6 +304,12 @@ RUN_PASSES = [
                                                   decode_requests=2, decode_context=6002), 131.317),
     (("qwen3-32b", "h100", "vllm", 4), PassWork(prefill_chunks=((2048, 0),), decode_requests=1, decode_context=2100),
      75.442),
+    # f07's passes (facts §87): five 1,200-token prompts in one pass, after 0 / 2,700 cached tokens each
+    # (`predict_prefill_latency(5, 1,200 + p, p)`), and eight
+    (("qwen3-8b", "h200", "sglang", 1), PassWork(prefill_chunks=((1200, 0),) * 5), 138.564),
+    (("qwen3-8b", "h200", "sglang", 1), PassWork(prefill_chunks=((1200, 2700),) * 5), 154.335),
+    (("qwen3-8b", "h200", "sglang", 1), PassWork(prefill_chunks=((1200, 0),) * 8), 225.049),
+    (("qwen3-32b", "h200", "sglang", 1), PassWork(prefill_chunks=((1200, 0),) * 5), 579.764),
 ]
 
 
@@ -460,3 +479,38 @@ def test_h200_sglangs_decode_moe_follows_its_measured_curve():
     prefill = PassWork(prefill_chunks=((96, 0),))
     plain = default_timing(replace(record, terms=replace(record.terms, decode_expert_share=())))
     assert timing(prefill) == plain(prefill) == flat(prefill)
+
+
+def test_h200_sglangs_bf16_gemms_cost_112_beyond_3584_rows():
+    """AISimulate's H200 SGLang bf16 GEMM tables cost ~12 % more per row beyond ~3.5k rows (facts §87): Qwen3-8B's
+    8,192-token prefill counts its 4,608 rows beyond 3,584 at 1.12 in the FLOP term, 2 x 36 x (4,096 x 6,144 + 4,096^2 +
+    3 x 4,096 x 12,288) FLOPs a token (qkv, o and the FFN's three GEMMs of each layer) at 0.73 of 989 TFLOPS, so it costs 4,608 x 0.12 tokens' GEMMs more than one rate; 3,584 tokens cost the same.  fp8
+    weights, H100 SGLang and H200 vLLM keep one rate."""
+    from dataclasses import replace
+    qwen, h200 = resolve_model("Qwen/Qwen3-8B")[0], resolve_hardware("h200_sxm")[0]
+    record = roofline_record(qwen, h200, "sglang", 1, 2)
+    assert (record.terms.gemm_knee_tokens, record.terms.gemm_beyond_share) == (3584, 1.12)
+    gemm_params = 36 * (4096 * 6144 + 4096 ** 2 + 3 * 4096 * 12288)
+    assert record.gemm_params == gemm_params
+    flat = default_timing(replace(record, terms=replace(record.terms, gemm_knee_tokens=0)))
+    token_s = 2 * gemm_params / (989e12 * 0.73)
+    for tokens, more_s in ((8192, 4608 * 0.12 * token_s), (3584, 0.0)):
+        work = PassWork(prefill_chunks=((tokens, 0),))
+        assert abs(default_timing(record)(work) - flat(work) - more_s * 1e9) <= 1, tokens
+    assert roofline_record(qwen, resolve_hardware("h100_sxm")[0], "sglang", 1, 2).terms.gemm_knee_tokens == 0
+    assert roofline_record(qwen, h200, "vllm", 1, 2).terms.gemm_knee_tokens == 0
+    assert roofline_record(resolve_model(MODELS["qwen3-32b-fp8"])[0], h200, "sglang", 1, 1).terms.gemm_knee_tokens == 0
+
+
+def test_h200_sglangs_dense_decode_reads_bf16_kv_at_096_of_hbm():
+    """H200 SGLang's dense decode attention reads bf16 KV at 0.96 of 4.8 TB/s (facts §87): 64 Qwen3-8B requests going
+    from 4,000 to 8,000 tokens of context read 64 x 4,000 x 147,456 B more, 7.864 ms (H100 SGLang keeps 0.92); its decode
+    tokens cost 7 us each, so 64 requests cost 63 x 7 us more than one beyond their reads."""
+    qwen, h200 = resolve_model("Qwen/Qwen3-8B")[0], resolve_hardware("h200_sxm")[0]
+    record = roofline_record(qwen, h200, "sglang", 1, 2)
+    assert (record.terms.kv_efficiency, record.terms.decode_kv_hidden_s, record.terms.decode_token_overhead_s) == \
+        (0.96, 3e-6, 7e-6)
+    timing = default_timing(record)
+    short, long = (timing(PassWork(decode_requests=64, decode_context=64 * c)) for c in (4000, 8000))
+    assert abs(long - short - 64 * 4000 * 147_456 / (4.8e12 * 0.96) * 1e9) <= 2
+    assert roofline_record(qwen, resolve_hardware("h100_sxm")[0], "sglang", 1, 2).terms.kv_efficiency == 0.92
