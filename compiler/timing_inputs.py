@@ -94,11 +94,14 @@ DECODE_DIP = {("hopper", "trtllm"): {"dip": 12e-6, "bytes": (1 << 24, 1 << 27, 1
 # a dense model's terms at bf16 weights and KV, per (GPU, backend), where AISimulate's measured kernels differ from the
 # backend's (facts §87, Qwen3-8B / Qwen3-32B at TP1 and TP2): H200 SGLang's GEMM tables cost ~12 % more per row beyond
 # ~3.5k rows of a pass than below (Qwen3-8B: 18.2 us a token at 3,600, 21.7 from 4,096 to 16,384), so five 1,200-token
-# prompts cost 138.6 ms where one rate gave 130.1; its decode attention reads KV at 0.96 of HBM with 3 us of each layer's
-# read hidden, each decode token adds 7 us (least squares over b 1-64 x 1k-8k), and at TP2 an all-reduce of a decode pass
-# costs 5 us a call, as on H100 (10 us: TP2 decodes +5-6 %)
-GPU_DENSE_TERMS = {("h200_sxm", "sglang"): {"gemm_knee_tokens": 3584, "gemm_beyond_share": 1.12, "kv_efficiency": 0.96,
-                                            "decode_kv_hidden_s": 3e-6, "decode_token_overhead_s": 7e-6,
+# prompts cost 138.6 ms where one rate gave 130.1; its decode GEMMs read Qwen3-32B's weights at ~0.78 of HBM (17.0 ms for
+# 64 GB) and Qwen3-8B's at ~0.73, which a read at 0.78 plus 43 us of small kernels a layer fits; its decode attention
+# reads KV at 0.94 of HBM with 3 us of each layer's read hidden, each decode token adds 6 us, and at TP2 an all-reduce
+# of a decode pass costs 5 us a call, as on H100 (AIS: 2.5-5 us; 10 us made TP2 decodes +5-6 %).  Least squares over
+# decode b 1-64 x 1k-8k of the four setups, the knee over prefills of 1-8 x 1,200 and 512-16k tokens
+GPU_DENSE_TERMS = {("h200_sxm", "sglang"): {"gemm_knee_tokens": 3584, "gemm_beyond_share": 1.12,
+                                            "weight_efficiency": 0.78, "layer_overhead_s": 43e-6, "kv_efficiency": 0.94,
+                                            "decode_kv_hidden_s": 3e-6, "decode_token_overhead_s": 6e-6,
                                             "all_reduce_latency_s": 5e-6}}
 
 
