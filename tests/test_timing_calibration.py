@@ -41,24 +41,28 @@ AISIMULATE = {
                                          (64, 2048): 8.7624}, {512: 9.915, 1024: 16.669, 4096: 61.673}),
     ("qwen3-8b", "h200", "vllm", 1): ({(1, 1024): 6.02, (8, 4096): 7.373, (32, 4096): 10.709, (64, 16384): 41.262},
                                       {1024: 22.143, 4096: 91.186, 16384: 455.392}),
-    # (3, 2700) to (64, 8000), 6,000 and 8,192: facts §87 (helper sglh8), H200 SGLang's dense terms (GPU_DENSE_TERMS)
+    # (3, 2700) to (64, 8000), 6,000 and 8,192: facts §87 (helper sglh8), H200 SGLang's dense terms (GPU_DENSE_*TERMS)
     ("qwen3-8b", "h200", "sglang", 1): ({(1, 1024): 6.0, (8, 4096): 7.186, (32, 4096): 10.368, (64, 16384): 41.555,
                                          (3, 2700): 6.3516, (5, 2700): 6.444, (5, 4000): 6.7426, (8, 2700): 6.8176,
                                          (12, 4000): 7.828, (2, 8000): 6.6016, (64, 8000): 22.8825},
                                         {1024: 23.577, 4096: 96.08, 6000: 151.034, 8192: 215.804, 16384: 495.088}),
-    # its TP2 prefills beyond 4k tokens are +11-16 % (AIS's TP2 GEMMs cost 0.42x its TP1 ones at 8,192 rows): decode only
-    # there (facts §87)
+    # its TP2 prefills of 6k-10k tokens are +9-12 % (AIS's TP2 GEMMs cost 0.42x its TP1 ones at 8,192 rows, 0.48x at 4,096
+    # and 16,384): those sizes left out (facts §87)
     ("qwen3-8b", "h200", "sglang", 2): ({(1, 1000): 4.3508, (3, 2700): 4.3642, (5, 4000): 4.5869, (8, 2700): 4.8078,
-                                         (12, 4000): 5.2701, (64, 8000): 12.8747}, {1024: 16.408, 4096: 59.101}),
+                                         (12, 4000): 5.2701, (64, 8000): 12.8747},
+                                        {1024: 16.408, 2048: 29.826, 4096: 59.101, 16384: 277.672}),
+    ("qwen3-8b", "h200", "sglang", 4): ({(1, 1000): 3.4668, (3, 2700): 3.5737, (5, 4000): 3.5618, (8, 2700): 3.5884,
+                                         (12, 4000): 3.9024, (64, 8000): 8.1042},
+                                        {1024: 11.94, 4096: 40.335, 8192: 77.096, 16384: 165.494}),
     ("qwen3-32b", "h200", "sglang", 1): ({(1, 1000): 20.03, (3, 2700): 20.277, (5, 4000): 21.4169, (12, 4000): 22.9739,
                                           (64, 8000): 51.2742}, {1024: 96.379, 4096: 418.948, 8192: 881.968,
                                                                  16384: 2164.868}),
     ("qwen3-32b", "h200", "sglang", 2): ({(1, 1000): 11.999, (3, 2700): 12.34, (5, 4000): 12.5695, (12, 4000): 13.7499,
                                           (64, 8000): 27.9338}, {1024: 55.989, 4096: 232.318, 8192: 502.515,
                                                                  16384: 1133.302}),
-    ("qwen3-8b", "h200", "trtllm", 1): ({(1, 1024): 6.218, (8, 4096): 8.133, (32, 4096): 10.995, (64, 16384): 41.259,
-                                         (2, 1024): 6.2065, (2, 4096): 6.546, (4, 4096): 7.2332, (16, 1024): 7.4142},
-                                        {1024: 23.85, 4096: 91.991, 16384: 470.613}),
+    ("qwen3-32b", "h200", "sglang", 4): ({(1, 1000): 8.4334, (3, 2700): 8.3195, (5, 4000): 8.4031, (12, 4000): 9.1244,
+                                          (64, 8000): 16.6372}, {1024: 38.41, 4096: 133.089, 8192: 279.123,
+                                                                 16384: 603.975}),
     ("qwen3-8b", "b200", "vllm", 1): ({(1, 1024): 4.562, (8, 4096): 5.119, (32, 4096): 7.277, (64, 16384): 26.267},
                                       {1024: 13.055, 4096: 47.348, 16384: 229.175}),
     ("qwen3-32b", "h100", "vllm", 4): ({(1, 1024): 9.848, (8, 4096): 10.467, (32, 4096): 14.147, (64, 16384): 33.443},
@@ -438,7 +442,7 @@ def test_h100s_tensor_2_all_reduce_costs_5_us_a_call():
         work = PassWork(decode_requests=1, decode_context=1024)
         assert abs(default_timing(shared)(work) - default_timing(record)(work) - 360_000) <= 1
         assert roofline_record(qwen, h100, backend, 4, 2).terms.all_reduce_latency_s == 10e-6
-        # H200 SGLang's dense terms (GPU_DENSE_TERMS) take 5 us too
+        # H200 SGLang's dense TP2 terms (GPU_DENSE_TENSOR_TERMS) take 5 us too
         assert roofline_record(qwen, h200, backend, 2, 2).terms.all_reduce_latency_s == \
             (5e-6 if backend == "sglang" else 10e-6)
     moe = roofline_record(resolve_model("deepseek-ai/DeepSeek-V3")[0], h100, "vllm", 2, 1, 8)
@@ -501,6 +505,9 @@ def test_h200_sglangs_bf16_gemms_cost_112_beyond_3584_rows():
         assert abs(default_timing(record)(work) - flat(work) - more_s * 1e9) <= 1, tokens
     assert roofline_record(qwen, resolve_hardware("h100_sxm")[0], "sglang", 1, 2).terms.gemm_knee_tokens == 0
     assert roofline_record(qwen, h200, "vllm", 1, 2).terms.gemm_knee_tokens == 0
+    # TP2 keeps the knee, TP4's tables show none
+    assert roofline_record(qwen, h200, "sglang", 2, 2).terms.gemm_knee_tokens == 3584
+    assert roofline_record(qwen, h200, "sglang", 4, 2).terms.gemm_knee_tokens == 0
     assert roofline_record(resolve_model(MODELS["qwen3-32b-fp8"])[0], h200, "sglang", 1, 1).terms.gemm_knee_tokens == 0
 
 
@@ -516,3 +523,25 @@ def test_h200_sglangs_dense_decode_reads_bf16_kv_at_096_of_hbm():
     assert abs(long - short - 64 * 4000 * 147_456 / (4.8e12 * 0.94) * 1e9) <= 2
     assert (record.terms.weight_efficiency, record.terms.layer_overhead_s) == (0.78, 43e-6)
     assert roofline_record(qwen, resolve_hardware("h100_sxm")[0], "sglang", 1, 2).terms.kv_efficiency == 0.92
+
+
+def test_h200_sglangs_dense_all_reduce_moves_061_of_nvlink_at_tensor_2():
+    """AISimulate's H200 SGLang all-reduces move a prefill's hidden states at 0.61 (TP2) / 0.46 (TP4) of the 450 GB/s
+    NVLink figure and cost 5 / 6.5 us a call (facts §87): Qwen3-8B's 8,192-token prefill at TP2 all-reduces 2 x 36 x
+    8,192 x 4,096 x 2 B, 22.37 ms at the shared 0.48 and 17.60 ms at 0.61; H200 vLLM and DeepSeek-V3 keep the shared
+    0.48 / 10 us, TP8 the shared 0.46."""
+    from dataclasses import replace
+    qwen, h200 = resolve_model("Qwen/Qwen3-8B")[0], resolve_hardware("h200_sxm")[0]
+    record = roofline_record(qwen, h200, "sglang", 2, 2)
+    assert (record.terms.all_reduce_efficiency, record.terms.all_reduce_latency_s) == (0.61, 5e-6)
+    shared = default_timing(replace(record, terms=replace(record.terms, all_reduce_efficiency=0.48)))
+    work = PassWork(prefill_chunks=((8192, 0),))
+    moved = 2 * 36 * 8192 * 4096 * 2
+    assert abs(shared(work) - default_timing(record)(work) - (moved / (450e9 * 0.48) - moved / (450e9 * 0.61)) * 1e9) <= 2
+    tp4 = roofline_record(qwen, h200, "sglang", 4, 2).terms
+    assert (tp4.all_reduce_efficiency, tp4.all_reduce_latency_s) == (0.46, 6.5e-6)
+    assert (roofline_record(qwen, h200, "vllm", 2, 2).terms.all_reduce_efficiency,
+            roofline_record(qwen, h200, "vllm", 2, 2).terms.all_reduce_latency_s) == (0.48, 10e-6)
+    assert roofline_record(qwen, h200, "sglang", 8, 2).terms.all_reduce_efficiency == 0.46
+    moe = roofline_record(resolve_model(MODELS["deepseek-v3"])[0], h200, "sglang", 2, 1, 8).terms
+    assert (moe.all_reduce_efficiency, moe.all_reduce_latency_s) == (0.48, 10e-6)

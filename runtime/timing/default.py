@@ -12,7 +12,7 @@ One pass of one tensor-parallel rank (TP degree ``tp``, expert parallelism ``ep`
                                                             fp8 dense: T in the FLOP term is s * rows + (1 - s) * T,
                                                             rows = T rounded up to whole 256-token tiles (64, 128
                                                             below 129), s = gemm_tile_share
-                                                            bf16 with a knee K (H200 SGLang): T in the FLOP term is
+                                                            bf16 with a knee K (H200 SGLang TP1-2): T in the FLOP term is
                                                             min(T, K) + gemm_beyond_share * max(0, T - K)
     t_attn = a(sum(n_i * (c_i + n_i/2)), sum(c_i + n_i)) + max(0, a(C, C) - L_attn * kv_hidden)
                                                             prefill and decode attention, two kernels, where:
@@ -190,8 +190,8 @@ def default_timing(inputs) -> Timing:
             whole = -(-tokens // tile) * tile if 2 * tokens > tile else max(64, 1 << (tokens - 1).bit_length())
             tokens = tile_share * whole + (1 - tile_share) * tokens
         if knee and tokens > knee:
-            # AISimulate's H200 SGLang bf16 GEMM tables cost ~13 % more per row beyond ~4k rows than below (Qwen3-8B:
-            # 19.3 us a token at 4,096, 21.7 from 4,096 to 16,384; facts §87)
+            # AISimulate's H200 SGLang bf16 GEMM tables cost ~12 % more per row beyond ~3.5k rows than below (Qwen3-8B:
+            # 18.2 us a token at 3,600, 21.7 from 4,096 to 16,384; facts §87)
             tokens = knee + beyond * (tokens - knee)
         if expert_flops_per_token:
             # AISimulate's measured grouped GEMMs cost their reads plus their FLOPs (Kimi K3: 70 ms + 81 us per
