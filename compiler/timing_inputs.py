@@ -9,6 +9,8 @@ provider (runtime/timing/default.py), which reads only this record.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .durations import ms_coefficients_to_ns, ms_to_ns
 from .geometry.kv_bytes import DTYPE_BYTES, native_bytes_per_token
 from .geometry.memory import embedding_params, weights_per_gpu
@@ -89,6 +91,25 @@ FP8_KV_TAIL = {("h200_sxm", "vllm"): 36e-6, ("h200_sxm", "sglang"): 36e-6, ("h20
 # H100 / H200, Qwen3-32B H100 TP4, Qwen3-32B-FP8 H200; decode b 1-64 x 1k-16k, prefill 512-16k; facts §76).
 # Blackwell's kernels show no such dip (B200 mid batches are above the read already)
 DECODE_DIP = {("hopper", "trtllm"): {"dip": 12e-6, "bytes": (1 << 24, 1 << 27, 1 << 31), "pass": 0.6e-3}}
+# a dense model's terms at bf16 weights and KV, per (GPU, backend), where AISimulate's measured kernels differ from the
+# backend's (facts §87, Qwen3-8B / Qwen3-32B at TP1, 2 and 4): H200 SGLang's decode GEMMs read Qwen3-32B's weights at
+# ~0.78 of HBM (17.0 ms for 64 GB) and Qwen3-8B's at ~0.73, which a read at 0.78 plus 43 us of small kernels a layer
+# fits; its decode attention reads KV at 0.94 of HBM with 3 us of each layer's read hidden, and each decode token adds
+# 6 us (least squares over decode b 1-64 x 1k-8k)
+GPU_DENSE_TERMS = {("h200_sxm", "sglang"): {"weight_efficiency": 0.78, "layer_overhead_s": 43e-6, "kv_efficiency": 0.94,
+                                            "decode_kv_hidden_s": 3e-6, "decode_token_overhead_s": 6e-6}}
+# and per (GPU, backend, TP degree): H200 SGLang's GEMM tables at TP1 and TP2 cost ~12 % more per row beyond ~3.5k rows
+# of a pass than below (Qwen3-8B TP1: 18.2 us a token at 3,600, 21.7 from 4,096 to 16,384, so five 1,200-token prompts
+# cost 138.6 ms where one rate gave 130.1; least squares over prefills of 1-8 x 1,200 and 512-16k tokens), its TP4
+# tables not (a knee there makes 8k-16k prefills +9-12 %); its all-reduces move a prefill's hidden states at 0.61 (TP2)
+# / 0.46 (TP4) of NVLink, not 0.48 / 0.41 (AIS's ar ops at 1,200-16,384 tokens), and cost 5 / 6.5 us a call at decode
+# (AIS 2.5-5 us; 10 us made TP2 decodes +5-6 % and TP4's +4-7 %)
+GPU_DENSE_TENSOR_TERMS = {
+    ("h200_sxm", "sglang", 1): {"gemm_knee_tokens": 3584, "gemm_beyond_share": 1.12},
+    ("h200_sxm", "sglang", 2): {"gemm_knee_tokens": 3584, "gemm_beyond_share": 1.12, "all_reduce_latency_s": 5e-6,
+                                "all_reduce_efficiency": 0.61},
+    ("h200_sxm", "sglang", 4): {"all_reduce_latency_s": 6.5e-6, "all_reduce_efficiency": 0.46},
+}
 
 
 def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precision_kv: bool, tensor: int = 1,
@@ -99,7 +120,10 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
                                                 GPU_WEIGHT_EFFICIENCY.get(hardware.get("name"), WEIGHT_EFFICIENCY))
     tail = FP8_KV_TAIL.get((hardware.get("name"), backend), 0.0) if low_precision_kv and not moe else 0.0
     dip = {} if moe else DECODE_DIP.get((hardware.get("architecture"), backend), {})
-    return RooflineTerms(
+    dense = {} if moe or low_precision or low_precision_kv else \
+        {**GPU_DENSE_TERMS.get((hardware.get("name"), backend), {}),
+         **GPU_DENSE_TENSOR_TERMS.get((hardware.get("name"), backend, tensor), {})}
+    return replace(RooflineTerms(
         compute_efficiency=t["compute"][precision] * ARCHITECTURE_COMPUTE.get(hardware.get("architecture"), 1.0),
         attention_efficiency=t["attention"] * ARCHITECTURE_ATTENTION.get(hardware.get("architecture"), 1.0),
         weight_efficiency=weights * (t["low_weights"] if low_precision else 1.0),
@@ -116,7 +140,7 @@ def roofline_terms(backend: str, hardware: dict, low_precision: bool, low_precis
         gemm_tile_tokens=LOW_PRECISION_TILE[0] if low_precision and not moe else 0,
         gemm_tile_share=LOW_PRECISION_TILE[1] if low_precision and not moe else 0.0,
         decode_tail_from=FP8_KV_TAIL_FROM if tail else 0, decode_tail_s=tail,
-        decode_dip_s=dip.get("dip", 0.0), decode_dip_bytes=dip.get("bytes", (0, 0, 0)))
+        decode_dip_s=dip.get("dip", 0.0), decode_dip_bytes=dip.get("bytes", (0, 0, 0))), **dense)
 
 
 def routed_params(model: dict) -> float:

@@ -71,6 +71,10 @@ class RooflineTerms:
     # a decode-only pass reads this share of the routed experts at (tokens, share) points, linearly between them
     # and the last share beyond; (): 1 - (1 - k/E)^T
     decode_expert_share: tuple[tuple[int, float], ...] = ()
+    # a bf16 GEMM's FLOP time counts each row beyond the first `gemm_knee_tokens` of a pass at `gemm_beyond_share`
+    # (its measured tables get dearer per row past the knee); 0: every row alike
+    gemm_knee_tokens: int = 0
+    gemm_beyond_share: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 Each point is (GPU, model, backend, TP) -> a decode pass of `b` requests at `c` tokens of context each, or a
 prefill of one `n`-token prompt, in ms, as AISimulate's compiled engine prices it (`EngineHandle.compile(model,
 system, backend, tp_size=..., moe_ep_size=...)`, then `decode_step_latency(b, c, 2)` and
-`predict_prefill_latency(1, n)`), recorded in docs/reference-facts.md §42, §52, §60, §68 and §80.  Dense models must
+`predict_prefill_latency(1, n)`), recorded in docs/reference-facts.md §42, §52, §60, §68, §80 and §87.  Dense models must
 agree within 10%, the MoE models (DeepSeek-V3 TP8 EP8 and TP8 with its experts split by width, moe_tp 8; Kimi K3 TP8 EP8, DeepSeek V4
 Flash TP4 EP4) within 20%.  AISimulate prices H200 SGLang's DeepSeek-V3 MLA decode from TensorRT-LLM's fallback
 rows (its own "low-fidelity" warning), 30-70% above vLLM's; those points are fitted as such (§81), not as SGLang's kernel.
@@ -41,8 +41,28 @@ AISIMULATE = {
                                          (64, 2048): 8.7624}, {512: 9.915, 1024: 16.669, 4096: 61.673}),
     ("qwen3-8b", "h200", "vllm", 1): ({(1, 1024): 6.02, (8, 4096): 7.373, (32, 4096): 10.709, (64, 16384): 41.262},
                                       {1024: 22.143, 4096: 91.186, 16384: 455.392}),
-    ("qwen3-8b", "h200", "sglang", 1): ({(1, 1024): 6.0, (8, 4096): 7.186, (32, 4096): 10.368, (64, 16384): 41.555},
-                                        {1024: 23.577, 4096: 96.08, 16384: 495.088}),
+    # (3, 2700) to (64, 8000), 6,000 and 8,192: facts §87 (helper sglh8), H200 SGLang's dense terms (GPU_DENSE_*TERMS)
+    ("qwen3-8b", "h200", "sglang", 1): ({(1, 1024): 6.0, (8, 4096): 7.186, (32, 4096): 10.368, (64, 16384): 41.555,
+                                         (3, 2700): 6.3516, (5, 2700): 6.444, (5, 4000): 6.7426, (8, 2700): 6.8176,
+                                         (12, 4000): 7.828, (2, 8000): 6.6016, (64, 8000): 22.8825},
+                                        {1024: 23.577, 4096: 96.08, 6000: 151.034, 8192: 215.804, 16384: 495.088}),
+    # its TP2 prefills of 6k-10k tokens are +9-12 % (AIS's TP2 GEMMs cost 0.42x its TP1 ones at 8,192 rows, 0.48x at 4,096
+    # and 16,384): those sizes left out (facts §87)
+    ("qwen3-8b", "h200", "sglang", 2): ({(1, 1000): 4.3508, (3, 2700): 4.3642, (5, 4000): 4.5869, (8, 2700): 4.8078,
+                                         (12, 4000): 5.2701, (64, 8000): 12.8747},
+                                        {1024: 16.408, 2048: 29.826, 4096: 59.101, 16384: 277.672}),
+    ("qwen3-8b", "h200", "sglang", 4): ({(1, 1000): 3.4668, (3, 2700): 3.5737, (5, 4000): 3.5618, (8, 2700): 3.5884,
+                                         (12, 4000): 3.9024, (64, 8000): 8.1042},
+                                        {1024: 11.94, 4096: 40.335, 8192: 77.096, 16384: 165.494}),
+    ("qwen3-32b", "h200", "sglang", 1): ({(1, 1000): 20.03, (3, 2700): 20.277, (5, 4000): 21.4169, (12, 4000): 22.9739,
+                                          (64, 8000): 51.2742}, {1024: 96.379, 4096: 418.948, 8192: 881.968,
+                                                                 16384: 2164.868}),
+    ("qwen3-32b", "h200", "sglang", 2): ({(1, 1000): 11.999, (3, 2700): 12.34, (5, 4000): 12.5695, (12, 4000): 13.7499,
+                                          (64, 8000): 27.9338}, {1024: 55.989, 4096: 232.318, 8192: 502.515,
+                                                                 16384: 1133.302}),
+    ("qwen3-32b", "h200", "sglang", 4): ({(1, 1000): 8.4334, (3, 2700): 8.3195, (5, 4000): 8.4031, (12, 4000): 9.1244,
+                                          (64, 8000): 16.6372}, {1024: 38.41, 4096: 133.089, 8192: 279.123,
+                                                                 16384: 603.975}),
     ("qwen3-8b", "h200", "trtllm", 1): ({(1, 1024): 6.218, (8, 4096): 8.133, (32, 4096): 10.995, (64, 16384): 41.259,
                                          (2, 1024): 6.2065, (2, 4096): 6.546, (4, 4096): 7.2332, (16, 1024): 7.4142},
                                         {1024: 23.85, 4096: 91.991, 16384: 470.613}),
@@ -155,15 +175,18 @@ def test_a_pass_agrees_with_aisimulate(setup, kind, point, theirs):
 def test_the_weight_read_is_the_gpus():
     """The bf16 weight read's share of HBM bandwidth is the GPU's (H100 0.79, H200 0.74), whatever the backend: a
     batch-1 decode of Qwen3-8B at 1,024 tokens differs between H100 and H200 by the weights' 15,136,194,560 B
-    at 3,350 x 0.79 against 4,800 x 0.74 GB/s plus the KV's 147,456 x 1,024 B at x 0.92 of each bandwidth."""
+    at 3,350 x 0.79 against 4,800 x 0.74 GB/s plus the KV's 147,456 x 1,024 B at x 0.92 of each bandwidth.  H200
+    SGLang's dense models read at 0.78 (GPU_DENSE_TERMS, facts §87), its H100 ones at the GPU's 0.79."""
     weights, kv = 15_136_194_560, 147_456 * 1024
     expected = (weights / (3.35e12 * 0.79) + kv / (3.35e12 * 0.92)) - (weights / (4.8e12 * 0.74) + kv / (4.8e12 * 0.92))
-    # SGLang's decode attention hides 6 us of each of the 36 layers' KV read: these 1,024 tokens' 49 us (H100) vanish
-    hidden = weights / (3.35e12 * 0.79) - weights / (4.8e12 * 0.74)
-    for backend, gap_s in (("vllm", expected), ("sglang", hidden), ("trtllm", expected)):
-        one = PassWork(decode_requests=1, decode_context=1024)
+    one = PassWork(decode_requests=1, decode_context=1024)
+    for backend in ("vllm", "trtllm"):
         gap = step("qwen3-8b", "h100", backend, 1)(one) - step("qwen3-8b", "h200", backend, 1)(one)
-        assert abs(gap - gap_s * 1e9) <= 1
+        assert abs(gap - expected * 1e9) <= 1
+    h100, h200 = resolve_hardware("h100_sxm")[0], resolve_hardware("h200_sxm")[0]
+    qwen = resolve_model("Qwen/Qwen3-8B")[0]
+    assert roofline_record(qwen, h100, "sglang", 1, 2).terms.weight_efficiency == 0.79
+    assert roofline_record(qwen, h200, "sglang", 1, 2).terms.weight_efficiency == 0.78
 
 
 def test_tensorrt_llms_hopper_decode_attention_dips_at_middling_reads():
@@ -290,6 +313,12 @@ RUN_PASSES = [
                                                   decode_requests=2, decode_context=6002), 131.317),
     (("qwen3-32b", "h100", "vllm", 4), PassWork(prefill_chunks=((2048, 0),), decode_requests=1, decode_context=2100),
      75.442),
+    # f07's passes (facts §87): five 1,200-token prompts in one pass, after 0 / 2,700 cached tokens each
+    # (`predict_prefill_latency(5, 1,200 + p, p)`), and eight
+    (("qwen3-8b", "h200", "sglang", 1), PassWork(prefill_chunks=((1200, 0),) * 5), 138.564),
+    (("qwen3-8b", "h200", "sglang", 1), PassWork(prefill_chunks=((1200, 2700),) * 5), 154.335),
+    (("qwen3-8b", "h200", "sglang", 1), PassWork(prefill_chunks=((1200, 0),) * 8), 225.049),
+    (("qwen3-32b", "h200", "sglang", 1), PassWork(prefill_chunks=((1200, 0),) * 5), 579.764),
 ]
 
 
@@ -405,7 +434,7 @@ def test_sglangs_mla_prefill_prices_its_pairs_at_015_of_bf16():
 def test_h100s_tensor_2_all_reduce_costs_5_us_a_call():
     """AISimulate's H100 TP2 all-reduces of a few tokens cost 2.6-4.4 us a call where the shared figure is 10 us:
     a dense model's H100 TP2 pass pays 5 us for each of its 2 x 36 all-reduces (Qwen3-8B), 360 us less than at 10 us;
-    H100 TP4, H200 TP2 and the MoE models keep 10 us."""
+    H100 TP4, H200 TP2 (but SGLang's, facts §87) and the MoE models keep 10 us."""
     from dataclasses import replace
     qwen = resolve_model("Qwen/Qwen3-8B")[0]
     h100, h200 = resolve_hardware("h100_sxm")[0], resolve_hardware("h200_sxm")[0]
@@ -416,7 +445,9 @@ def test_h100s_tensor_2_all_reduce_costs_5_us_a_call():
         work = PassWork(decode_requests=1, decode_context=1024)
         assert abs(default_timing(shared)(work) - default_timing(record)(work) - 360_000) <= 1
         assert roofline_record(qwen, h100, backend, 4, 2).terms.all_reduce_latency_s == 10e-6
-        assert roofline_record(qwen, h200, backend, 2, 2).terms.all_reduce_latency_s == 10e-6
+        # H200 SGLang's dense TP2 terms (GPU_DENSE_TENSOR_TERMS) take 5 us too
+        assert roofline_record(qwen, h200, backend, 2, 2).terms.all_reduce_latency_s == \
+            (5e-6 if backend == "sglang" else 10e-6)
     moe = roofline_record(resolve_model("deepseek-ai/DeepSeek-V3")[0], h100, "vllm", 2, 1, 8)
     assert moe.terms.all_reduce_latency_s == 10e-6
 
@@ -604,3 +635,63 @@ traffic:
     timing = step("deepseek-v3", "h200", "vllm", 8)
     passes = [timing(PassWork((), 1, context, 2, 2 * context, 2)) for context in (201, 204, 207)]
     assert vllm["last_token_ms"] - vllm["first_token_ms"] == pytest.approx(sum(passes) / 1e6, abs=1e-6)
+
+
+def test_h200_sglangs_bf16_gemms_cost_112_beyond_3584_rows():
+    """AISimulate's H200 SGLang bf16 GEMM tables cost ~12 % more per row beyond ~3.5k rows (facts §87): Qwen3-8B's
+    8,192-token prefill counts its 4,608 rows beyond 3,584 at 1.12 in the FLOP term, 2 x 36 x (4,096 x 6,144 + 4,096^2 +
+    3 x 4,096 x 12,288) FLOPs a token (qkv, o and the FFN's three GEMMs of each layer) at 0.73 of 989 TFLOPS, so it costs 4,608 x 0.12 tokens' GEMMs more than one rate; 3,584 tokens cost the same.  fp8
+    weights, H100 SGLang and H200 vLLM keep one rate."""
+    from dataclasses import replace
+    qwen, h200 = resolve_model("Qwen/Qwen3-8B")[0], resolve_hardware("h200_sxm")[0]
+    record = roofline_record(qwen, h200, "sglang", 1, 2)
+    assert (record.terms.gemm_knee_tokens, record.terms.gemm_beyond_share) == (3584, 1.12)
+    gemm_params = 36 * (4096 * 6144 + 4096 ** 2 + 3 * 4096 * 12288)
+    assert record.gemm_params == gemm_params
+    flat = default_timing(replace(record, terms=replace(record.terms, gemm_knee_tokens=0)))
+    token_s = 2 * gemm_params / (989e12 * 0.73)
+    for tokens, more_s in ((8192, 4608 * 0.12 * token_s), (3584, 0.0)):
+        work = PassWork(prefill_chunks=((tokens, 0),))
+        assert abs(default_timing(record)(work) - flat(work) - more_s * 1e9) <= 1, tokens
+    assert roofline_record(qwen, resolve_hardware("h100_sxm")[0], "sglang", 1, 2).terms.gemm_knee_tokens == 0
+    assert roofline_record(qwen, h200, "vllm", 1, 2).terms.gemm_knee_tokens == 0
+    # TP2 keeps the knee, TP4's tables show none
+    assert roofline_record(qwen, h200, "sglang", 2, 2).terms.gemm_knee_tokens == 3584
+    assert roofline_record(qwen, h200, "sglang", 4, 2).terms.gemm_knee_tokens == 0
+    assert roofline_record(resolve_model(MODELS["qwen3-32b-fp8"])[0], h200, "sglang", 1, 1).terms.gemm_knee_tokens == 0
+
+
+def test_h200_sglangs_dense_decode_reads_bf16_kv_at_096_of_hbm():
+    """H200 SGLang's dense decode attention reads bf16 KV at 0.94 of 4.8 TB/s (facts §87): 64 Qwen3-8B requests going
+    from 4,000 to 8,000 tokens of context read 64 x 4,000 x 147,456 B more, 8.366 ms (H100 SGLang keeps 0.92)."""
+    qwen, h200 = resolve_model("Qwen/Qwen3-8B")[0], resolve_hardware("h200_sxm")[0]
+    record = roofline_record(qwen, h200, "sglang", 1, 2)
+    assert (record.terms.kv_efficiency, record.terms.decode_kv_hidden_s, record.terms.decode_token_overhead_s) == \
+        (0.94, 3e-6, 6e-6)
+    timing = default_timing(record)
+    short, long = (timing(PassWork(decode_requests=64, decode_context=64 * c)) for c in (4000, 8000))
+    assert abs(long - short - 64 * 4000 * 147_456 / (4.8e12 * 0.94) * 1e9) <= 2
+    assert (record.terms.weight_efficiency, record.terms.layer_overhead_s) == (0.78, 43e-6)
+    assert roofline_record(qwen, resolve_hardware("h100_sxm")[0], "sglang", 1, 2).terms.kv_efficiency == 0.92
+
+
+def test_h200_sglangs_dense_all_reduce_moves_061_of_nvlink_at_tensor_2():
+    """AISimulate's H200 SGLang all-reduces move a prefill's hidden states at 0.61 (TP2) / 0.46 (TP4) of the 450 GB/s
+    NVLink figure and cost 5 / 6.5 us a call (facts §87): Qwen3-8B's 8,192-token prefill at TP2 all-reduces 2 x 36 x
+    8,192 x 4,096 x 2 B, 22.37 ms at the shared 0.48 and 17.60 ms at 0.61; H200 vLLM and DeepSeek-V3 keep the shared
+    0.48 / 10 us, TP8 the shared 0.46."""
+    from dataclasses import replace
+    qwen, h200 = resolve_model("Qwen/Qwen3-8B")[0], resolve_hardware("h200_sxm")[0]
+    record = roofline_record(qwen, h200, "sglang", 2, 2)
+    assert (record.terms.all_reduce_efficiency, record.terms.all_reduce_latency_s) == (0.61, 5e-6)
+    shared = default_timing(replace(record, terms=replace(record.terms, all_reduce_efficiency=0.48)))
+    work = PassWork(prefill_chunks=((8192, 0),))
+    moved = 2 * 36 * 8192 * 4096 * 2
+    assert abs(shared(work) - default_timing(record)(work) - (moved / (450e9 * 0.48) - moved / (450e9 * 0.61)) * 1e9) <= 2
+    tp4 = roofline_record(qwen, h200, "sglang", 4, 2).terms
+    assert (tp4.all_reduce_efficiency, tp4.all_reduce_latency_s) == (0.46, 6.5e-6)
+    assert (roofline_record(qwen, h200, "vllm", 2, 2).terms.all_reduce_efficiency,
+            roofline_record(qwen, h200, "vllm", 2, 2).terms.all_reduce_latency_s) == (0.48, 10e-6)
+    assert roofline_record(qwen, h200, "sglang", 8, 2).terms.all_reduce_efficiency == 0.46
+    moe = roofline_record(resolve_model(MODELS["deepseek-v3"])[0], h200, "sglang", 2, 1, 8).terms
+    assert (moe.all_reduce_efficiency, moe.all_reduce_latency_s) == (0.48, 10e-6)
