@@ -1,32 +1,51 @@
 """Speculative decoding: how many tokens one decode pass of one request emits, and the KV it reserves.
 
 A decode pass under speculation verifies the request's last token plus `draft_tokens` drafts and emits
-1 + the accepted drafts (never more than the request still has to generate).  ngram acceptance is
-conditional per position, as Dynamo's mocker samples it: draft i is accepted with `rates[i]` only if
-every draft before it was, so the first rejection ends the run.  Native MTP (`nextn`) is given as a
-mean (`nextn_accepted`): a pass accepts floor(mean) drafts, plus one with probability frac(mean).
+1 + the accepted drafts (never more than the request still has to generate).  Acceptance is conditional
+per position, as Dynamo's mocker samples it (`SpeculativeDecodeSampler`): draft i is accepted with
+`rates[i]` only if every draft before it was, so the first rejection ends the run.  ngram's rates are
+padded with 0 (or cut) to the drafts; native MTP's mean (`nextn_accepted`) is lowered as AISimulate
+lowers it: floor(mean) positions of rate 1, then frac(mean), then 0.
 
-Every draw comes from the counter-based generator (traffic/rng.py), keyed by the seed, the request's
-index and the pass: a request's decode passes are told apart by its `generated` count at the pass's
-start, which grows by at least one per pass, so the draws depend on neither scheduling order nor
-Python's hash seed.  The KV of a pass's tokens (`reserve_bursts`) is taken as the mocker takes it, once the
-pass is scheduled and its admissions made: each request reaching its known end needs room for its largest burst,
-all together, or the newest running request is preempted; a state rank reserves its drafts' slots
-(`drafts_kv`, vLLM's `num_lookahead_tokens`) as it schedules each decode instead.
+The draws are the mocker's, bit for bit: one stream per rank, Rust `rand`'s `StdRng::seed_from_u64(seed
++ the rank's offset)` (traffic/chacha_stream.py), read in the order the mocker samples: a rate of 1
+accepts without a draw, any other rate reads one u64 and accepts below `rate * 2**64`
+(`Rng::random_bool`).  Each decode pass of a request whose prompt is done draws once, at its end on vLLM
+(the pass's requests in running order) and at its start on SGLang (`draw_bursts`, the running batch's
+order), also when the request has a single token left (the burst is cut after the draw); the pass that
+samples a request's first token draws nothing.  So a request's bursts depend on every request drawn
+before it on its rank (which AISimulate shares: facts section 89), and the stream's position lives here,
+in the rank's `Speculation`.  The KV of a pass's tokens (`reserve_bursts`) is taken as the mocker takes
+it, once the pass is scheduled and its admissions made: each request reaching its known end needs room
+for its largest burst, all together, or the newest running request is preempted; a state rank reserves
+its drafts' slots (`drafts_kv`, vLLM's `num_lookahead_tokens`) as it schedules each decode instead.
 """
 from __future__ import annotations
 
 from ..timing import PassWork
-from ..traffic.rng import uniform
+from ..traffic.chacha_stream import U64, UniformStream
 
-STREAM = 0x5BEC << 40  # keeps these draws apart from the traffic's streams (request indexes are < 2**40)
-POSITIONS = 8  # counters per pass: one per draft position (at most 5), padded so passes never overlap
+SCALE = 2.0 ** 64  # `Bernoulli::new(p)` compares a u64 with p * 2**64 (exact: a power of two)
+
+
+def conditional_rates(plan) -> tuple[float, ...]:
+    """The per-position conditional acceptance the mocker's sampler reads: ngram's rates padded with 0 or cut to
+    the drafts (`normalize_conditional_accept_rates`); native MTP's mean lowered as AISimulate lowers it
+    (`_accept_rates_for_expected`: whole drafts at 1, the fraction next, 0 after)."""
+    drafts = plan.draft_tokens
+    if plan.kind == "ngram":
+        return tuple(plan.rates[:drafts]) + (0.0,) * max(0, drafts - len(plan.rates))
+    whole = int(plan.mean_accepted)
+    if whole >= drafts:
+        return (1.0,) * drafts
+    return (1.0,) * whole + (plan.mean_accepted - whole,) + (0.0,) * (drafts - whole - 1)
 
 
 class Speculation:
     """One role's speculative decoding, built from its plan record (`plan_records.SpeculationPlan`)."""
 
-    __slots__ = ("kind", "lookahead", "rates", "mean", "seed", "draft_layers", "drafts_read_kv")
+    __slots__ = ("kind", "lookahead", "rates", "mean", "seed", "draft_layers", "drafts_read_kv", "thresholds",
+                 "_stream", "_bursts")
 
     def __init__(self, plan):
         self.kind = plan.kind  # ngram | mtp
@@ -36,6 +55,10 @@ class Speculation:
         self.seed = plan.seed
         self.draft_layers = plan.draft_layers
         self.drafts_read_kv = plan.drafts_read_kv
+        # per position: None for a rate of 1 (accepted without a draw), else the u64 a draw must stay below
+        self.thresholds = tuple(None if rate >= 1.0 else int(rate * SCALE) for rate in conditional_rates(plan))
+        self._stream = None  # the rank's draws, opened at its first (`_open`)
+        self._bursts = {}  # SGLang: id(request) -> the burst drawn at the start of its decode pass in flight
 
     def work(self, chunks: tuple, decodes: int, context: int) -> PassWork:
         """A pass's work when each of its `decodes` decoding requests (contexts summing to `context`) verifies
@@ -44,27 +67,29 @@ class Speculation:
         return PassWork(chunks, decodes, context, drafts, self.lookahead * context if self.drafts_read_kv else 0,
                         self.draft_layers if drafts else 0)
 
-    def accepted(self, index: int, generated: int) -> int:
-        """Drafts accepted in the pass of request `index` that starts with `generated` tokens."""
-        stream, base = STREAM + index, generated * POSITIONS
-        if self.kind == "ngram":
-            count = 0
-            for position, rate in enumerate(self.rates):
-                if uniform(self.seed, stream, base + position) >= rate:
-                    break
-                count += 1
-            return count
-        whole = int(self.mean)
-        extra = self.mean - whole
-        return whole + (1 if extra > 0 and uniform(self.seed, stream, base) < extra else 0)
-
-    def extra(self, request) -> int:
-        """Accepted drafts the request keeps from the decode pass that just gave it its base token (so the pass
-        started with `generated - 1` tokens), cut to what it still has to generate."""
-        left = request.stop_after - request.generated
-        if left <= 0:
+    def sample(self, rank, remaining: int) -> int:
+        """Tokens one decode pass emits with `remaining` tokens left to generate: the mocker's
+        `sample_output_tokens`, drawn from the rank's stream (0, without a draw, when nothing is left)."""
+        if remaining <= 0:
             return 0
-        return min(left, self.accepted(request.spec.index, request.generated - 1))
+        stream = self._stream if self._stream is not None else self._open(rank)
+        tokens = 1
+        for threshold in self.thresholds:
+            if threshold is not None and stream.next_u64() >= threshold:
+                break
+            tokens += 1
+        return min(tokens, remaining)
+
+    def _open(self, rank) -> UniformStream:
+        """The rank's stream: `StdRng::seed_from_u64(seed + offset)`, the offset its worker's index (the mocker adds
+        its worker id to `aic_mtp_seed`, wrapping)."""
+        self._stream = UniformStream((self.seed + rank.worker) & U64)
+        return self._stream
+
+    def extra(self, rank, request) -> int:
+        """vLLM: accepted drafts the request keeps from the decode pass that just gave it its base token, drawn now
+        (the pass started with `generated - 1` tokens; the burst is cut to what it had left)."""
+        return self.sample(rank, request.stop_after - request.generated + 1) - 1
 
     def drafts_kv(self, request, new: int) -> int:
         """Slots a decode of a state rank reserves for its drafts as it is scheduled (vLLM's lookahead), no more
@@ -96,13 +121,19 @@ class Speculation:
         most = self.lookahead + 1 if new == 1 and request.generated else 1
         return min(most, request.stop_after - request.generated)
 
+    def draw_bursts(self, rank, requests) -> None:
+        """SGLang: draw the bursts of a decode pass over `requests` at its start, in their order (the mocker's
+        running batch); a request before its first token emits 1 without a draw.  `drawn` and `kept` read them."""
+        sample = self.sample
+        self._bursts = {id(r): sample(rank, r.stop_after - r.generated) if r.generated else 1 for r in requests}
 
     def drawn(self, request) -> int:
-        """The tokens the decode pass of `request` starting now emits: its base token and the drafts `extra` will
-        give it at the pass's end (the same draw), cut to what it has left; 1 before its first token."""
-        if not request.generated:
-            return 1
-        return min(1 + self.accepted(request.spec.index, request.generated), request.stop_after - request.generated)
+        """SGLang: the tokens the decode pass of `request` now starting emits (drawn by `draw_bursts`)."""
+        return self._bursts[id(request)]
+
+    def kept(self, request) -> int:
+        """SGLang: the accepted drafts the request emits at its decode pass's end beside its base token."""
+        return self._bursts.pop(id(request)) - 1
 
 
 def of(role) -> Speculation | None:
