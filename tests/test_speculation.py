@@ -48,36 +48,37 @@ def _sampler(kind="ngram", rates=(), mean=0.0, seed=42, drafts=None):
                                        drafts_read_kv=False))
 
 
-RANK0 = SimpleNamespace(worker=0)  # a rank of worker 0: its stream is seeded with the seed itself
-
-
 def test_a_draft_is_accepted_only_after_every_draft_before_it():
     """The mocker's own sampler tests (common/speculative.rs): rates [0, 1] give 1 token, [1, 1] 3, [1, 0, 1] 2
     (the first rejection ends the run), and a burst is cut to what is left (2 of 3; nothing left: 0)."""
-    assert [_sampler(rates=(0.0, 1.0)).sample(RANK0, 10) for _ in range(5)] == [1] * 5
-    assert [_sampler(rates=(1.0, 1.0)).sample(RANK0, 10) for _ in range(5)] == [3] * 5
-    assert _sampler(rates=(1.0, 0.0, 1.0)).sample(RANK0, 10) == 2
+    assert [_sampler(rates=(0.0, 1.0)).sample(10) for _ in range(5)] == [1] * 5
+    assert [_sampler(rates=(1.0, 1.0)).sample(10) for _ in range(5)] == [3] * 5
+    assert _sampler(rates=(1.0, 0.0, 1.0)).sample(10) == 2
     clamped = _sampler(rates=(1.0, 1.0))
-    assert (clamped.sample(RANK0, 2), clamped.sample(RANK0, 0)) == (2, 0)
+    assert (clamped.sample(2), clamped.sample(0)) == (2, 0)
 
 
 def test_the_draws_are_the_mocker_s_stdrng_stream():
-    """One stream per rank, `StdRng::seed_from_u64(seed + worker)`; a position of rate 1 accepts without a draw,
-    any other reads one u64 and accepts below rate * 2**64 (`random_bool`), a rate of 0 included.  Seed 7's first
+    """One stream per rank, `StdRng::seed_from_u64(seed + the rank's place among its role's ranks)`; a position of
+    rate 1 accepts without a draw, any other reads one u64 and accepts below rate * 2**64 (`random_bool`), a rate of
+    0 included.  Seed 7's first
     u64s, over 2**64: 0.030, 0.307, 0.143, 0.543, 0.272, 0.951: rates [0.6, 0.5] accept 2, 1 (0.543 >= 0.5), 1
     (0.951)."""
     stream = UniformStream(7)
     u = [stream.next_u64() / 2 ** 64 for _ in range(6)]
     assert [round(x, 3) for x in u] == [0.030, 0.307, 0.143, 0.543, 0.272, 0.951]
     drawn = _sampler(rates=(0.6, 0.5), seed=7)
-    assert [drawn.sample(RANK0, 10) for _ in range(3)] == [3, 2, 2]
+    assert [drawn.sample(10) for _ in range(3)] == [3, 2, 2]
     # a rate of 1 reads nothing, so [1, 0.6, 0.5] makes the same draws one token longer; a rate of 0 reads one
-    assert [_sampler(rates=(1.0, 0.6, 0.5), seed=7).sample(RANK0, 10) for _ in range(1)] == [4]
+    longer = _sampler(rates=(1.0, 0.6, 0.5), seed=7)
+    assert [longer.sample(10) for _ in range(3)] == [4, 3, 3]
     zero_first = _sampler(rates=(0.0,), seed=7, drafts=1)
-    assert zero_first.sample(RANK0, 10) == 1 and zero_first._stream.next_u64() / 2 ** 64 == u[1]
-    # worker 1's rank reads seed 8's stream (the mocker adds its worker id to the seed)
-    assert _sampler(rates=(0.6, 0.5), seed=7).sample(SimpleNamespace(worker=1), 10) == \
-        _sampler(rates=(0.6, 0.5), seed=8).sample(RANK0, 10)
+    assert zero_first.sample(10) == 1 and zero_first._stream.next_u64() / 2 ** 64 == u[1]
+    # a role's second rank reads seed 8's stream (the mocker adds its seed offset, the rank's place, to the seed)
+    second = Speculation(SimpleNamespace(kind="ngram", draft_tokens=2, rates=(0.6, 0.5), mean_accepted=0.0, seed=7,
+                                         draft_layers=0, drafts_read_kv=False), 1)
+    eight = _sampler(rates=(0.6, 0.5), seed=8)
+    assert [second.sample(10) for _ in range(20)] == [eight.sample(10) for _ in range(20)]
 
 
 def test_native_mtp_means_become_conditional_rates_as_aisimulate_lowers_them():
@@ -94,12 +95,12 @@ def test_native_mtp_means_become_conditional_rates_as_aisimulate_lowers_them():
 
 def test_mean_accepted_drafts():
     ngram = _sampler(rates=(0.8, 0.5, 0.3))
-    draws = [ngram.sample(RANK0, 100) - 1 for _ in range(20000)]
+    draws = [ngram.sample(100) - 1 for _ in range(20000)]
     assert sum(draws) / len(draws) == pytest.approx(0.8 + 0.4 + 0.12, abs=0.02)
     half = _sampler("mtp", mean=0.5)
-    draws = [half.sample(RANK0, 100) - 1 for _ in range(20000)]
+    draws = [half.sample(100) - 1 for _ in range(20000)]
     assert set(draws) == {0, 1} and sum(draws) / len(draws) == pytest.approx(0.5, abs=0.02)
-    assert {_sampler("mtp", mean=1.0).sample(RANK0, 100) for _ in range(500)} == {2}
+    assert {_sampler("mtp", mean=1.0).sample(100) for _ in range(500)} == {2}
 
 
 def test_fixed_acceptance_token_times_and_the_shorter_prefix_hit(tmp_path):
@@ -142,7 +143,7 @@ def test_every_request_s_passes_are_aisimulate_s(tmp_path):
     for _ in records:
         generated, count = 1, 0
         while generated < 30:
-            generated, count = generated + sampler.sample(RANK0, 30 - generated), count + 1
+            generated, count = generated + sampler.sample(30 - generated), count + 1
         passes.append(count)
     assert passes == [round((r["last_token_ms"] - r["first_token_ms"]) / 10) for r in records]
 
@@ -160,6 +161,44 @@ def test_lookahead_slots_set_the_preemptions(tmp_path):
     # readmission may be preempted again in its own pass (facts section 70; 4.0572 when the drafts' KV was taken
     # as each decode was scheduled, 4.0488 before a readmission's pass counted its sampled token as a decode, §43)
     assert summary["mean_tpot_ms"] == pytest.approx(4.0741, abs=1e-4)
+
+
+def _ranked_config(tmp_path, parallelism: str, disaggregated: bool, concurrency: int, requests: int):
+    role = f"""      timing: {{type: fixed, prefill_ms: 20.0, decode_ms: 10.0}}
+      kv_cache: {{capacity: {{type: fixed, blocks: 2000}}, block_size: 64}}
+{parallelism}"""
+    workers = f"    prefill:\n{role}    decode:\n{role}" if disaggregated else f"    aggregated:\n{role}"
+    path = tmp_path / "ranked.yaml"
+    path.write_text(f"""engine:
+  model: Qwen/Qwen3-32B
+  hardware: h200_sxm
+{"  mode: disaggregated" if disaggregated else ""}
+{_ngram([0.8, 0.5, 0.3])}  workers:
+{workers}traffic:
+  source: {{type: synthetic, input_tokens: 100, output_tokens: 40}}
+  load: {{type: concurrency, concurrency: {concurrency}}}
+  stop: {{requests: {requests}}}
+""")
+    return path
+
+
+def test_each_rank_draws_from_the_stream_of_its_place_in_its_role(tmp_path):
+    """AISimulate seeds rank k of a role (worker x attention_data + dp rank) with seed + k.  Two workers of two
+    attention-DP ranks, 24 requests of 100 + 40 tokens at concurrency 4: AISimulate's duration 1,240 ms, TTFT
+    21.25 ms, TPOT 4.50855 ms, and kvreplay's the same on every request (facts section 89; with one stream for both
+    ranks of a worker 20 of 24 requests were apart).  P/D at concurrency 1: the decode role's rank is its role's
+    first, so seed 42 itself (not 43, its worker's index in the deployment): AISimulate's decode passes after the
+    first token, per request, 16, 16, 16, 17, 15, 18, 18, 18, 18, 15, 17, 17 (seed 43 would give 16, 15, 17, ...),
+    and the decode rank's first pass (the first token) draws nothing."""
+    summary, _ = replay(_ranked_config(tmp_path, "      parallelism: {replicas: 2, attention_data: 2}\n", False, 4,
+                                       24), tmp_path / "agg")
+    assert (summary["duration_ms"], summary["mean_ttft_ms"]) == (1240.0, 21.25)
+    assert summary["mean_tpot_ms"] == pytest.approx(4.508547008547009, rel=1e-12)
+    summary, records = replay(_ranked_config(tmp_path, "", True, 1, 12), tmp_path / "pd")
+    records.sort(key=lambda r: r["arrival_time_ms"])
+    assert [round((r["last_token_ms"] - r["first_token_ms"]) / 10) for r in records] == [
+        16, 16, 16, 17, 15, 18, 18, 18, 18, 15, 17, 17]
+    assert (summary["duration_ms"], summary["mean_ttft_ms"]) == (2370.0, 30.0)
 
 
 def _roofline(model: str, tensor: int = 1, experts: int = 1, kv_bytes: int = 2):

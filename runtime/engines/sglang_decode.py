@@ -119,7 +119,7 @@ def _grown(rank, state, speculation=None) -> list:
     rest) waits."""
     pool, leases, items = rank.pool, state.leases, []
     if speculation is not None:
-        speculation.draw_bursts(rank, rank.running)  # (at the pass's start, in the running batch's order)
+        speculation.draw_bursts(rank.running)  # (at the pass's start, in the running batch's order)
     for request in rank.running:
         lease = leases[id(request)]
         need = pool.ceil(request.num_tokens + (speculation.drawn(request) if speculation is not None else 1)) - lease.end

@@ -40,7 +40,7 @@ def finish_pass(rank, batch, end_ns: int) -> list[Request]:
         else:
             request.add_token(end_ns)
         if speculation is not None and new == 1 and request.generated > 1:
-            _accept_drafts(rank, request, speculation.extra(rank, request))
+            _accept_drafts(rank, request, speculation.extra(request))
         if request.generated >= request.stop_after:
             finished.append(request)
     if finished:

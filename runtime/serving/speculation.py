@@ -10,7 +10,7 @@ lowers it: floor(mean) positions of rate 1, then frac(mean), then 0.
 The draws are the mocker's, bit for bit: one stream per rank, Rust `rand`'s `StdRng::seed_from_u64(seed
 + the rank's offset)` (traffic/chacha_stream.py), read in the order the mocker samples: a rate of 1
 accepts without a draw, any other rate reads one u64 and accepts below `rate * 2**64`
-(`Rng::random_bool`).  Each decode pass of a request whose prompt is done draws once, at its end on vLLM
+(`Rng::random_bool`).  The offset is the rank's place among its role's ranks.  Each decode pass of a request whose prompt is done draws once, at its end on vLLM
 (the pass's requests in running order) and at its start on SGLang (`draw_bursts`, the running batch's
 order), also when the request has a single token left (the burst is cut after the draw); the pass that
 samples a request's first token draws nothing.  So a request's bursts depend on every request drawn
@@ -45,9 +45,9 @@ class Speculation:
     """One role's speculative decoding, built from its plan record (`plan_records.SpeculationPlan`)."""
 
     __slots__ = ("kind", "lookahead", "rates", "mean", "seed", "draft_layers", "drafts_read_kv", "thresholds",
-                 "_stream", "_bursts")
+                 "offset", "_stream", "_bursts")
 
-    def __init__(self, plan):
+    def __init__(self, plan, offset: int = 0):
         self.kind = plan.kind  # ngram | mtp
         self.lookahead = plan.draft_tokens
         self.rates = plan.rates
@@ -57,6 +57,9 @@ class Speculation:
         self.drafts_read_kv = plan.drafts_read_kv
         # per position: None for a rate of 1 (accepted without a draw), else the u64 a draw must stay below
         self.thresholds = tuple(None if rate >= 1.0 else int(rate * SCALE) for rate in conditional_rates(plan))
+        # the rank's place among its role's ranks (worker x attention_data + dp rank): AISimulate's seed offset,
+        # 0 for a P/D decode role's first rank whatever the prefill role holds (facts section 89's probes)
+        self.offset = offset
         self._stream = None  # the rank's draws, opened at its first (`_open`)
         self._bursts = {}  # SGLang: id(request) -> the burst drawn at the start of its decode pass in flight
 
@@ -67,12 +70,12 @@ class Speculation:
         return PassWork(chunks, decodes, context, drafts, self.lookahead * context if self.drafts_read_kv else 0,
                         self.draft_layers if drafts else 0)
 
-    def sample(self, rank, remaining: int) -> int:
+    def sample(self, remaining: int) -> int:
         """Tokens one decode pass emits with `remaining` tokens left to generate: the mocker's
         `sample_output_tokens`, drawn from the rank's stream (0, without a draw, when nothing is left)."""
         if remaining <= 0:
             return 0
-        stream = self._stream if self._stream is not None else self._open(rank)
+        stream = self._stream if self._stream is not None else self._open()
         tokens = 1
         for threshold in self.thresholds:
             if threshold is not None and stream.next_u64() >= threshold:
@@ -80,16 +83,16 @@ class Speculation:
             tokens += 1
         return min(tokens, remaining)
 
-    def _open(self, rank) -> UniformStream:
-        """The rank's stream: `StdRng::seed_from_u64(seed + offset)`, the offset its worker's index (the mocker adds
-        its worker id to `aic_mtp_seed`, wrapping)."""
-        self._stream = UniformStream((self.seed + rank.worker) & U64)
+    def _open(self) -> UniformStream:
+        """The rank's stream: `StdRng::seed_from_u64(seed + offset)`, wrapping (the mocker adds its seed offset to
+        `aic_mtp_seed`)."""
+        self._stream = UniformStream((self.seed + self.offset) & U64)
         return self._stream
 
-    def extra(self, rank, request) -> int:
+    def extra(self, request) -> int:
         """vLLM: accepted drafts the request keeps from the decode pass that just gave it its base token, drawn now
         (the pass started with `generated - 1` tokens; the burst is cut to what it had left)."""
-        return self.sample(rank, request.stop_after - request.generated + 1) - 1
+        return self.sample(request.stop_after - request.generated + 1) - 1
 
     def drafts_kv(self, request, new: int) -> int:
         """Slots a decode of a state rank reserves for its drafts as it is scheduled (vLLM's lookahead), no more
@@ -121,11 +124,11 @@ class Speculation:
         most = self.lookahead + 1 if new == 1 and request.generated else 1
         return min(most, request.stop_after - request.generated)
 
-    def draw_bursts(self, rank, requests) -> None:
+    def draw_bursts(self, requests) -> None:
         """SGLang: draw the bursts of a decode pass over `requests` at its start, in their order (the mocker's
         running batch); a request before its first token emits 1 without a draw.  `drawn` and `kept` read them."""
         sample = self.sample
-        self._bursts = {id(r): sample(rank, r.stop_after - r.generated) if r.generated else 1 for r in requests}
+        self._bursts = {id(r): sample(r.stop_after - r.generated) if r.generated else 1 for r in requests}
 
     def drawn(self, request) -> int:
         """SGLang: the tokens the decode pass of `request` now starting emits (drawn by `draw_bursts`)."""
@@ -136,7 +139,7 @@ class Speculation:
         return self._bursts.pop(id(request)) - 1
 
 
-def of(role) -> Speculation | None:
-    """The role's speculation, or None without it."""
+def of(role, offset: int = 0) -> Speculation | None:
+    """The speculation of the role's rank `offset` (its place among the role's ranks), or None without it."""
     plan = getattr(role, "speculation", None)
-    return None if plan is None else Speculation(plan)
+    return None if plan is None else Speculation(plan, offset)
