@@ -8,17 +8,19 @@ padded with 0 (or cut) to the drafts; native MTP's mean (`nextn_accepted`) is lo
 lowers it: floor(mean) positions of rate 1, then frac(mean), then 0.
 
 The draws are the mocker's, bit for bit: one stream per rank, Rust `rand`'s `StdRng::seed_from_u64(seed
-+ the rank's offset)` (traffic/chacha_stream.py), read in the order the mocker samples: a rate of 1
-accepts without a draw, any other rate reads one u64 and accepts below `rate * 2**64`
-(`Rng::random_bool`).  The offset is the rank's place among its role's ranks.  Each decode pass of a request whose prompt is done draws once, at its end on vLLM
-(the pass's requests in running order) and at its start on SGLang (`draw_bursts`, the running batch's
-order), also when the request has a single token left (the burst is cut after the draw); the pass that
-samples a request's first token draws nothing.  So a request's bursts depend on every request drawn
-before it on its rank (which AISimulate shares: facts section 89), and the stream's position lives here,
-in the rank's `Speculation`.  The KV of a pass's tokens (`reserve_bursts`) is taken as the mocker takes
-it, once the pass is scheduled and its admissions made: each request reaching its known end needs room
-for its largest burst, all together, or the newest running request is preempted; a state rank reserves
-its drafts' slots (`drafts_kv`, vLLM's `num_lookahead_tokens`) as it schedules each decode instead.
++ offset)` (traffic/chacha_stream.py), the offset the rank's place among its role's ranks, read in the
+order the mocker samples: a rate of 1 accepts without a draw, any other rate reads one u64 and accepts
+below `rate * 2**64` (`Rng::random_bool`).  Each decode pass of a request whose first token is out draws
+once, at its end on vLLM (the pass's requests in running order) and at its start on SGLang
+(`draw_bursts`, the running batch's order), also when the request has a single token left (the burst is
+cut after the draw); the pass that samples a request's first token draws nothing.  So a request's bursts
+depend on every request drawn before it on its rank, as in AISimulate (facts section 89), and the
+stream's position lives here, in the rank's `Speculation`.
+
+The KV of a pass's tokens (`reserve_bursts`) is taken as the mocker takes it, once the pass is scheduled
+and its admissions made: each request reaching its known end needs room for its largest burst, all
+together, or the newest running request is preempted; a state rank reserves its drafts' slots
+(`drafts_kv`, vLLM's `num_lookahead_tokens`) as it schedules each decode instead.
 """
 from __future__ import annotations
 
