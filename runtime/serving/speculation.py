@@ -19,8 +19,8 @@ stream's position lives here, in the rank's `Speculation`.
 
 The KV of a pass's tokens (`reserve_bursts`) is taken as the mocker takes it, once the pass is scheduled
 and its admissions made: each request reaching its known end needs room for its largest burst, all
-together, or the newest running request is preempted; a state rank reserves its drafts' slots
-(`drafts_kv`, vLLM's `num_lookahead_tokens`) as it schedules each decode instead.
+together (a state rank's also the fresh state of drafts entering a new block), or the newest running
+request is preempted.
 """
 from __future__ import annotations
 
@@ -96,21 +96,19 @@ class Speculation:
         (the pass started with `generated - 1` tokens; the burst is cut to what it had left)."""
         return self.sample(request.stop_after - request.generated + 1) - 1
 
-    def drafts_kv(self, request, new: int) -> int:
-        """Slots a decode of a state rank reserves for its drafts as it is scheduled (vLLM's lookahead), no more
-        than the tokens it has left (the state runs, facts sections 45 and 54, agree so)."""
-        return min(self.lookahead, request.stop_after - request.generated - 1) if new == 1 and request.generated else 0
-
     def reserve_bursts(self, rank, items: list, preempt, fits) -> None:
         """The KV of the tokens this pass emits, taken once the pass is scheduled (the mocker's
         `emit_speculative_ready_tokens`, after admission): every request whose pass reaches the end of its known
         tokens needs the blocks of those tokens plus its largest burst (1 + `lookahead`, cut to what it has left),
-        all of them together; while they do not fit, the newest running request is preempted (its pass was
-        scheduled, so what it computed stays cached, but it emits nothing) and leaves the pass."""
+        all of them together, and on a state rank the fresh state its drafts need when they enter a new block
+        (`drafts_state`); while they do not fit, the newest running request is preempted (its pass was scheduled,
+        so what it computed stays cached, but it emits nothing) and leaves the pass."""
         while True:
             ready = [(request, request.num_tokens + self.burst(request, new)) for request, new in items
                      if request.num_computed + new == request.num_tokens]
-            need = sum(max(0, rank.blocks_for(tokens) - (len(r.blocks) - rank.state_blocks)) for r, tokens in ready)
+            state = rank.snapshots.drafts_state
+            need = sum(max(0, rank.blocks_for(tokens) - (len(r.blocks) - rank.state_blocks))
+                       + state(rank, r.num_tokens, tokens) for r, tokens in ready)
             if need <= rank.pool.free_count or not rank.running:
                 break
             victim = rank.running.pop()
@@ -118,6 +116,8 @@ class Speculation:
             items[:] = [item for item in items if item[0] is not victim]
         for request, tokens in ready:
             fits(rank, request, tokens)
+            if state(rank, request.num_tokens, tokens):
+                rank.snapshots.drafts_read(request)
 
     def burst(self, request, new: int) -> int:
         """The most tokens the request's pass may emit: 1 + `lookahead` for a decode, 1 for a pass that computes
