@@ -19,8 +19,8 @@ stream's position lives here, in the rank's `Speculation`.
 
 The KV of a pass's tokens (`reserve_bursts`) is taken as the mocker takes it, once the pass is scheduled
 and its admissions made: each request reaching its known end needs room for its largest burst, all
-together (a state rank's also the fresh state of drafts entering a new block), or the newest running
-request is preempted.
+together (on a state rank also the fresh state of a decode that leaves a block boundary with drafts to
+verify: `StateSnapshots.drafts_state`), or the newest running request is preempted.
 """
 from __future__ import annotations
 
@@ -46,14 +46,10 @@ def conditional_rates(plan) -> tuple[float, ...]:
 class Speculation:
     """One role's speculative decoding, built from its plan record (`plan_records.SpeculationPlan`)."""
 
-    __slots__ = ("kind", "lookahead", "rates", "mean", "seed", "draft_layers", "drafts_read_kv", "thresholds",
-                 "offset", "_stream", "_bursts")
+    __slots__ = ("lookahead", "seed", "draft_layers", "drafts_read_kv", "thresholds", "offset", "_stream", "_bursts")
 
     def __init__(self, plan, offset: int = 0):
-        self.kind = plan.kind  # ngram | mtp
         self.lookahead = plan.draft_tokens
-        self.rates = plan.rates
-        self.mean = plan.mean_accepted
         self.seed = plan.seed
         self.draft_layers = plan.draft_layers
         self.drafts_read_kv = plan.drafts_read_kv
@@ -100,7 +96,7 @@ class Speculation:
         """The KV of the tokens this pass emits, taken once the pass is scheduled (the mocker's
         `emit_speculative_ready_tokens`, after admission): every request whose pass reaches the end of its known
         tokens needs the blocks of those tokens plus its largest burst (1 + `lookahead`, cut to what it has left),
-        all of them together, and on a state rank the fresh state its drafts need when they enter a new block
+        all of them together, and on a state rank the fresh state of a decode leaving a block boundary with drafts
         (`drafts_state`); while they do not fit, the newest running request is preempted (its pass was scheduled,
         so what it computed stays cached, but it emits nothing) and leaves the pass."""
         while True:

@@ -53,8 +53,8 @@ class StateSnapshots(WholeBlocks):
         # of their own: that block keeps their first tokens' KV and joins them when the request lets it go
         self.written: dict[int, list[int]] = {}
         self.pending: set[int] = set()  # ... those whose writer has not computed its whole prompt yet: not resumable
-        # id(request) -> its pass that reached a block boundary also verified drafts in the next block, so that pass
-        # read its old state: the fresh state's swap lets the old go at once (`drafts_read`)
+        # id(request) of those whose pass that reached a block boundary also verified drafts in the next block, so
+        # that pass read the old state: the fresh state's swap lets the old go at once (`drafts_read`)
         self.drafts_ahead: set[int] = set()
         self.stores = 0  # snapshots written (a rewrite of an evicted one counts again)
         self.evicted = 0  # stored snapshots that lost a block to eviction (counted when seen)
