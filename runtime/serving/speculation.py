@@ -44,7 +44,8 @@ def conditional_rates(plan) -> tuple[float, ...]:
 
 
 class Speculation:
-    """One role's speculative decoding, built from its plan record (`plan_records.SpeculationPlan`)."""
+    """One rank's speculative decoding and its draw stream, built from its plan record
+    (`plan_records.SpeculationPlan`)."""
 
     __slots__ = ("lookahead", "seed", "draft_layers", "drafts_read_kv", "thresholds", "offset", "_stream", "_bursts")
 
