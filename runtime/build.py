@@ -82,7 +82,7 @@ def _role_workers(plan, role, first_worker: int, first_rank: int, clock: Clock) 
                         role.max_sequences, plan.enable_chunked_prefill,
                         role.state_blocks_per_request, name=f"{prefix}worker{w}.dp{d}")
             rank.role = role.name
-            rank.speculation = speculation.of(role)  # (every engine speculates: SGLang in sglang_decode.py)
+            rank.speculation = speculation.of(role, rank_index - first_rank)  # (SGLang's in sglang_decode.py)
             rank.snapshots = snapshots_for(role)
             engine.equip(rank, role)
             ranks.append(rank)

@@ -10,6 +10,7 @@ import orjson
 
 from kvreplay.runtime.engines.sglang_decode import decode_batch, decode_work, speculation_of
 from kvreplay.runtime.serving.speculation import Speculation
+from kvreplay.runtime.traffic.chacha_stream import UniformStream
 
 from .support import distinct_outputs
 from .test_replay import replay
@@ -48,21 +49,22 @@ def test_every_pass_emits_its_burst_and_a_completing_request_stops_mid_burst():
     assert (a.last_token_ns - a.first_token_ns) / (a.generated - 1) == 30 * MS / 8
 
 
-def test_mtp_bursts_follow_the_counter_based_draws():
-    """nextn 2, 1.5 accepted on average: each pass emits 1 + floor(1.5) + (1 when the pass's draw < 0.5), the draw
-    keyed by the request's index and its token count at the pass's start."""
+def test_mtp_bursts_follow_the_rank_s_stream():
+    """nextn 2, 1.5 accepted on average: rates (1, 0.5), so each pass reads one u64 of the rank's stream (seed 9,
+    worker 0) and emits 3 tokens below 2**63, else 2 (cut to what is left).  Seed 9's first u64s over 2**64: 0.647,
+    0.036, 0.751, 0.631, 0.644, 0.618, 0.993, 0.008: bursts 2, 3, 2, 2, 2, 2, 2, 3."""
     rank = speculating(sg_rank(1000), kind="mtp", mean=1.5, drafts=2, seed=9)
     a = request(3, [(1, 0, 10)], 40)
     rank.waiting.append(a)
     now = step(rank, 0)[1]
-    spec = rank.speculation
+    stream, bursts = UniformStream(9), []
     while rank.busy:
         start = a.generated
-        expected = min(1 + spec.accepted(3, start), a.stop_after - start)
-        assert expected in (2, 3)
+        expected = min(3 if stream.next_u64() < 2 ** 63 else 2, a.stop_after - start)
         _, now, _ = step(rank, now)
         assert a.generated - start == expected
-    assert a.generated == 40
+        bursts.append(expected)
+    assert a.generated == 40 and bursts[:8] == [2, 3, 2, 2, 2, 2, 2, 3]
 
 
 def test_pass_cost_counts_the_verified_drafts_and_a_prefill_rank_emits_one_token():

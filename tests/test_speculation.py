@@ -10,10 +10,10 @@ import pytest
 from kvreplay.compiler.catalog import resolve_hardware, resolve_model
 from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.compiler.timing_inputs import roofline_record
-from kvreplay.runtime.serving.speculation import POSITIONS, STREAM, Speculation
+from kvreplay.runtime.serving.speculation import Speculation, conditional_rates
 from kvreplay.runtime.timing import PassWork
 from kvreplay.runtime.timing.default import default_timing
-from kvreplay.runtime.traffic.rng import uniform
+from kvreplay.runtime.traffic.chacha_stream import UniformStream
 
 from .support import compile_yaml, distinct_outputs
 from .test_replay import replay
@@ -42,32 +42,65 @@ def _ngram(rates, seed=42):
             f"acceptance_rates: {list(rates)}, seed: {seed}}}\n")
 
 
-def _sampler(kind="ngram", rates=(), mean=0.0, seed=42):
-    return Speculation(SimpleNamespace(kind=kind, draft_tokens=max(len(rates), 2), rates=tuple(rates),
+def _sampler(kind="ngram", rates=(), mean=0.0, seed=42, drafts=None):
+    return Speculation(SimpleNamespace(kind=kind, draft_tokens=drafts or max(len(rates), 2), rates=tuple(rates),
                                        mean_accepted=mean, seed=seed, draft_layers=0,
                                        drafts_read_kv=False))
 
 
 def test_a_draft_is_accepted_only_after_every_draft_before_it():
-    always, never, first_only = _sampler(rates=(1.0, 1.0)), _sampler(rates=(0.0, 1.0)), _sampler(rates=(1.0, 0.0))
-    assert [always.accepted(i, g) for i in range(3) for g in range(1, 4)] == [2] * 9
-    assert [never.accepted(i, g) for i in range(3) for g in range(1, 4)] == [0] * 9
-    assert [first_only.accepted(i, g) for i in range(3) for g in range(1, 4)] == [1] * 9
-    # the draws are the counter-based generator's, keyed by seed, request index and the pass (`generated`)
+    """The mocker's own sampler tests (common/speculative.rs): rates [0, 1] give 1 token, [1, 1] 3, [1, 0, 1] 2
+    (the first rejection ends the run), and a burst is cut to what is left (2 of 3; nothing left: 0)."""
+    assert [_sampler(rates=(0.0, 1.0)).sample(10) for _ in range(5)] == [1] * 5
+    assert [_sampler(rates=(1.0, 1.0)).sample(10) for _ in range(5)] == [3] * 5
+    assert _sampler(rates=(1.0, 0.0, 1.0)).sample(10) == 2
+    clamped = _sampler(rates=(1.0, 1.0))
+    assert (clamped.sample(2), clamped.sample(0)) == (2, 0)
+
+
+def test_the_draws_are_the_mocker_s_stdrng_stream():
+    """One stream per rank, `StdRng::seed_from_u64(seed + the rank's place among its role's ranks)`; a position of
+    rate 1 accepts without a draw, any other reads one u64 and accepts below rate * 2**64 (`random_bool`), a rate of
+    0 included.  Seed 7's first
+    u64s, over 2**64: 0.030, 0.307, 0.143, 0.543, 0.272, 0.951: rates [0.6, 0.5] accept 2, 1 (0.543 >= 0.5), 1
+    (0.951)."""
+    stream = UniformStream(7)
+    u = [stream.next_u64() / 2 ** 64 for _ in range(6)]
+    assert [round(x, 3) for x in u] == [0.030, 0.307, 0.143, 0.543, 0.272, 0.951]
     drawn = _sampler(rates=(0.6, 0.5), seed=7)
-    for index, generated in ((0, 1), (3, 9), (17, 40)):
-        u = [uniform(7, STREAM + index, generated * POSITIONS + p) for p in range(2)]
-        assert drawn.accepted(index, generated) == (0 if u[0] >= 0.6 else 1 if u[1] >= 0.5 else 2)
+    assert [drawn.sample(10) for _ in range(3)] == [3, 2, 2]
+    # a rate of 1 reads nothing, so [1, 0.6, 0.5] makes the same draws one token longer; a rate of 0 reads one
+    longer = _sampler(rates=(1.0, 0.6, 0.5), seed=7)
+    assert [longer.sample(10) for _ in range(3)] == [4, 3, 3]
+    zero_first = _sampler(rates=(0.0,), seed=7, drafts=1)
+    assert zero_first.sample(10) == 1 and zero_first._stream.next_u64() / 2 ** 64 == u[1]
+    # a role's second rank reads seed 8's stream (the mocker adds its seed offset, the rank's place, to the seed)
+    second = Speculation(SimpleNamespace(kind="ngram", draft_tokens=2, rates=(0.6, 0.5), mean_accepted=0.0, seed=7,
+                                         draft_layers=0, drafts_read_kv=False), 1)
+    eight = _sampler(rates=(0.6, 0.5), seed=8)
+    assert [second.sample(10) for _ in range(20)] == [eight.sample(10) for _ in range(20)]
+
+
+def test_native_mtp_means_become_conditional_rates_as_aisimulate_lowers_them():
+    """`nextn_accepted` m with `nextn` d: floor(m) positions of 1, then frac(m), then 0 (AISimulate's
+    `_accept_rates_for_expected`); ngram's rates are padded with 0 to the drafts or cut."""
+    mtp = lambda mean, drafts: conditional_rates(SimpleNamespace(kind="mtp", draft_tokens=drafts, rates=(),
+                                                                 mean_accepted=mean))
+    assert mtp(0.7, 1) == (0.7,) and mtp(1.4, 2) == (1.0, 1.4 - 1) and mtp(2.0, 2) == (1.0, 1.0)
+    assert mtp(0.5, 3) == (0.5, 0.0, 0.0) and mtp(1.0, 2) == (1.0, 0.0)
+    ngram = lambda rates, drafts: conditional_rates(SimpleNamespace(kind="ngram", draft_tokens=drafts,
+                                                                    rates=rates, mean_accepted=0.0))
+    assert ngram((0.9,), 3) == (0.9, 0.0, 0.0) and ngram((0.9, 0.5, 0.2), 2) == (0.9, 0.5)
 
 
 def test_mean_accepted_drafts():
     ngram = _sampler(rates=(0.8, 0.5, 0.3))
-    draws = [ngram.accepted(i, g) for i in range(200) for g in range(1, 101)]
-    assert sum(draws) / len(draws) == pytest.approx(0.8 + 0.4 + 0.12, abs=0.01)
+    draws = [ngram.sample(100) - 1 for _ in range(20000)]
+    assert sum(draws) / len(draws) == pytest.approx(0.8 + 0.4 + 0.12, abs=0.02)
     half = _sampler("mtp", mean=0.5)
-    draws = [half.accepted(i, g) for i in range(200) for g in range(1, 101)]
-    assert set(draws) == {0, 1} and sum(draws) / len(draws) == pytest.approx(0.5, abs=0.01)
-    assert {_sampler("mtp", mean=1.0).accepted(i, g) for i in range(50) for g in range(1, 50)} == {1}
+    draws = [half.sample(100) - 1 for _ in range(20000)]
+    assert set(draws) == {0, 1} and sum(draws) / len(draws) == pytest.approx(0.5, abs=0.02)
+    assert {_sampler("mtp", mean=1.0).sample(100) for _ in range(500)} == {2}
 
 
 def test_fixed_acceptance_token_times_and_the_shorter_prefix_hit(tmp_path):
@@ -87,19 +120,32 @@ def test_fixed_acceptance_token_times_and_the_shorter_prefix_hit(tmp_path):
 
 
 def test_drawn_acceptance_token_times(tmp_path):
-    """One request, rates [0.6, 0.5], seed 7, 12 output tokens: its passes follow the generator's draws.  By hand:
-    the pass starting at 1 token draws (0.433, 0.783): 1 draft accepted, 2 tokens; at 3: (0.040, 0.168), 3
-    tokens; at 6: (0.476, 0.727), 2; at 8: (0.327, 0.009), 3; at 11: (0.468, ...), cut to the 1 token left.
-    Five decode passes: e2e 20 + 5 x 10 = 70 ms, TPOT 50 / 11 ms, six 0-ms gaps."""
+    """One request, rates [0.6, 0.5], seed 7, 12 output tokens: its passes follow seed 7's stream (above).  By
+    hand: the pass starting at 1 token reads (0.030, 0.307): 3 tokens; at 4: (0.143, 0.543), 2; at 6: (0.272,
+    0.951), 2; at 8: (0.175, 0.257), 3; at 11: (0.125, 0.723), 2 cut to the 1 left.  Five decode passes: e2e
+    20 + 5 x 10 = 70 ms, TPOT 50 / 11 ms, six 0-ms gaps; the prefill's pass draws nothing."""
     summary, records = replay(_config(tmp_path, _ngram([0.6, 0.5], seed=7), output_tokens=12, cached=0,
                                       requests=1), tmp_path / "out")
-    sampler, generated, passes, zeros = _sampler(rates=(0.6, 0.5), seed=7), 1, 0, 0
-    while generated < 12:
-        kept = min(12 - generated - 1, sampler.accepted(0, generated))
-        generated, passes, zeros = generated + 1 + kept, passes + 1, zeros + kept
-    assert records[0]["e2e_latency_ms"] == 20.0 + 10.0 * passes
-    assert summary["mean_tpot_ms"] == 10.0 * passes / 11
-    assert (passes, zeros) == (5, 6) and records[0]["e2e_latency_ms"] == 70.0
+    assert records[0]["e2e_latency_ms"] == 70.0 and summary["mean_tpot_ms"] == 50 / 11
+    assert summary["min_itl_ms"] == 0.0
+
+
+def test_every_request_s_passes_are_aisimulate_s(tmp_path):
+    """12 requests of 100 + 30 tokens one after another, rates [0.8, 0.5, 0.3], seed 42: AISimulate's requests.jsonl
+    (facts section 89) gives each request's decode passes, (last - first token) / 10 ms, as 11, 14, 11, 12, 14,
+    11, 12, 15, 13, 12, 16, 11; the mocker's sampler run by hand over seed 42's stream gives the same."""
+    _, records = replay(_config(tmp_path, _ngram([0.8, 0.5, 0.3]), input_tokens=100, output_tokens=30, cached=0,
+                                requests=12), tmp_path / "out")
+    records.sort(key=lambda r: r["arrival_time_ms"])
+    assert [round((r["last_token_ms"] - r["first_token_ms"]) / 10) for r in records] == [
+        11, 14, 11, 12, 14, 11, 12, 15, 13, 12, 16, 11]
+    sampler, passes = _sampler(rates=(0.8, 0.5, 0.3)), []
+    for _ in records:
+        generated, count = 1, 0
+        while generated < 30:
+            generated, count = generated + sampler.sample(30 - generated), count + 1
+        passes.append(count)
+    assert passes == [round((r["last_token_ms"] - r["first_token_ms"]) / 10) for r in records]
 
 
 def test_lookahead_slots_set_the_preemptions(tmp_path):
@@ -115,6 +161,44 @@ def test_lookahead_slots_set_the_preemptions(tmp_path):
     # readmission may be preempted again in its own pass (facts section 70; 4.0572 when the drafts' KV was taken
     # as each decode was scheduled, 4.0488 before a readmission's pass counted its sampled token as a decode, §43)
     assert summary["mean_tpot_ms"] == pytest.approx(4.0741, abs=1e-4)
+
+
+def _ranked_config(tmp_path, parallelism: str, disaggregated: bool, concurrency: int, requests: int):
+    role = f"""      timing: {{type: fixed, prefill_ms: 20.0, decode_ms: 10.0}}
+      kv_cache: {{capacity: {{type: fixed, blocks: 2000}}, block_size: 64}}
+{parallelism}"""
+    workers = f"    prefill:\n{role}    decode:\n{role}" if disaggregated else f"    aggregated:\n{role}"
+    path = tmp_path / "ranked.yaml"
+    path.write_text(f"""engine:
+  model: Qwen/Qwen3-32B
+  hardware: h200_sxm
+{"  mode: disaggregated" if disaggregated else ""}
+{_ngram([0.8, 0.5, 0.3])}  workers:
+{workers}traffic:
+  source: {{type: synthetic, input_tokens: 100, output_tokens: 40}}
+  load: {{type: concurrency, concurrency: {concurrency}}}
+  stop: {{requests: {requests}}}
+""")
+    return path
+
+
+def test_each_rank_draws_from_the_stream_of_its_place_in_its_role(tmp_path):
+    """AISimulate seeds rank k of a role (worker x attention_data + dp rank) with seed + k.  Two workers of two
+    attention-DP ranks, 24 requests of 100 + 40 tokens at concurrency 4: AISimulate's duration 1,240 ms, TTFT
+    21.25 ms, TPOT 4.50855 ms, and kvreplay's the same on every request (facts section 89; with one stream for both
+    ranks of a worker 20 of 24 requests were apart).  P/D at concurrency 1: the decode role's rank is its role's
+    first, so seed 42 itself (not 43, its worker's index in the deployment): AISimulate's decode passes after the
+    first token, per request, 16, 16, 16, 17, 15, 18, 18, 18, 18, 15, 17, 17 (seed 43 would give 16, 15, 17, ...),
+    and the decode rank's first pass (the first token) draws nothing."""
+    summary, _ = replay(_ranked_config(tmp_path, "      parallelism: {replicas: 2, attention_data: 2}\n", False, 4,
+                                       24), tmp_path / "agg")
+    assert (summary["duration_ms"], summary["mean_ttft_ms"]) == (1240.0, 21.25)
+    assert summary["mean_tpot_ms"] == pytest.approx(4.508547008547009, rel=1e-12)
+    summary, records = replay(_ranked_config(tmp_path, "", True, 1, 12), tmp_path / "pd")
+    records.sort(key=lambda r: r["arrival_time_ms"])
+    assert [round((r["last_token_ms"] - r["first_token_ms"]) / 10) for r in records] == [
+        16, 16, 16, 17, 15, 18, 18, 18, 18, 15, 17, 17]
+    assert (summary["duration_ms"], summary["mean_ttft_ms"]) == (2370.0, 30.0)
 
 
 def _roofline(model: str, tensor: int = 1, experts: int = 1, kv_bytes: int = 2):
@@ -210,14 +294,14 @@ traffic:
 
 
 def test_side_by_side_drawn_ngram(tmp_path):
-    """200 requests of 1000 + 200 tokens (512 shared), concurrency 8, rates [0.8, 0.5, 0.3]: AISimulate draws from
-    its own generator, so only the means agree: its duration 25,470 ms, TPOT 4.9005 ms, reuse 0.44576."""
+    """200 requests of 1000 + 200 tokens (512 shared), concurrency 8, rates [0.8, 0.5, 0.3]: AISimulate's duration
+    25,470 ms, TPOT 4.9005 ms, reuse 0.44576.  With the mocker's stream read in its order (facts section 89) the
+    figures are equal, not only their means (25,620 ms with counter-based draws)."""
     config = _config(tmp_path, _ngram([0.8, 0.5, 0.3]), blocks=4000, input_tokens=1000, output_tokens=200,
                      cached=512, concurrency=8, requests=200)
     summary, _ = replay(config, tmp_path / "out")
-    assert (summary["duration_ms"], summary["prefix_cache_reused_ratio"]) == (25620.0, 0.44576)
-    assert summary["duration_ms"] / 25470.0 - 1 < 0.01
-    assert abs(summary["mean_tpot_ms"] / 4.900502512562811 - 1) < 0.01
+    assert (summary["duration_ms"], summary["prefix_cache_reused_ratio"]) == (25470.0, 0.44576)
+    assert summary["mean_tpot_ms"] == pytest.approx(4.900502512562811, rel=1e-12)
 
 
 def test_byte_identical_across_hash_seeds_and_single_stepping(tmp_path):

@@ -61,7 +61,7 @@ def decode_work(rank, decodes: int, context: int) -> PassWork:
 def accept(rank, request, speculation) -> None:
     """At the end of its decode pass the request emits its accepted drafts beside its base token (cut to what it has
     left: one completing mid-burst stops there); unless it completed, the complete pages reached enter the tree."""
-    drafts = speculation.extra(request)
+    drafts = speculation.kept(request)
     if drafts:
         emit_drafts(request, drafts)
     if request.generated < request.stop_after:
@@ -118,6 +118,8 @@ def _grown(rank, state, speculation=None) -> list:
     burst drawn for it), the pages taken from the pool; a lone request short of a page (P/D reservations hold the
     rest) waits."""
     pool, leases, items = rank.pool, state.leases, []
+    if speculation is not None:
+        speculation.draw_bursts(rank.running)  # (at the pass's start, in the running batch's order)
     for request in rank.running:
         lease = leases[id(request)]
         need = pool.ceil(request.num_tokens + (speculation.drawn(request) if speculation is not None else 1)) - lease.end

@@ -256,8 +256,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
         if not new or not rank.chunked and new < request.num_tokens - computed:
             i += 1
             continue
-        reserve = request.num_computed + new + (rank.speculation.drafts_kv(request, new) if hybrid and lookahead else 0)
-        while not _fits(rank, request, reserve):
+        while not _fits(rank, request, request.num_computed + new):
             victim = running.pop()
             preempt(rank, victim)
             preempted = True
@@ -277,7 +276,7 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
     if not items:
         return None
     work = work_of(items, rank.speculation, rank.role == "decode", vllm=True, hybrid=hybrid)
-    if lookahead and not hybrid:  # (a state rank reserves its drafts' KV as it schedules them: drafts_kv)
+    if lookahead:
         rank.speculation.reserve_bursts(rank, items, preempt, _fits)  # (a victim's pass is still priced)
     return Batch(items, work)
 

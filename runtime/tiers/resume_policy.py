@@ -36,6 +36,13 @@ class WholeBlocks:
         """The tokens a pass computes for the request from `computed`, at most `new`."""
         return new
 
+    def drafts_state(self, rank, known: int, tokens: int) -> int:
+        """State blocks a decode's drafts need when its pass emits (from `known` tokens to at most `tokens`)."""
+        return 0
+
+    def drafts_read(self, request) -> None:
+        """The request's pass, emitting, counted `drafts_state`'s blocks for it."""
+
     def reached(self, rank, request, computed: int, tokens: int) -> None:
         """A pass ended that took the request from `computed` to `tokens` computed tokens."""
 

@@ -37,7 +37,8 @@ class StateSnapshots(WholeBlocks):
     hold."""
 
     __slots__ = ("plan", "unit", "state_blocks", "rule", "stored", "owed", "sources", "written", "pending", "stores",
-                 "evicted", "skipped", "resumes", "resumed_tokens", "resumed_at", "drafts_drop_last_hit", "fusable")
+                 "evicted", "skipped", "resumes", "resumed_tokens", "resumed_at", "drafts_drop_last_hit", "fusable",
+                 "drafts_ahead")
 
     def __init__(self, plan):
         self.plan = plan  # plan_records.StateCachePlan
@@ -52,6 +53,9 @@ class StateSnapshots(WholeBlocks):
         # of their own: that block keeps their first tokens' KV and joins them when the request lets it go
         self.written: dict[int, list[int]] = {}
         self.pending: set[int] = set()  # ... those whose writer has not computed its whole prompt yet: not resumable
+        # id(request) of those whose pass that reached a block boundary also verified drafts in the next block, so
+        # that pass read the old state: the fresh state's swap lets the old go at once (`drafts_read`)
+        self.drafts_ahead: set[int] = set()
         self.stores = 0  # snapshots written (a rewrite of an evicted one counts again)
         self.evicted = 0  # stored snapshots that lost a block to eviction (counted when seen)
         self.skipped = 0  # positions not snapshot: no free block for the KV of a block's first tokens
@@ -132,7 +136,8 @@ class StateSnapshots(WholeBlocks):
         old = blocks[-self.state_blocks:]
         blocks[-self.state_blocks:] = fresh
         held = old + self.owed.pop(id(request))
-        if self.rule == "pass_ends":
+        if self.rule == "pass_ends" or id(request) in self.drafts_ahead:
+            self.drafts_ahead.discard(id(request))
             rank.pool.release(held)
         else:
             self.sources[id(request)] = held
@@ -157,6 +162,20 @@ class StateSnapshots(WholeBlocks):
         if new >= rank.max_batched < size:
             return new  # (a whole budget shorter than a block: cut anywhere, or it would never run; §77)
         return max(0, (computed + new) // size * size - computed)
+
+    def drafts_state(self, rank, known: int, tokens: int) -> int:
+        """A decode pass that leaves its request on a block boundary (`known` tokens) owes fresh state for the next
+        block (`reached`); when it has drafts to verify (its largest burst, to `tokens`, is more than one token)
+        AISimulate counts that state with the burst's KV as the pass emits, and preempts for it then (facts section
+        89).  Drafts that cross a boundary inside the burst need none then, nor a prompt's or recompute's pass."""
+        if self.rule == "whole_blocks" or tokens - known < 2:
+            return 0
+        return self.state_blocks if known % rank.block_size == 0 else 0
+
+    def drafts_read(self, request) -> None:
+        """That pass's drafts computed into the next block and read the old state then (AISimulate takes the fresh
+        state as the pass emits): its old state is not held through the next pass (`swap`; facts section 89)."""
+        self.drafts_ahead.add(id(request))
 
     @staticmethod
     def pass_end_positions(prompt_len: int, block_size: int, computed: int, tokens: int) -> range:
@@ -217,6 +236,7 @@ class StateSnapshots(WholeBlocks):
         the request's order, not empty memory: AISimulate resumes a later request there after a completion, and a
         preempted request's snapshot is gone once that block is evicted; facts §77)."""
         held = self.sources.pop(id(request), []) + self.owed.pop(id(request), [])
+        self.drafts_ahead.discard(id(request))
         if held:
             rank.pool.release(held)
         written = self.written.pop(id(request), None)
