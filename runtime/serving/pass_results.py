@@ -68,8 +68,11 @@ def emit_drafts(request: Request, drafts: int) -> None:
 
 
 def release_finished(rank, finished: list[Request], end_ns: int) -> None:
-    done = set(map(id, finished))
-    rank.running = [r for r in rank.running if id(r) not in done]
+    if len(finished) == 1 and finished[0] in rank.running:  # (a fused run's finishes come one at a time: taken
+        rank.running.remove(finished[0])  # out in C, in place; requests compare by identity, having no __eq__)
+    else:
+        done = set(map(id, finished))
+        rank.running = [r for r in rank.running if id(r) not in done]
     for request in finished:
         rank.chain.on_finish(rank, request)
         if rank.role == "prefill":  # a prefill rank's part is done: the KV is handed off

@@ -45,5 +45,17 @@ def work_of(items: list[tuple[Request, int]], speculation=None, decode_rank: boo
                 decodes += 1  # a readmission's recompute that ends samples its next token: a decode of this pass
                 context += request.num_tokens  # too (the mocker's emit_ready_tokens times every ready request)
     if speculation is None:
-        return PassWork(tuple(chunks), decodes, context)
+        return plain_work(tuple(chunks), decodes, context)
     return speculation.work(tuple(chunks), decodes, context)
+
+
+_new = object.__new__
+
+
+def plain_work(chunks: tuple, decodes: int, context: int) -> PassWork:
+    """`PassWork(chunks, decodes, context)`, made for once a pass: a frozen dataclass's __init__ sets each of its six
+    fields through object.__setattr__ (about 3x the time); the three draft fields read their defaults (0) from the
+    class, where the dataclass left them, so it is equal, hashes and `replace`s as the constructor's (tested)."""
+    work = _new(PassWork)
+    work.__dict__.update(prefill_chunks=chunks, decode_requests=decodes, decode_context=context)
+    return work
