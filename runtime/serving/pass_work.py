@@ -1,4 +1,4 @@
-"""What one vLLM-style pass computes, as the step-time providers see it (`timing.PassWork`).
+"""What one vLLM-style pass computes, as the step-time providers see it (`timing.PassWork`), and its `Batch`.
 
 A decode is one token after the first; a handed-off request's first pass on its decode rank is a decode over its
 prompt; anything else is a prefill chunk, except on a decode rank (see `work_of`).
@@ -9,8 +9,18 @@ from ..timing import PassWork
 from .requests import Request
 
 
+class Batch:
+    """What one rank runs in one pass."""
+
+    __slots__ = ("items", "work")
+
+    def __init__(self, items: list[tuple[Request, int]], work: PassWork):
+        self.items = items
+        self.work = work
+
+
 def work_of(items: list[tuple[Request, int]], speculation=None, decode_rank: bool = False,
-            vllm: bool = False, hybrid: bool = False) -> PassWork:
+            vllm: bool = False, hybrid: bool = False, decodes: int = 0, context: int = 0) -> PassWork:
     """The pass's work; under speculation each decode also verifies the drafts (`speculation.work`).
 
     On a decode rank a readmission's recompute is no prefill: the mocker (`schedule_request`) counts prompt
@@ -23,8 +33,9 @@ def work_of(items: list[tuple[Request, int]], speculation=None, decode_rank: boo
     the chunk cut to the prompt), so a recompute chunk wholly past the prompt (a readmission whose hit covers its
     prompt, or the output part of a split recompute) is no prefill: with nothing else the pass is priced as its
     decodes (facts section 70).  A `hybrid` rank (state snapshots) prices such a chunk as prefill, as AISimulate's
-    state runtime does (section 45's 2,112-2,163 recompute)."""
-    chunks, decodes, context = [], 0, 0
+    state runtime does (section 45's 2,112-2,163 recompute).  `decodes` and `context`: those of the pass's decodes
+    the caller counted already, which `items` leaves out (the scheduler's in-block decodes)."""
+    chunks = []
     for request, new in items:
         # a decode: one token after the first; or the first, of a prompt whose KV was all reused (TensorRT-LLM)
         if new == 1 and request.num_computed == request.num_tokens - 1 and (
