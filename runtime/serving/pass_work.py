@@ -64,7 +64,7 @@ _new = object.__new__
 
 
 def plain_work(chunks: tuple, decodes: int, context: int) -> PassWork:
-    """`PassWork(chunks, decodes, context)`, made for once a pass: a frozen dataclass's __init__ sets each of its six
+    """`PassWork(chunks, decodes, context)`, made once a pass: a frozen dataclass's __init__ sets each of its six
     fields through object.__setattr__ (about 3x the time); the three draft fields read their defaults (0) from the
     class, where the dataclass left them, so it is equal, hashes and `replace`s as the constructor's (tested)."""
     work = _new(PassWork)
