@@ -30,8 +30,9 @@ def finish_pass(rank, batch, end_ns: int) -> list[Request]:
         last = request.last_token_ns
         if last is not None and request.second_token_ns is not None:  # the common decode case, inlined
             gaps, gap = request.gaps, end_ns - last
-            if gaps and gaps[-1][0] == gap:
-                gaps[-1][1] += 1
+            run = gaps[-1] if gaps else None
+            if run is not None and run[0] == gap:
+                run[1] += 1
             else:
                 gaps.append([gap, 1])
             request.last_token_ns = end_ns
@@ -71,8 +72,11 @@ def emit_drafts(request: Request, drafts: int) -> None:
 
 
 def release_finished(rank, finished: list[Request], end_ns: int) -> None:
-    done = set(map(id, finished))
-    rank.running = [r for r in rank.running if id(r) not in done]
+    if len(finished) == 1 and finished[0] in rank.running:  # (a fused run's finishes come one at a time: taken
+        rank.running.remove(finished[0])  # out in C, in place; requests compare by identity, having no __eq__)
+    else:
+        done = set(map(id, finished))
+        rank.running = [r for r in rank.running if id(r) not in done]
     for request in finished:
         rank.chain.on_finish(rank, request)
         if rank.role == "prefill":  # a prefill rank's part is done: the KV is handed off
@@ -98,9 +102,14 @@ def cancel(rank, request: Request) -> None:
 
 def register(rank, request: Request, tokens: int) -> None:
     """Make the request's full blocks up to `tokens` discoverable by their keys."""
-    upto = min(tokens // rank.block_size, len(request.keys))
-    if upto > request.max_blocks:
-        rank.pool.register_run(request.blocks, request.keys, request.max_blocks, upto, request.spec)
+    upto = tokens // rank.block_size
+    if upto > request.max_blocks:  # (else no block is new, whatever its keys: they are not looked at)
+        keys = request.keys
+        if upto > len(keys):
+            upto = len(keys)
+            if upto <= request.max_blocks:
+                return
+        rank.pool.register_run(request.blocks, keys, request.max_blocks, upto, request.spec)
         request.max_blocks = upto
 
 

@@ -22,9 +22,8 @@ from ..tiers import offload
 from ..tiers.chain import NO_TIERS
 from ..tiers.g1 import BlockPool
 from ..tiers.state_snapshots import WHOLE_BLOCKS
-from ..timing import PassWork
 from . import handoff, pass_results
-from .pass_work import work_of
+from .pass_work import Batch, work_of  # (Batch: importers read it here too)
 from .requests import Request
 
 
@@ -93,16 +92,6 @@ def known_sequence(rank: "Rank", request: Request, hits: list[int], need: int) -
     chunked prefill computes only part of it this pass.  Admitting on the chunk alone let a long prompt start,
     run out of blocks at its next chunk and be preempted again and again."""
     return max(need, rank.blocks_for(request.num_tokens) - len(hits) + rank.state_blocks)
-
-
-class Batch:
-    """What one rank runs in one pass."""
-
-    __slots__ = ("items", "work")
-
-    def __init__(self, items: list[tuple[Request, int]], work: PassWork):
-        self.items = items
-        self.work = work
 
 
 def preempt(rank: Rank, request: Request) -> None:
@@ -242,13 +231,15 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
     # blocks (released at their next schedule) take the full path below, not the in-block decode shortcut
     owed, sources = rank.snapshots.owed, rank.snapshots.sources
     watched = bool(owed or sources)  # (empty on most passes: the shortcut then needs no lookup)
+    rest, decodes, context = [], 0, 0  # what work_of prices, but the shortcut's decodes: counted here (most items)
     while i < len(running) and budget > 0:
         request = running[i]
         computed = request.num_computed
         new = request.num_tokens - computed
         if new == 1 and not lookahead and computed % block_size and (computed + 1) // block_size <= request.max_blocks \
-                and not (watched and (id(request) in owed or id(request) in sources)):
+                and request.generated and not (watched and (id(request) in owed or id(request) in sources)):
             append((request, 1))  # a decode inside its last block: nothing to allocate or register
+            decodes, context = decodes + 1, context + computed + 1  # (work_of's decode: a token after the first)
             budget -= 1
             i += 1
             continue
@@ -267,15 +258,18 @@ def schedule(rank: Rank, now_ns: int) -> Batch | None:
             break
         pass_results.register(rank, request, request.num_computed + new)
         items.append((request, new))
+        rest.append((request, new))
         budget -= new
         i += 1
+    scheduled = len(items)
     if not preempted or not items:  # (a pass that preempted everything is empty: the next one admits)
         budget = admit_waiting(rank, budget, items, now_ns)
         if not running and not items and rank.chain.drop_restore_holds(rank):
             budget = admit_waiting(rank, budget, items, now_ns)
     if not items:
         return None
-    work = work_of(items, rank.speculation, rank.role == "decode", vllm=True, hybrid=hybrid)
+    rest += items[scheduled:]
+    work = work_of(rest, rank.speculation, rank.role == "decode", True, hybrid, decodes, context)
     if lookahead:
         rank.speculation.reserve_bursts(rank, items, preempt, _fits)  # (a victim's pass is still priced)
     return Batch(items, work)
