@@ -8,8 +8,6 @@ lockstep with the worker's timing provider.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from .engines.table import engine_for
 from .serving.handoff import Handoff
 from .serving.opal_scaling import attach_scaling, reserved_workers
@@ -62,14 +60,6 @@ def storage_tier_spec(storage) -> TierSpec:
 TIER_SPECS = (("host", host_tier_spec), ("storage", storage_tier_spec))  # a role's tiers, fastest first
 
 
-def key_run(traffic, block_size: int) -> int:
-    """Engine blocks per trace block when a trace's keys run (h * per + j: `block_keys.trace_keys`), else 0 (the
-    tiers then keep their orders per key)."""
-    if traffic.kind != "trace" or not block_size or traffic.source.block_size % block_size:
-        return 0
-    return traffic.source.block_size // block_size
-
-
 def _g1_pool(plan, role, engine):
     """A rank's G1: its engine's cache; with opal's tiers and APC off, one whose restored blocks serve only their
     own request."""
@@ -103,8 +93,7 @@ def _role_workers(plan, role, first_worker: int, first_rank: int, clock: Clock) 
     if plan.opal is not None:  # opal's KV-cache tiers take the place of G2 and G3
         attach_kvc(ranks, plan.opal.kvc, clock)
         return workers
-    run = key_run(plan.traffic, role.block_size)
-    specs = [replace(spec(getattr(role, name)), key_run=run) for name, spec in TIER_SPECS if getattr(role, name)]
+    specs = [spec(getattr(role, name)) for name, spec in TIER_SPECS if getattr(role, name)]
     attach_chains(ranks, specs, clock)
     return workers
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from ..links.transfers import Link
 from .chain import TierChain
 from .connectors import PROFILES
-from .lru_blocks import LruBlocks
 from .lru_order import ORDERS
 from .promotion import ReadUp
 from .run_order import RunOrder
@@ -41,15 +40,10 @@ class TierSpec:
     section: str = ""  # the summary section it reports in ("g2_domains", "g3_offload") ...
     layout: str = ""  # ... laid out as "host" (an entry per pool) or "storage" (added up over the pools)
     kv_event_tier: str | None = None
-    key_run: int = 0  # > 1: the keys are h * key_run + j (a trace's blocks), so "lru" without TTL keeps one entry per h
 
 
 def _new_order(spec: TierSpec, clock):
-    if spec.order == "runs":
-        return RunOrder()
-    if spec.order == "lru" and not spec.ttl_ns and spec.key_run > 1:
-        return LruBlocks(spec.key_run)
-    return ORDERS[spec.order](spec.ttl_ns, clock)
+    return RunOrder() if spec.order == "runs" else ORDERS[spec.order](spec.ttl_ns, clock)
 
 
 def _pool(spec: TierSpec, name: str, members: list, clock) -> Tier:
