@@ -22,7 +22,7 @@ the queue is protected, the number of protected idle blocks it left in place
 asked for.  Inline evictions (for an admission) never stop short: the scheduler
 asks `can_allocate` first, so protection makes a request wait instead.
 
-`on_evict(pool, keys, writers, positions)` per batch, three columns of one entry per
+`on_evict(pool, keys, writers, positions)` per batch, three columns (sequences) of one entry per
 victim: its key, the RequestSpec whose content wrote the block (`register_run`'s
 `writer`) and the block's index in that chain (columns, not a tuple per block: a
 batch is up to thousands of blocks); `pool.now()` is the eviction's instant: fused decode passes apply later passes early and
@@ -35,7 +35,7 @@ from operator import eq, is_not, not_, sub
 
 from .apc_free import FreeBlocks
 from .apc_log import EvictStats
-from .apc_queue import IdleQueue, column, gather, ids, span
+from .apc_queue import IdleQueue, column, gather, ids, picker, span
 from .apc_lookup import ApcLookups
 from .apc_retry import Lookup
 from .g1 import BlockPool, consume
@@ -181,7 +181,8 @@ class ApcPool(ApcLookups, BlockPool):
         if not victims and not proactive:
             return
         key_of, cached = self.key_of, self.cached
-        keys = gather(key_of, victims)
+        pick = picker(victims)  # (the keys now, the writers below)
+        keys = pick(key_of)
         for key in keys:
             del cached[key]
         for block in victims:
@@ -192,7 +193,7 @@ class ApcPool(ApcLookups, BlockPool):
             self.inline_evictions += len(victims)
         self.evictions += len(victims)
         if self.events is not None and victims:
-            self.events.append(("Removed", keys))
+            self.events.append(("Removed", list(keys)))
         if self.evict_log is not None and (victims or requested):
             scanned = len(victims) + (1 if skipped else 0)
             pinned = self.pinned_count
@@ -202,7 +203,7 @@ class ApcPool(ApcLookups, BlockPool):
         if self.on_evict is not None and victims:
             index_of = self.index_of
             positions = [int(index_of[victims[0]])] if len(victims) == 1 else index_of[ids(victims)].tolist()
-            self.on_evict(self, keys, gather(self.writer_of, victims), positions)
+            self.on_evict(self, keys, pick(self.writer_of), positions)
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
         """BlockPool's, recording for each newly keyed block which request wrote it and at which chain index."""
@@ -253,19 +254,23 @@ class ApcPool(ApcLookups, BlockPool):
         if self.retry is not None:
             self.retry.touched(blocks)
         ref, order = self.ref, blocks[::-1]
-        held = gather(ref, order)
+        pick = picker(order)  # (the counts now, the keys below when every block is freed)
+        held = pick(ref)
         if held.count(1) == len(held):  # the usual release: its only holder lets go, every block is freed
             for block in order:
                 ref[block] = 0
             freed = order
+            keys = pick(self.key_of)
         else:
             left = list(map(sub, held, repeat(1)))
             for block, count in zip(order, left):
                 ref[block] = count
             freed = list(compress(order, map(not_, left)))
+            if not freed:
+                return
+            keys = gather(self.key_of, freed)
         if not freed:
             return
-        keys = gather(self.key_of, freed)
         if keys.count(None):  # (rarely: a partial last block, or blocks computed past the prompt's keys)
             keyed = list(map(is_not, keys, repeat(None)))
             self.free.extend(compress(freed, map(not_, keyed)))
