@@ -182,12 +182,16 @@ class ApcPool(ApcLookups, BlockPool):
         if not victims and not proactive:
             return
         key_of, cached = self.key_of, self.cached
-        pick = picker(victims)  # (the keys now, the writers below)
+        pick = picker(victims)  # (the keys now, the writers and indices below)
         keys = pick(key_of)
-        for key in keys:
-            del cached[key]
-        for block in victims:
-            key_of[block] = None
+        if len(victims) == 1:  # (a decode's block, most calls)
+            del cached[keys[0]]
+            key_of[victims[0]] = None
+        else:
+            for key in keys:
+                del cached[key]
+            for block in victims:
+                key_of[block] = None
         if proactive:
             self.proactive_evictions += len(victims)
         else:

@@ -187,7 +187,10 @@ class IdleQueue:
             out.extend(compress(self.q[start - self.base:stop - self.base], self._is_live(start, stop)))
             self.head = stop
         if out:
-            self.entry[ids(out)] = -1
+            if len(out) == 1:  # (a decode's block, most calls: no index array for one block)
+                self.entry[out[0]] = -1
+            else:
+                self.entry[ids(out)] = -1
             self.live -= len(out)
             self.expired -= len(out)
         cut = self.head - self.base
