@@ -175,3 +175,14 @@ def test_a_protected_block_waits_and_expired_ones_are_evicted_tail_first_then_ha
     assert (list(pool.free), pool.free_count, pool.idle_blocks()) == ([2, 1], 4, [0])
     assert pool.allocate(3) == [3, 2, 1]  # never-used first, then the free ones first freed first
     assert pool.cached == {7: 0}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 19), max_size=12), st.integers(1, 3))
+def test_one_picker_gathers_each_column_as_a_loop_does(indices, columns):
+    # (the release and the eviction gather several per-block columns with one itemgetter: `picker`)
+    from kvreplay.runtime.tiers.apc_queue import gather, picker
+    pick = picker(indices)
+    for c in range(columns):
+        column = [c * 100 + i for i in range(20)]
+        assert list(pick(column)) == [column[i] for i in indices] == gather(column, indices)

@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from runtime.outputs.opal_stats import GapTexts, _decode_values
 from runtime.outputs.request_log import add_runs, gap_columns
+from runtime.serving.requests import Request
 
 # (up to 80 runs: a listed request of fewer than request_log.FEW_RUNS is counted by a loop, a longer one in columns)
 RUNS = st.lists(st.tuples(st.integers(1, 9), st.integers(1, 4)).map(list), max_size=80)
@@ -60,3 +61,12 @@ def test_decode_values_are_json_of_each_gap(runs, ttft):
     request = SimpleNamespace(arrival_ns=0, first_token_ns=ttft, gaps=[[gap * 7_919_113, count] for gap, count in runs])
     values = [ttft / 1e9] + [gap / 1e9 for gap, count in request.gaps for _ in range(count)]
     assert _decode_values(request, GapTexts()) == json.dumps(values)
+
+
+@settings(max_examples=100, deadline=None)
+@given(RUNS)
+def test_packed_gaps_are_gap_count_pairs_in_run_order(runs):
+    request = SimpleNamespace(gaps=[list(run) for run in runs])
+    Request.pack_gaps(request)
+    assert request.gaps == array("q", [value for run in runs for value in run])
+    assert list(zip(*gap_columns(request.gaps))) == [tuple(run) for run in runs]

@@ -88,7 +88,7 @@ def gap_runs(gaps) -> zip | list:
 
 class RequestLog:
     """Aggregates over every request told (`ended`), its records on a spool if any, and the requests if `keep`
-    (with `pack_gaps`, a kept request's gaps are packed once it ended and its record is written)."""
+    (with `pack_gaps`, a kept request's gaps are packed once it ended, before its ITL gaps are counted)."""
 
     pack_gaps = False
 
@@ -130,6 +130,8 @@ class RequestLog:
                 self.first_host += request.first_host_tokens or 0
             self.committed += request.committed_prefill
             self.preemptions += admissions - 1
+        if self.pack_gaps and self.requests is not None:  # (first: the ITL sample then reads two slices of one
+            request.pack_gaps()  # flat array, not every run's list scattered over the heap, twice)
         if status == "completed":
             self.completed += 1
             if self.last_end_ns is None or request.terminal_ns > self.last_end_ns:
@@ -137,5 +139,3 @@ class RequestLog:
             self.latencies.add(request)
         if self.spool is not None and record:
             self.spool.add(request)
-        if self.pack_gaps and self.requests is not None:
-            request.pack_gaps()

@@ -188,8 +188,9 @@ class Request:
     def pack_gaps(self) -> None:
         """It ended and its record is written: its [gap, count] runs become one flat array, gap, count, ... (16
         bytes a run instead of a list and its ints: kept requests' runs, one per distinct pass time, are most of
-        what an opal run holds; outputs.request_log.gap_runs reads either form)."""
-        self.gaps = array("q", chain.from_iterable(self.gaps))
+        what an opal run holds; outputs.request_log.gap_runs reads either form).  (The ints listed first: an array
+        built from a list sizes itself once, from an iterator it grows as it goes, about 30 % slower.)"""
+        self.gaps = array("q", list(chain.from_iterable(self.gaps)))
 
     def add_token(self, at_ns: int) -> None:
         if self.first_token_ns is None:

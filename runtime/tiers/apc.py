@@ -22,7 +22,7 @@ the queue is protected, the number of protected idle blocks it left in place
 asked for.  Inline evictions (for an admission) never stop short: the scheduler
 asks `can_allocate` first, so protection makes a request wait instead.
 
-`on_evict(pool, keys, writers, positions)` per batch, three columns of one entry per
+`on_evict(pool, keys, writers, positions)` per batch, three columns (sequences) of one entry per
 victim: its key, the RequestSpec whose content wrote the block (`register_run`'s
 `writer`) and the block's index in that chain (columns, not a tuple per block: a
 batch is up to thousands of blocks); `pool.now()` is the eviction's instant: fused decode passes apply later passes early and
@@ -35,7 +35,7 @@ from operator import eq, is_not, not_, sub
 
 from .apc_free import FreeBlocks
 from .apc_log import EvictStats
-from .apc_queue import IdleQueue, column, gather, ids, span
+from .apc_queue import IdleQueue, gather, ids, picker
 from .apc_lookup import ApcLookups
 from .apc_retry import Lookup
 from .g1 import BlockPool, consume
@@ -57,7 +57,8 @@ class ApcPool(ApcLookups, BlockPool):
         # per block id, set whenever the block is keyed (so never stale while it is): the RequestSpec that wrote
         # it (None: a restore) and its index in that chain
         self.writer_of: list = [None] * capacity
-        self.index_of = column(capacity)  # (numpy: a run's indices set at once, no int per block)
+        # (a list: an eviction gathers it with the keys' and writers' itemgetter, no index array per batch)
+        self.index_of: list = [0] * capacity
         self.on_evict = None  # None or callable(pool, keys, writers, positions) per eviction batch
         self.evict_log: list | None = None  # set to a list to collect an EvictStats per eviction batch
         self.inline_evictions = self.proactive_evictions = self.ttl_skipped = 0
@@ -181,18 +182,23 @@ class ApcPool(ApcLookups, BlockPool):
         if not victims and not proactive:
             return
         key_of, cached = self.key_of, self.cached
-        keys = gather(key_of, victims)
-        for key in keys:
-            del cached[key]
-        for block in victims:
-            key_of[block] = None
+        pick = picker(victims)  # (the keys now, the writers and indices below)
+        keys = pick(key_of)
+        if len(victims) == 1:  # (a decode's block, most calls)
+            del cached[keys[0]]
+            key_of[victims[0]] = None
+        else:
+            for key in keys:
+                del cached[key]
+            for block in victims:
+                key_of[block] = None
         if proactive:
             self.proactive_evictions += len(victims)
         else:
             self.inline_evictions += len(victims)
         self.evictions += len(victims)
         if self.events is not None and victims:
-            self.events.append(("Removed", keys))
+            self.events.append(("Removed", list(keys)))
         if self.evict_log is not None and (victims or requested):
             scanned = len(victims) + (1 if skipped else 0)
             pinned = self.pinned_count
@@ -200,9 +206,7 @@ class ApcPool(ApcLookups, BlockPool):
                                              len(victims), scanned, skipped, self.queue.live, pinned,
                                              pinned + self.queue.live))
         if self.on_evict is not None and victims:
-            index_of = self.index_of
-            positions = [int(index_of[victims[0]])] if len(victims) == 1 else index_of[ids(victims)].tolist()
-            self.on_evict(self, keys, gather(self.writer_of, victims), positions)
+            self.on_evict(self, keys, pick(self.writer_of), pick(self.index_of))
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
         """BlockPool's, recording for each newly keyed block which request wrote it and at which chain index."""
@@ -224,18 +228,18 @@ class ApcPool(ApcLookups, BlockPool):
         run_keys, run_blocks = keys[start:stop], blocks[start:stop]
         stored = list(map(eq, map(cached.setdefault, run_keys, run_blocks), run_blocks))
         if stored.count(True) == len(stored):  # (usually: nothing of a prompt past its hits is cached)
-            writer_of = self.writer_of
-            for block, key in zip(run_blocks, run_keys):  # (a loop: maps of `__setitem__` cost several times more)
-                key_of[block] = key
+            writer_of, index_of = self.writer_of, self.index_of
+            for index, block, key in zip(range(start, stop), run_blocks, run_keys):  # (a loop: maps of
+                key_of[block] = key  # `__setitem__` cost several times more)
                 writer_of[block] = writer
-            self.index_of[ids(run_blocks)] = span(start, stop)
+                index_of[block] = index
             if self.events is not None and run_keys:
                 self.events.append(("Stored", run_keys))
             return
         written, written_keys = list(compress(run_blocks, stored)), list(compress(run_keys, stored))
         consume(map(key_of.__setitem__, written, written_keys))
         consume(map(self.writer_of.__setitem__, written, repeat(writer)))
-        self.index_of[ids(written)] = list(compress(range(start, stop), stored))
+        consume(map(self.index_of.__setitem__, written, compress(range(start, stop), stored)))
         if self.events is not None and written_keys:
             self.events.append(("Stored", written_keys))
 
@@ -245,7 +249,7 @@ class ApcPool(ApcLookups, BlockPool):
         keyed = list(map(eq, map(self.key_of.__getitem__, run_blocks), keys[start:stop]))
         written = list(compress(run_blocks, keyed))
         consume(map(self.writer_of.__setitem__, written, repeat(writer)))
-        self.index_of[ids(written)] = list(compress(range(start, stop), keyed))
+        consume(map(self.index_of.__setitem__, written, compress(range(start, stop), keyed)))
 
     def release(self, blocks: list[int]) -> None:
         """Drop one reference each; a freed keyed block joins the queue's newest end (tail first), stamped now;
@@ -253,19 +257,23 @@ class ApcPool(ApcLookups, BlockPool):
         if self.retry is not None:
             self.retry.touched(blocks)
         ref, order = self.ref, blocks[::-1]
-        held = gather(ref, order)
+        pick = picker(order)  # (the counts now, the keys below when every block is freed)
+        held = pick(ref)
         if held.count(1) == len(held):  # the usual release: its only holder lets go, every block is freed
             for block in order:
                 ref[block] = 0
             freed = order
+            keys = pick(self.key_of)
         else:
             left = list(map(sub, held, repeat(1)))
             for block, count in zip(order, left):
                 ref[block] = count
             freed = list(compress(order, map(not_, left)))
+            if not freed:
+                return
+            keys = gather(self.key_of, freed)
         if not freed:
             return
-        keys = gather(self.key_of, freed)
         if keys.count(None):  # (rarely: a partial last block, or blocks computed past the prompt's keys)
             keyed = list(map(is_not, keys, repeat(None)))
             self.free.extend(compress(freed, map(not_, keyed)))

@@ -201,6 +201,12 @@ def write_through(rank, keys, writers, positions) -> None:
     ending on a chunk boundary stores its prefix up to the largest such end (the first writer to ask first)."""
     chain = rank.chain
     size, chunk = rank.block_size, chain.chunk_size
+    if len(writers) == 1:  # (a decode's block, most batches: no runs to cut)
+        writer, position = writers[0], positions[0]
+        if writer is not None and (position + 1) * size % chunk == 0:
+            chain.counters.write_through_stores += 1
+            store(rank, None, source=(writer, chunk, (position + 1) * size // chunk))
+        return
     ends: dict = {}  # id(writer) -> (writer, largest aligned end): specs hash by value, which is slow
     # a request's blocks leave in runs: one step per run of one writer's blocks (found in C), not per block
     count = len(writers)
