@@ -8,7 +8,7 @@ exactly what stepping each pass and each crossing gives (tests/test_fused_crossi
 """
 from __future__ import annotations
 
-from ..serving.pass_results import add_decode_block, finish_fused
+from ..serving.pass_results import add_decode_block, allocate_decode_block, finish_fused
 from ..timing import PassWork
 
 
@@ -79,6 +79,7 @@ def apply_in_bulk(rank, events: list, ends: list[int], gaps: list, finished: lis
     between them, and an allocation of n blocks hands out never-used blocks, then the free queue's head, exactly
     as n allocations of one do (a release, which may put empty blocks at the head, ends the run)."""
     allocate, state_blocks = rank.pool.allocate, rank.state_blocks
+    extends = rank.pool.extends  # (a pool naming blocks by ranges gives each request the id after its last block)
     count, start = len(events), 0
     while start < count:
         stop = start
@@ -86,7 +87,10 @@ def apply_in_bulk(rank, events: list, ends: list[int], gaps: list, finished: lis
             stop += 1
         if stop > start:
             run = events[start:stop]
-            if state_blocks:
+            if extends:
+                for event in run:
+                    allocate_decode_block(rank, event[3])
+            elif state_blocks:
                 for event, block in zip(run, allocate(stop - start)):
                     add_decode_block(rank, event[3], block)
             else:  # (add_decode_block's insertion before no state blocks is an append)
