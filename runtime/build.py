@@ -146,9 +146,10 @@ def build(plan, single_step: bool = False) -> Replay:
         if role.peer_fetch:  # (a PeerFetchPlan, or None)
             attach_peer_fetch(replay, role)
     if plan.opal is None:
-        trace_keys = plan.traffic.kind == "trace" and plan.traffic.source.block_size % block_size == 0
+        trace = plan.traffic.kind == "trace" and plan.traffic.source.block_size % block_size == 0
+        per = plan.traffic.source.block_size // block_size if trace else 0  # (engine blocks a trace block holds)
         for rank in replay.ranks():
-            plain_g1(rank, trace_keys)  # (the plain vLLM G1 path with trace keys keeps its pool as extents)
+            plain_g1(rank, per)  # (the plain vLLM G1 path with many blocks a trace key keeps its pool as extents)
     if plan.eviction_policy == "belady":
         use_belady(replay)
     if plan.opal is not None:
