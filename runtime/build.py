@@ -24,6 +24,7 @@ from .tiers.belady import BeladyPool, future_uses
 from .tiers.chain_build import TierSpec, attach_chains
 from .tiers.connectors import PROFILES, order_kind, tier_rules
 from .tiers.g1 import RestoredOnlyPool
+from .tiers.g1_extents import for_rank as plain_g1
 from .tiers import kvc
 from .tiers.kvc_chain import attach_kvc
 from .tiers.peer_fetch import PeerFetch
@@ -144,6 +145,11 @@ def build(plan, single_step: bool = False) -> Replay:
     for role in plan.roles:
         if role.peer_fetch:  # (a PeerFetchPlan, or None)
             attach_peer_fetch(replay, role)
+    if plan.opal is None:
+        trace = plan.traffic.kind == "trace" and plan.traffic.source.block_size % block_size == 0
+        per = plan.traffic.source.block_size // block_size if trace else 0  # (engine blocks a trace block holds)
+        for rank in replay.ranks():
+            plain_g1(rank, per)  # (the plain vLLM G1 path with many blocks a trace key keeps its pool as extents)
     if plan.eviction_policy == "belady":
         use_belady(replay)
     if plan.opal is not None:

@@ -118,6 +118,15 @@ def add_decode_block(rank, request: Request, block: int) -> None:
     request.blocks.insert(len(request.blocks) - rank.state_blocks, block)
 
 
+def allocate_decode_block(rank, request: Request, count: int = 1) -> None:
+    """Fused decode passes crossed `count` block boundaries of `request`: its next blocks, allocated after its last
+    token block (a pool naming blocks by ranges, g1_extents.py, keeps a request's blocks one range), go before its
+    state blocks."""
+    blocks = request.blocks
+    at = len(blocks) - rank.state_blocks
+    blocks[at:at] = rank.pool.allocate_after(blocks[at - 1], count) if at else rank.pool.allocate(count)
+
+
 def gap_runs(ends: list[int]) -> list[list[int]]:
     """The gaps between consecutive fused pass ends as [gap, count] runs (a request's `gaps` keep that form)."""
     runs: list[list[int]] = []

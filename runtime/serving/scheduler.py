@@ -284,7 +284,10 @@ def _fits(rank: Rank, request: Request, tokens: int) -> bool:
         return True
     if rank.pool.free_count < needed + fresh:
         return False
-    new_blocks = rank.pool.allocate(needed + fresh)
+    if fresh or not token_blocks:
+        new_blocks = rank.pool.allocate(needed + fresh)
+    else:  # (the request's next blocks after its last one: g1_extents.py keeps a request's blocks one range)
+        new_blocks = rank.pool.allocate_after(request.blocks[token_blocks - 1], needed)
     request.blocks[token_blocks:token_blocks] = new_blocks[:needed]  # state blocks stay at the end
     if fresh:
         rank.snapshots.swap(rank, request, new_blocks[needed:])

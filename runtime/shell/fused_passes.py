@@ -8,7 +8,7 @@ exactly what stepping each pass and each crossing gives (tests/test_fused_crossi
 """
 from __future__ import annotations
 
-from ..serving.pass_results import add_decode_block, finish_fused
+from ..serving.pass_results import add_decode_block, allocate_decode_block, finish_fused
 from ..timing import PassWork
 
 
@@ -77,8 +77,11 @@ def apply_in_bulk(rank, events: list, ends: list[int], gaps: list, finished: lis
     admission attempts between passes): each run of boundary crossings between two finishes takes its blocks in
     one allocation.  The same blocks in the same order as one `allocate(1)` per crossing: nothing is released
     between them, and an allocation of n blocks hands out never-used blocks, then the free queue's head, exactly
-    as n allocations of one do (a release, which may put empty blocks at the head, ends the run)."""
+    as n allocations of one do (a release, which may put empty blocks at the head, ends the run).  A pool that
+    names blocks by ranges (g1_extents.py) gives each request its run's blocks after its last one instead: the
+    same evictions in the same order, the ids being its own."""
     allocate, state_blocks = rank.pool.allocate, rank.state_blocks
+    extends = rank.pool.extends  # (a pool naming blocks by ranges gives each request the id after its last block)
     count, start = len(events), 0
     while start < count:
         stop = start
@@ -86,7 +89,17 @@ def apply_in_bulk(rank, events: list, ends: list[int], gaps: list, finished: lis
             stop += 1
         if stop > start:
             run = events[start:stop]
-            if state_blocks:
+            if extends:  # (each request's crossings of the run at once: its blocks one range of ids)
+                wanted: dict[int, list] = {}
+                for event in run:
+                    entry = wanted.get(id(event[3]))
+                    if entry is None:
+                        wanted[id(event[3])] = [event[3], 1]
+                    else:
+                        entry[1] += 1
+                for request, blocks in wanted.values():
+                    allocate_decode_block(rank, request, blocks)
+            elif state_blocks:
                 for event, block in zip(run, allocate(stop - start)):
                     add_decode_block(rank, event[3], block)
             else:  # (add_decode_block's insertion before no state blocks is an append)

@@ -23,7 +23,7 @@ run's tokens after the last one, as `macro.apply` does for every other rank.
 """
 from __future__ import annotations
 
-from ..serving.pass_results import add_decode_block, advance_survivors, finish_fused
+from ..serving.pass_results import advance_survivors, allocate_decode_block, finish_fused
 from ..tiers.offload import offer
 from .events import FUSED_ALLOCATIONS, FUSED_STORES
 
@@ -65,8 +65,7 @@ class Deferred:
                     break
                 if at is not None:
                     at(ends[j - 1])
-                (block,) = pool.allocate(1)
-                add_decode_block(rank, request, block)
+                allocate_decode_block(rank, request)
             cursor += 1
         self.cursor = cursor
         if cursor == len(events):

@@ -21,8 +21,9 @@ from itertools import islice, repeat
 
 from ..tiers.apc import ApcPool
 from ..tiers.g1 import BlockPool
+from ..tiers.g1_extents import ExtentPool
 from ..tiers.g1_runs import RunPool
-from ..serving.pass_results import add_decode_block, advance_survivors, finish_fused, gap_runs
+from ..serving.pass_results import advance_survivors, allocate_decode_block, finish_fused, gap_runs
 from ..serving.scheduler import Batch, Rank, admit_waiting, known_sequence
 from .fused_passes import apply_in_bulk, constant_bound, constant_passes, timed_passes
 from .fused_tail import Deferred
@@ -209,7 +210,7 @@ def _copies_harmless(rank: Rank) -> bool:
     waiting requests (so nothing is fused anyway); a store landing changes nothing a pure decode pass reads,
     as long as the chain says so and no block the passes allocate is still being copied out
     (`_allocations_clear`: a pass doing so would wait for the copy)."""
-    return type(rank.pool) in (BlockPool, RunPool) and rank.chain.copies_harmless(rank)
+    return type(rank.pool) in (BlockPool, RunPool, ExtentPool) and rank.chain.copies_harmless(rank)
 
 
 def _allocations_clear(rank: Rank, count: int) -> bool:
@@ -243,8 +244,7 @@ def apply(macro: Macro) -> list[tuple[object, int]]:
             if kind == 0:
                 if at is not None:
                     at(ends[j - 1])  # (j >= 1: pass 0's allocations were the scheduler's)
-                (block,) = rank.pool.allocate(1)
-                add_decode_block(rank, request, block)
+                allocate_decode_block(rank, request)
             else:
                 if at is not None:
                     at(ends[j])

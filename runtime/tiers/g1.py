@@ -38,6 +38,7 @@ class BlockPool:
     ttl_skipped = 0
     on_evict = None
     at = None
+    extends = False  # (g1_extents.ExtentPool: `allocate_after` gives a request the ids after its last block)
 
     def __init__(self, capacity: int, caching: bool = True):
         self.capacity = capacity
@@ -159,6 +160,11 @@ class BlockPool:
                 self.awaited |= self.copying.intersection(taken)
             out.extend(taken)
         return out
+
+    def allocate_after(self, block: int, count: int = 1) -> list[int]:
+        """`allocate(count)` for the request whose last block is `block` (g1_extents.ExtentPool gives it the ids
+        after that block; a pool naming blocks by position has nothing to do with it)."""
+        return self.allocate(count)
 
     def keep_copies(self) -> None:
         """Keep every computed copy of a key cached, as the mocker's vLLM pool does ("a cached hash may have several
