@@ -95,18 +95,22 @@ def test_the_retraction_check_counts_the_largest_burst_and_the_pass_takes_the_dr
     assert state.leases[id(a)].end == a.num_tokens + 2
 
 
-def test_a_burst_s_complete_pages_enter_the_tree_as_they_are_reached():
-    """Page 4, prompt 8, three tokens a pass: after the prefill the tree holds the prompt's 8 (9 tokens known);
-    after the first decode 12 tokens are known and their 3 pages are in the tree, after the second 15 -> 12."""
+def test_a_burst_s_pages_enter_the_tree_when_the_request_finishes():
+    """Page 4, prompt 8, output 20, three tokens a pass: the prefill puts the prompt's 8 in the tree (9 tokens
+    known); the passes reach 12, 15, 18, 21, 24, 27 tokens and the tree keeps the prompt's 8 (SGLang's verify caches
+    nothing mid-decode: facts §90); the last pass (1 token left: 28) finishes it and its 28 enter (7 pages)."""
     rank = speculating(sg_rank(400, page=4), rates=(1.0, 1.0))
     a = request(0, [(1, 0, 8)], 20)
     rank.waiting.append(a)
     now = step(rank, 0)[1]
     assert a.num_tokens == 9 and rank.pool.tree_tokens == 8
-    now = step(rank, now)[1]
-    assert a.num_tokens == 12 and rank.pool.tree_tokens == 12
-    step(rank, now)
-    assert a.num_tokens == 15 and rank.pool.tree_tokens == 12
+    known, trees = [], []
+    while a.status != "completed":
+        now = step(rank, now)[1]
+        known.append(a.num_tokens)
+        trees.append(rank.pool.tree_tokens)
+    assert known == [12, 15, 18, 21, 24, 27, 28]
+    assert trees == [8, 8, 8, 8, 8, 8, 28]
 
 
 def _mtp_config(tmp_path):
