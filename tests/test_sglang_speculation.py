@@ -1,6 +1,6 @@
 """SGLang under speculation (native MTP; issue 15 item 6): a decode pass emits 1 + accepted drafts per request,
-cut to what it has left; the retraction check and the pages count each request's largest burst; the complete
-pages a burst reaches enter the radix tree; TPOT / ITL under fixed timing; a P/D prefill rank emits one token;
+cut to what it has left; the retraction check and the pages count each request's largest burst; decoded pages
+enter the radix tree when the request finishes (facts §90); TPOT / ITL under fixed timing; a P/D prefill rank emits one token;
 byte identity across hash seeds and single stepping (AISimulate's `simulate_decode_step_with_sampler`)."""
 from __future__ import annotations
 

@@ -27,8 +27,9 @@ count each request's largest burst (1 + drafts, cut so), the pass takes the
 pages of the bursts drawn, and a request completing mid-burst stops there.
 Its decoded pages enter the tree when it finishes or is cancelled, as without
 speculation (the spec's rule; SGLang's EAGLE verify inserts nothing mid-decode;
-AISimulate's mocker inserts each page a burst reaches, `cache_materialized_prefix`,
-which the runs cannot tell apart: facts §90).  A P/D prefill rank emits one token.
+the mocker's source calls `cache_materialized_prefix` per token, yet AISimulate's
+retraction run readmits reusing the prompt only, as this rule does: facts §90).
+A P/D prefill rank emits one token.
 """
 from __future__ import annotations
 
