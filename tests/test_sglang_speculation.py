@@ -1,6 +1,6 @@
 """SGLang under speculation (native MTP; issue 15 item 6): a decode pass emits 1 + accepted drafts per request,
-cut to what it has left; the retraction check and the pages count each request's largest burst; the complete
-pages a burst reaches enter the radix tree; TPOT / ITL under fixed timing; a P/D prefill rank emits one token;
+cut to what it has left; the retraction check and the pages count each request's largest burst; decoded pages
+enter the radix tree when the request finishes (facts §90); TPOT / ITL under fixed timing; a P/D prefill rank emits one token;
 byte identity across hash seeds and single stepping (AISimulate's `simulate_decode_step_with_sampler`)."""
 from __future__ import annotations
 
@@ -97,18 +97,22 @@ def test_the_retraction_check_counts_the_largest_burst_and_the_pass_takes_the_dr
     assert state.leases[id(a)].end == a.num_tokens + 2
 
 
-def test_a_burst_s_complete_pages_enter_the_tree_as_they_are_reached():
-    """Page 4, prompt 8, three tokens a pass: after the prefill the tree holds the prompt's 8 (9 tokens known);
-    after the first decode 12 tokens are known and their 3 pages are in the tree, after the second 15 -> 12."""
+def test_a_burst_s_pages_enter_the_tree_when_the_request_finishes():
+    """Page 4, prompt 8, output 20, three tokens a pass: the prefill puts the prompt's 8 in the tree (9 tokens
+    known); the passes reach 12, 15, 18, 21, 24, 27 tokens and the tree keeps the prompt's 8 (SGLang's verify caches
+    nothing mid-decode: facts §90); the last pass (1 token left: 28) finishes it and its 28 enter (7 pages)."""
     rank = speculating(sg_rank(400, page=4), rates=(1.0, 1.0))
     a = request(0, [(1, 0, 8)], 20)
     rank.waiting.append(a)
     now = step(rank, 0)[1]
     assert a.num_tokens == 9 and rank.pool.tree_tokens == 8
-    now = step(rank, now)[1]
-    assert a.num_tokens == 12 and rank.pool.tree_tokens == 12
-    step(rank, now)
-    assert a.num_tokens == 15 and rank.pool.tree_tokens == 12
+    known, trees = [], []
+    while a.status != "completed":
+        now = step(rank, now)[1]
+        known.append(a.num_tokens)
+        trees.append(rank.pool.tree_tokens)
+    assert known == [12, 15, 18, 21, 24, 27, 28]
+    assert trees == [8, 8, 8, 8, 8, 8, 28]
 
 
 def _mtp_config(tmp_path):
@@ -144,3 +148,62 @@ def test_an_sglang_mtp_config_replays_with_bursts(tmp_path):
 def test_byte_identical_across_hash_seeds_and_single_stepping(tmp_path):
     config = _mtp_config(tmp_path)
     assert len(distinct_outputs(config, tmp_path)) == 1
+
+
+def test_a_retracted_request_readmits_reusing_its_prompt_pages_only():
+    """Page 4, prompts 8 (two sessions), three tokens a pass.  After the prefill and 5 decode passes each has 16
+    output tokens (24 known, lease 24) and the tree holds the two prompts' 16 tokens only.  With 7 tokens free the
+    largest bursts (27 -> 28: 4 each, 8) do not fit: b (last in the stable order) is retracted; its 16 private
+    tokens are freed (23 free, above the survivor's 20) and its prompt's 8 stay.  Readmitted, it reuses those 8 and
+    prefills its other 16 again (the old rule, pages entering as bursts reach them, reused 24: facts §90)."""
+    rank = speculating(sg_rank(1000, page=4), rates=(1.0, 1.0))
+    a, b = request(0, [(1, 0, 8)], 40), request(1, [(2, 0, 8)], 40)
+    rank.waiting.extend([a, b])
+    now = step(rank, 0)[1]
+    for _ in range(5):
+        now = step(rank, now)[1]
+    state, pool = rank.pool.sglang, rank.pool
+    assert (a.generated, b.generated, a.num_tokens, state.leases[id(b)].end) == (16, 16, 24, 24)
+    assert pool.tree_tokens == 16
+    pool.total = pool.total - pool.available + 7
+    items, now, _ = step(rank, now)
+    assert items == [(0, 1)] and list(rank.waiting) == [b] and rank.preemptions == 1
+    assert pool.tree_tokens == 16 and pool.available == 7 + 16 - 4  # (a's burst took its 4 for 27 tokens)
+    pool.total += 1000
+    items, now, _ = step(rank, now)
+    assert (1, 16) in items and pool.tree_tokens == 8 + 24  # (its prefill computes the 16 and caches all 24)
+    assert [x["reused_input_tokens"] for x in b.admissions] == [0, 8]
+
+
+def test_mtp_kv_events_store_decoded_pages_only_once_the_request_finishes(tmp_path):
+    """Two requests of 160 + 600 in 16-token pages, MTP at default timing, G1 large (no eviction): the prompt's 10
+    pages are stored when the prefill ends (the first token), and the decoded pages nowhere before the request
+    finishes: floor(760 / 16) - 10 = 37 pages each, linked to the prompt's last page, in the flush that follows the
+    finish (here the idle one after the last request: the first to finish ends fewer than 40 decode passes from the
+    last flush).  The old rule stored a burst's pages as it reached them, at every 40th decode pass."""
+    path = tmp_path / "ev.yaml"
+    path.write_text("""engine:
+  model: Qwen/Qwen3-8B
+  hardware: h200_sxm
+  backend: sglang
+  nextn: 2
+  nextn_accepted: 1.3
+  workers:
+    aggregated:
+      kv_cache: {block_size: 16, capacity: {type: fixed, blocks: 400}}
+traffic:
+  source: {type: synthetic, input_tokens: 160, output_tokens: 600}
+  load: {type: concurrency, concurrency: 2}
+  stop: {requests: 2}
+""")
+    out = tmp_path / "out"
+    _, records = replay(path, out, "--capture-kv-events")
+    events = [orjson.loads(line) for line in (out / "kv-events.jsonl").read_bytes().splitlines()]
+    first_tokens = {r["first_token_ms"] for r in records}
+    finishes = sorted(r["terminal_time_ms"] for r in records)
+    assert [(e["type"], len(e["block_hashes"])) for e in events] == [("Stored", 10)] * 2 + [("Stored", 37)] * 2
+    assert {e["time_ms"] for e in events[:2]} == first_tokens and len(first_tokens) == 1
+    assert all(e["parent_hash"] is None for e in events[:2])
+    prompt_ends = {e["block_hashes"][-1] for e in events[:2]}
+    assert {e["parent_hash"] for e in events[2:]} == prompt_ends
+    assert finishes[0] < finishes[1] and [e["time_ms"] for e in events[2:]] == [finishes[1]] * 2

@@ -24,15 +24,18 @@ Under speculation (ngram or MTP, serving/speculation.py) a decode pass emits
 a burst per request, 1 + its accepted drafts, cut to what it has left (AISimulate's
 `simulate_decode_step_with_sampler`): the retraction check and the eviction
 count each request's largest burst (1 + drafts, cut so), the pass takes the
-pages of the bursts drawn, a request completing mid-burst stops there, and the
-complete pages its burst reaches enter the tree (`cache_materialized_prefix`).
+pages of the bursts drawn, and a request completing mid-burst stops there.
+Its decoded pages enter the tree when it finishes or is cancelled, as without
+speculation (the spec's rule; SGLang's EAGLE verify inserts nothing mid-decode;
+the mocker's source calls `cache_materialized_prefix` per token, yet AISimulate's
+retraction run readmits reusing the prompt only, as this rule does: facts §90).
 A P/D prefill rank emits one token.
 """
 from __future__ import annotations
 
 from ..serving.pass_results import emit_drafts
 from ..timing import PassWork
-from .sglang_state import RETRACT_DECODE_STEPS, insert, observed, release
+from .sglang_state import RETRACT_DECODE_STEPS, insert, release
 
 
 def speculation_of(rank):
@@ -60,13 +63,12 @@ def decode_work(rank, decodes: int, context: int) -> PassWork:
 
 def accept(rank, request, speculation) -> None:
     """At the end of its decode pass the request emits its accepted drafts beside its base token (cut to what it has
-    left: one completing mid-burst stops there); unless it completed, the complete pages reached enter the tree."""
+    left: one completing mid-burst stops there).  Nothing enters the tree here: as without speculation, decoded
+    pages enter when the request finishes or is cancelled (SGLang's verify and decode-result paths call no
+    cache_unfinished_req; facts §90)."""
     drafts = speculation.kept(request)
     if drafts:
         emit_drafts(request, drafts)
-    if request.generated < request.stop_after:
-        state = rank.pool.sglang
-        observed(state, insert, rank.pool, state.leases[id(request)], request.spec, request.num_tokens)
 
 
 def decode_batch(rank, state) -> list:
