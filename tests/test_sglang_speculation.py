@@ -115,9 +115,13 @@ def test_a_burst_s_pages_enter_the_tree_when_the_request_finishes():
     assert trees == [8, 8, 8, 8, 8, 8, 28]
 
 
-def _mtp_config(tmp_path):
-    path = tmp_path / "sgl-mtp.yaml"
-    path.write_text("""engine:
+def _mtp_config(tmp_path, blocks: int = 120, traffic: str = """  source: {type: synthetic, input_tokens: 300, output_tokens: 60, cached_prefix_tokens: 128}
+  load: {type: concurrency, concurrency: 6}
+  stop: {requests: 18}
+""", name: str = "sgl-mtp.yaml"):
+    """Qwen3-8B on SGLang with MTP (2 drafts, 1.3 accepted), default timing, pages of 16, `blocks` of them."""
+    path = tmp_path / name
+    path.write_text(f"""engine:
   model: Qwen/Qwen3-8B
   hardware: h200_sxm
   backend: sglang
@@ -125,12 +129,9 @@ def _mtp_config(tmp_path):
   nextn_accepted: 1.3
   workers:
     aggregated:
-      kv_cache: {block_size: 16, capacity: {type: fixed, blocks: 120}}
+      kv_cache: {{block_size: 16, capacity: {{type: fixed, blocks: {blocks}}}}}
 traffic:
-  source: {type: synthetic, input_tokens: 300, output_tokens: 60, cached_prefix_tokens: 128}
-  load: {type: concurrency, concurrency: 6}
-  stop: {requests: 18}
-""")
+{traffic}""")
     return path
 
 
@@ -181,21 +182,10 @@ def test_mtp_kv_events_store_decoded_pages_only_once_the_request_finishes(tmp_pa
     finishes: floor(760 / 16) - 10 = 37 pages each, linked to the prompt's last page, in the flush that follows the
     finish (here the idle one after the last request: the first to finish ends fewer than 40 decode passes from the
     last flush).  The old rule stored a burst's pages as it reached them, at every 40th decode pass."""
-    path = tmp_path / "ev.yaml"
-    path.write_text("""engine:
-  model: Qwen/Qwen3-8B
-  hardware: h200_sxm
-  backend: sglang
-  nextn: 2
-  nextn_accepted: 1.3
-  workers:
-    aggregated:
-      kv_cache: {block_size: 16, capacity: {type: fixed, blocks: 400}}
-traffic:
-  source: {type: synthetic, input_tokens: 160, output_tokens: 600}
+    path = _mtp_config(tmp_path, 400, """  source: {type: synthetic, input_tokens: 160, output_tokens: 600}
   load: {type: concurrency, concurrency: 2}
   stop: {requests: 2}
-""")
+""", "ev.yaml")
     out = tmp_path / "out"
     _, records = replay(path, out, "--capture-kv-events")
     events = [orjson.loads(line) for line in (out / "kv-events.jsonl").read_bytes().splitlines()]
