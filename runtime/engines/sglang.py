@@ -24,7 +24,7 @@ Pure decode passes are fused into macro steps by SGLang's own planner
 from __future__ import annotations
 
 from ..outputs.radix_events import DECODE_FLUSH_EVERY, RadixEvents
-from ..serving.scheduler import Batch, work_of
+from ..serving.pass_work import Batch, work_of
 from ..timing import PassWork
 from ..tiers.radix_cache import RadixCache
 from . import sglang_macro, sglang_overlap

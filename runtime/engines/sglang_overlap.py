@@ -29,7 +29,7 @@ its first token at 1,380, where it has it at 1,370 without the overlap).
 """
 from __future__ import annotations
 
-from ..serving.scheduler import Batch
+from ..serving.pass_work import Batch
 from .sglang_decode import decode_work, drop_unseen_tokens
 
 

@@ -23,7 +23,7 @@ from ..tiers.chain import NO_TIERS
 from ..tiers.g1 import BlockPool
 from ..tiers.state_snapshots import WHOLE_BLOCKS
 from . import handoff, pass_results
-from .pass_work import Batch, work_of  # (Batch: importers read it here too)
+from .pass_work import Batch, work_of
 from .requests import Request
 
 

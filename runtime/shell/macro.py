@@ -24,7 +24,8 @@ from ..tiers.g1 import BlockPool
 from ..tiers.g1_extents import ExtentPool
 from ..tiers.g1_runs import RunPool
 from ..serving.pass_results import advance_survivors, allocate_decode_block, finish_fused, gap_runs
-from ..serving.scheduler import Batch, Rank, admit_waiting, known_sequence
+from ..serving.pass_work import Batch
+from ..serving.scheduler import Rank, admit_waiting, known_sequence
 from .fused_passes import apply_in_bulk, constant_bound, constant_passes, timed_passes
 from .fused_tail import Deferred
 

@@ -269,8 +269,6 @@ class ApcPool(ApcLookups, BlockPool):
             for block, count in zip(order, left):
                 ref[block] = count
             freed = list(compress(order, map(not_, left)))
-            if not freed:
-                return
             keys = gather(self.key_of, freed)
         if not freed:
             return

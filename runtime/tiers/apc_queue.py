@@ -64,10 +64,6 @@ def column(size: int):
     return load_numpy().zeros(size, np.int64)
 
 
-def span(start: int, stop: int):
-    return np.arange(start, stop)
-
-
 class IdleQueue:
     __slots__ = ("ttl_ns", "q", "stamps", "alive", "base", "head", "boundary", "expired", "live", "entry", "probe", "newest")
 

@@ -34,6 +34,8 @@ from .g1 import BlockPool
 from .g1_extent_ids import EXTENTS, IDS, MASK, SLAB, STARTS, TOP, Extent, find, runs
 from .g1_extent_keys import ExtentKeys
 from .g1_key_groups import KeyGroups
+from .g1_runs import RunPool
+from .resume_policy import WHOLE_BLOCKS
 
 
 class ExtentPool(ExtentKeys):
@@ -279,8 +281,6 @@ def for_rank(rank, per: int) -> None:
     keys) at least MIN_PER.  The rank is a vLLM RunPool with no tiers below it, no peer fetch, no P/D handoff, no
     state blocks or snapshots, no speculation (their callers name blocks one by one, reverse lists or read per-block
     state)."""
-    from .g1_runs import RunPool
-    from .state_snapshots import WHOLE_BLOCKS
     pool = rank.pool
     if per < MIN_PER or type(pool) is not RunPool or rank.chain.tiers or rank.chain.kvcr is not None \
             or rank.handoff is not None or rank.state_blocks or rank.snapshots is not WHOLE_BLOCKS \

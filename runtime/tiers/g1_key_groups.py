@@ -27,6 +27,23 @@ def run_length(keys, i: int, n: int, first: int, d: int) -> int:
     return list(map(eq, keys[i:i + n], range(first, first + d * n, d))).index(False)
 
 
+def _join(parts: list, lo: int, hi: int, x: int, step: int) -> None:
+    """Add keys lo..hi-1 in blocks x + (key - lo) * step to a group's `parts`: continuing a part of the same blocks
+    up or down when one meets them (a decode's keys join its run; a one-key part takes the new step), else as a
+    part of their own."""
+    for part in parts:
+        p_lo, p_hi, p_at, p_step = part
+        if p_step != step and p_hi - p_lo > 1:
+            continue
+        if p_hi == lo and p_at + (lo - p_lo) * step == x:
+            part[1], part[3] = hi, step
+            return
+        if p_lo == hi and x + (hi - lo) * step == p_at:
+            part[0], part[2], part[3] = lo, x, step
+            return
+    parts.append([lo, hi, x, step])
+
+
 class KeyGroups:
     __slots__ = ("groups", "count")
 
@@ -89,18 +106,7 @@ class KeyGroups:
             if parts is None:
                 groups[g] = [[lo, hi, x, step]]
             else:
-                for part in parts:  # (continue a part of the same blocks: a decode's keys join its run)
-                    p_lo, p_hi, p_at, p_step = part
-                    if p_step != step and p_hi - p_lo > 1:
-                        continue
-                    if p_hi == lo and p_at + (lo - p_lo) * step == x:
-                        part[1], part[3] = hi, step
-                        break
-                    if p_lo == hi and x + (hi - lo) * step == p_at:
-                        part[0], part[2], part[3] = lo, x, step
-                        break
-                else:
-                    parts.append([lo, hi, x, step])
+                _join(parts, lo, hi, x, step)
             g += 1
 
     def add_one(self, key: int, block: int, step: int) -> bool:
@@ -115,18 +121,7 @@ class KeyGroups:
         for lo, hi, at, _ in parts:
             if lo <= key < hi:
                 return False
-        for part in parts:
-            lo, hi, at, p_step = part
-            if p_step != step and hi - lo > 1:
-                continue
-            if hi == key and at + (key - lo) * step == block:
-                part[1], part[3] = hi + 1, step
-                break
-            if lo == key + 1 and block + step == at:
-                part[0], part[2], part[3] = key, block, step
-                break
-        else:
-            parts.append([key, key + 1, block, step])
+        _join(parts, key, key + 1, block, step)
         self.count += 1
         return True
 
