@@ -15,6 +15,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+
+def _per_layer(points: tuple[tuple[int, float], ...], tensor: int, layers: int) -> tuple[tuple[int, float], ...]:
+    """AISimulate's measured ms of a pass at `tensor` over `layers` attention layers, as s per layer x tensor degree."""
+    return tuple((tokens, ms * 1e-3 * tensor / layers) for tokens, ms in points)
+
+
+# DeepSeek V4 Flash B200 vLLM TP4's `context_attention` op (43 layers) at a prompt of n tokens from none cached: a
+# table with its own knots, not a roofline (8.1 us a token at 3,000, 12.8 at 8,192, 10.4 at 16,384; facts §98)
+DSV4_VLLM_PREFILL_ATTENTION = _per_layer(
+    ((128, 3.482), (256, 4.407), (512, 6.043), (1024, 9.028), (2048, 15.906), (3072, 25.035), (4096, 35.709),
+     (6144, 63.761), (8192, 104.484), (10240, 120.158), (12288, 136.907), (16384, 170.985), (32768, 321.447)), 4, 43)
+
 FAMILIES = {
     # layer 0 is a dense SwiGLU layer (first_k_dense_replace 1); the routed experts map 3,584 -> 3,072 -> 3,584
     # AISimulate's KDA layers add ~30 ms of conv1d to every pass that prefills (vLLM), priced per attention layer;
@@ -30,8 +42,12 @@ FAMILIES = {
     # Fitted to prefills with and without a cached prefix and decodes of 1-64 (facts §60), not to AIS's mixed passes,
     # which its runs price as a prefill plus a decode
     "deepseek_v4": {"backends": {
-        "vllm": {"moe_layer": 45e-6, "experts": 1.49, "expert_compute": 0.0775, "all_to_all": 2.0,
-                 "prefill_layer": 55e-6, "attention": 1.12, "decode_token": 14e-6},
+        "vllm": {"moe_layer": 45e-6, "experts": 1.49, "expert_compute": 0.3, "all_to_all": 4.0,
+                 "prefill_layer": 0.0, "prefill_attention": DSV4_VLLM_PREFILL_ATTENTION,
+                 "prefix_pair": 1.8e-9 * 4 / 43, "prefix_cap": 4096, "decode_token": 14e-6,
+                 "decode_experts": ((1, 0.012), (2, 0.04), (3, 0.072), (4, 0.104), (6, 0.175), (8, 0.244), (12, 0.32),
+                                    (16, 0.387), (24, 0.452), (32, 0.511), (48, 0.782), (64, 0.85), (96, 0.84),
+                                    (128, 0.759), (192, 0.692), (256, 0.647), (384, 0.691), (512, 0.48))},
         "sglang": {"moe_layer": 56e-6, "experts": 1.65, "expert_compute": 0.0724, "all_to_all": 3.35,
                    "prefill_layer": 46e-6, "attention": 5.6, "decode_token": 12.6e-6}}},
 }
@@ -109,7 +125,9 @@ TERM_FIELDS = {"moe_layer": "moe_layer_overhead_s", "experts": "expert_efficienc
                "kv": "kv_efficiency", "weights": "weight_efficiency", "compute": "compute_efficiency",
                "decode_token": "decode_token_overhead_s", "prefill_ramp": "prefill_ramp_tokens",
                "collective_large": "collective_large_share", "decode_experts": "decode_expert_share",
-               "dip": "decode_dip_s", "dip_bytes": "decode_dip_bytes"}
+               "dip": "decode_dip_s", "dip_bytes": "decode_dip_bytes",
+               "prefill_attention": "prefill_attention_curve",
+               "prefix_pair": "prefill_prefix_pair_s", "prefix_cap": "prefill_prefix_cap"}
 
 
 def family_routed_params(model: dict) -> float | None:

@@ -75,6 +75,15 @@ class RooflineTerms:
     # (its measured tables get dearer per row past the knee); 0: every row alike
     gemm_knee_tokens: int = 0
     gemm_beyond_share: float = 1.0
+    # the prefill attention of one prompt of `tokens` from none cached, at (tokens, s per attention layer x tensor
+    # degree) points, linearly between them and on from the last two (a measured table, DeepSeek V4 vLLM); a chunk of
+    # n new tokens costs the table at n, and a pass's k chunks cost k chunks of their mean prompt after their mean
+    # prefix; (): the FLOP and read roofline
+    prefill_attention_curve: tuple[tuple[int, float], ...] = ()
+    # with that table, a chunk after a cached prefix adds this many s per attention layer x tensor degree for each new
+    # token and cached token, counting at most `prefill_prefix_cap` cached tokens (0: the table alone)
+    prefill_prefix_pair_s: float = 0.0
+    prefill_prefix_cap: int = 0
 
 
 @dataclass(frozen=True, slots=True)

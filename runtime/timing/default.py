@@ -201,6 +201,32 @@ def default_timing(inputs) -> Timing:
                 + expert_flops_per_token * tokens / expert_flops_per_s + experts
         return max(flops_per_token * tokens / flops_per_s, weight_s + experts)
 
+    table = terms.prefill_attention_curve
+    table_tokens = [t for t, _ in table]
+    table_layers = inputs.attention_layers / tp
+    prefix_pair_s, prefix_cap = terms.prefill_prefix_pair_s, terms.prefill_prefix_cap
+
+    def table_attention(end: int) -> float:
+        # the measured prefill attention of a prompt of `end` tokens (linear between points, on from the last two)
+        at = bisect_left(table_tokens, end)
+        if at == len(table):
+            at -= 1
+        (lo_t, lo_s), (hi_t, hi_s) = (table[at - 1] if at else (0, 0.0)), table[at]
+        return lo_s + (hi_s - lo_s) * (end - lo_t) / (hi_t - lo_t)
+
+    def prefill_attention(chunks: tuple[tuple[int, int], ...]) -> float:
+        if not table:
+            return attention(sum(n * (c + n / 2) for n, c in chunks), sum(c + n for n, c in chunks))
+        # AISimulate's runs price a pass's k chunks as `predict_prefill_latency(k, mean prompt, mean prefix)`: k chunks
+        # of the mean prompt after the mean prefix (DeepSeek V4 vLLM, chunks of 1,215 after 8,185 and 6,972: 2 x 4,094
+        # after 4,092, 139.2 ms of attention where each chunk alone costs AIS 18.9 + 80.0; facts §98); a chunk costs
+        # the table at its new tokens plus a term in new x cached tokens up to the cap (AIS's 1,024 new tokens: 9.03 ms
+        # after none, 10.51 after 1,024, 12.06 after 2,048, 15.89 after 4,096, 15.98 after 8,192)
+        k = len(chunks)
+        end, prefix = sum(c + n for n, c in chunks) // k, sum(c for _, c in chunks) // k
+        new = end - prefix
+        return k * table_layers * (table_attention(new) + prefix_pair_s * new * min(prefix, prefix_cap))
+
     def seconds(work: PassWork, decode_tokens: int, decode_pairs: float, decode_kv: float) -> float:
         if work.prefill_chunks and decode_tokens:
             # AISimulate's runs price a pass that prefills and decodes as a prefill pass plus a decode pass: its
@@ -212,8 +238,7 @@ def default_timing(inputs) -> Timing:
         # the GEMMs, the prefill attention and the decode attention are kernels of their own, each bound by its
         # compute or its reads
         gemm = gemms(tokens, not work.prefill_chunks)
-        prefill = attention(sum(n * (c + n / 2) for n, c in work.prefill_chunks),
-                            sum(c + n for n, c in work.prefill_chunks))
+        prefill = prefill_attention(work.prefill_chunks) if work.prefill_chunks else 0.0
         # a layer's small kernels cost their launches until the tokens make them memory-bound
         small = max(layer_s, elementwise_s_per_token * tokens)
         return gemm + prefill + decode_attention(decode_pairs, decode_kv) + small + fixed_s \
