@@ -35,7 +35,18 @@ FAMILIES = {
         "vllm": {"moe_layer": 128e-6, "experts": 0.34, "expert_compute": 0.0134, "all_to_all": 9.0,
                  "prefill_layer": 500e-6, "prefill_ramp": 0},
         "sglang": {"moe_layer": 77e-6, "experts": 0.76, "expert_compute": 0.060, "all_to_all": 4.6,
-                   "prefill_layer": 910e-6, "prefill_ramp": 0}}},
+                   "prefill_layer": 910e-6, "prefill_ramp": 0}},
+        # per (GPU, backend): the share of the routed experts' read a decode-only pass of T tokens pays, AIS's plain
+        # decode pass less kvreplay's other terms over the full read at 1,024-9,400 tokens of context (its MoE decode
+        # rows are a table: B200 TP8 reads 1.1 % at 1 token, 13 % at 8, 54 % at 64; GB200 TP4 2.1 / 15 / 50 %; facts §98)
+        "gpus": {("b200_sxm", "vllm"): {"decode_experts": (
+                     (1, 0.011), (2, 0.013), (3, 0.031), (4, 0.048), (6, 0.088), (8, 0.133), (12, 0.203), (16, 0.274),
+                     (24, 0.348), (32, 0.42), (48, 0.462), (64, 0.537), (96, 0.562), (128, 0.597), (192, 0.69),
+                     (256, 0.743), (384, 0.999), (512, 0.755))},
+                 ("gb200", "vllm"): {"decode_experts": (
+                     (1, 0.021), (2, 0.038), (3, 0.053), (4, 0.068), (6, 0.109), (8, 0.151), (12, 0.211), (16, 0.266),
+                     (24, 0.311), (32, 0.353), (48, 0.387), (64, 0.505), (96, 0.542), (128, 0.561), (192, 0.57),
+                     (256, 0.839), (384, 0.816), (512, 0.981))}}},
     # mxfp4 experts (0.53 B a parameter against the record's fp8: a read efficiency above 1 over fp8 bytes); its
     # compressed sparse attention does a fraction of a dense MLA's FLOPs in SGLang (an attention efficiency above 1);
     # vLLM's costs about a dense one's (a 3,128-token chunk after 3,072 cached tokens: 76.2 ms against 58.2 with none).
@@ -44,12 +55,13 @@ FAMILIES = {
     "deepseek_v4": {"backends": {
         "vllm": {"moe_layer": 45e-6, "experts": 1.49, "expert_compute": 0.3, "all_to_all": 4.0,
                  "prefill_layer": 0.0, "prefill_attention": DSV4_VLLM_PREFILL_ATTENTION,
-                 "prefix_pair": 1.8e-9 * 4 / 43, "prefix_cap": 4096, "decode_token": 14e-6,
-                 "decode_experts": ((1, 0.012), (2, 0.04), (3, 0.072), (4, 0.104), (6, 0.175), (8, 0.244), (12, 0.32),
-                                    (16, 0.387), (24, 0.452), (32, 0.511), (48, 0.782), (64, 0.85), (96, 0.84),
-                                    (128, 0.759), (192, 0.692), (256, 0.647), (384, 0.691), (512, 0.48))},
+                 "prefix_pair": 1.8e-9 * 4 / 43, "prefix_cap": 4096, "decode_token": 14e-6},
         "sglang": {"moe_layer": 56e-6, "experts": 1.65, "expert_compute": 0.0724, "all_to_all": 3.35,
-                   "prefill_layer": 46e-6, "attention": 5.6, "decode_token": 12.6e-6}}},
+                   "prefill_layer": 46e-6, "attention": 5.6, "decode_token": 12.6e-6}},
+        "gpus": {("b200_sxm", "vllm"): {"decode_experts": (
+                     (1, 0.012), (2, 0.04), (3, 0.072), (4, 0.104), (6, 0.175), (8, 0.244), (12, 0.32), (16, 0.387),
+                     (24, 0.452), (32, 0.511), (48, 0.782), (64, 0.85), (96, 0.84), (128, 0.759), (192, 0.692),
+                     (256, 0.647), (384, 0.691), (512, 0.48))}}},
 }
 # MoE models AISimulate prices with its generic graphs (DeepSeek-V3), per GPU and backend where its measured kernels
 # differ from the H200 ones the generic terms were fitted to (facts §60): Blackwell's MoE layers cost less per pass,
@@ -147,7 +159,8 @@ def family_terms(model: dict, backend: str, terms, gpu: str | None = None, moe: 
     """`terms` with the family's fitted MoE terms for `backend` in place of the generic ones (for an MoE model of no
     family: the GPU's, where it has its own, or those of experts split by width when `expert_tensor`)."""
     if model.get("family") in FAMILIES:
-        fitted = FAMILIES[model["family"]].get("backends", {}).get(backend, {})
+        family = FAMILIES[model["family"]]
+        fitted = {**family.get("backends", {}).get(backend, {}), **family.get("gpus", {}).get((gpu, backend), {})}
     elif moe and expert_tensor and (gpu, backend) in EXPERT_TENSOR_TERMS:
         fitted = EXPERT_TENSOR_TERMS[(gpu, backend)]
     else:
