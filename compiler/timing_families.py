@@ -27,22 +27,30 @@ DSV4_VLLM_PREFILL_ATTENTION = _per_layer(
     ((128, 3.482), (256, 4.407), (512, 6.043), (1024, 9.028), (2048, 15.906), (3072, 25.035), (4096, 35.709),
      (6144, 63.761), (8192, 104.484), (10240, 120.158), (12288, 136.907), (16384, 170.985), (32768, 321.447)), 4, 43)
 
+# Kimi K3 B200 vLLM TP8 EP8's `context_moe` op (92 LatentMoE layers' routed experts) at n prefill tokens, in s x the
+# expert group of 8: concave from 1k to 4k tokens (100 us a token, then 72), where reads plus FLOPs are a line (facts §98)
+KIMI_B200_VLLM_CONTEXT_MOE = tuple((tokens, ms * 1e-3 * 8) for tokens, ms in (
+    (128, 54.08), (512, 95.13), (1024, 152.40), (2048, 254.62), (3072, 352.46), (4096, 426.53), (8192, 724.0),
+    (16384, 1403.25)))
+
 FAMILIES = {
     # layer 0 is a dense SwiGLU layer (first_k_dense_replace 1); the routed experts map 3,584 -> 3,072 -> 3,584
     # AISimulate's KDA layers add ~30 ms of conv1d to every pass that prefills (vLLM), priced per attention layer;
     # LatentMoE dispatches latent-width activations, so the all-to-all moves less than the hidden-width bf16 bytes
     "kimi_k3": {"moe_layers": 92, "expert_width": 3584, "backends": {
         "vllm": {"moe_layer": 128e-6, "experts": 0.34, "expert_compute": 0.0134, "all_to_all": 9.0,
-                 "prefill_layer": 500e-6, "prefill_ramp": 0},
+                 "prefill_layer": 500e-6, "prefill_ramp": 0,
+                 "mtp_layers": 2.3},
         "sglang": {"moe_layer": 77e-6, "experts": 0.76, "expert_compute": 0.060, "all_to_all": 4.6,
                    "prefill_layer": 910e-6, "prefill_ramp": 0}},
         # per (GPU, backend): the share of the routed experts' read a decode-only pass of T tokens pays, AIS's plain
         # decode pass less kvreplay's other terms over the full read at 1,024-9,400 tokens of context (its MoE decode
         # rows are a table: B200 TP8 reads 1.1 % at 1 token, 13 % at 8, 54 % at 64; GB200 TP4 2.1 / 15 / 50 %; facts §98)
-        "gpus": {("b200_sxm", "vllm"): {"decode_experts": (
-                     (1, 0.011), (2, 0.013), (3, 0.031), (4, 0.048), (6, 0.088), (8, 0.133), (12, 0.203), (16, 0.274),
-                     (24, 0.348), (32, 0.42), (48, 0.462), (64, 0.537), (96, 0.562), (128, 0.597), (192, 0.69),
-                     (256, 0.743), (384, 0.999), (512, 0.755))},
+        "gpus": {("b200_sxm", "vllm"): {"prefill_experts": KIMI_B200_VLLM_CONTEXT_MOE, "compute": 0.18, "all_to_all": 3.0,
+                                        "prefill_layer": 1.1e-3, "decode_experts": (
+                     (1, 0.011), (2, 0.013), (3, 0.031), (4, 0.048), (6, 0.087), (8, 0.132), (12, 0.201), (16, 0.271),
+                     (24, 0.345), (32, 0.415), (48, 0.455), (64, 0.528), (96, 0.548), (128, 0.572), (192, 0.645),
+                     (256, 0.678), (384, 0.9), (512, 0.622))},
                  ("gb200", "vllm"): {"decode_experts": (
                      (1, 0.021), (2, 0.038), (3, 0.053), (4, 0.068), (6, 0.109), (8, 0.151), (12, 0.211), (16, 0.266),
                      (24, 0.311), (32, 0.353), (48, 0.387), (64, 0.505), (96, 0.542), (128, 0.561), (192, 0.57),
@@ -139,7 +147,9 @@ TERM_FIELDS = {"moe_layer": "moe_layer_overhead_s", "experts": "expert_efficienc
                "collective_large": "collective_large_share", "decode_experts": "decode_expert_share",
                "dip": "decode_dip_s", "dip_bytes": "decode_dip_bytes",
                "prefill_attention": "prefill_attention_curve",
-               "prefix_pair": "prefill_prefix_pair_s", "prefix_cap": "prefill_prefix_cap"}
+               "prefix_pair": "prefill_prefix_pair_s", "prefix_cap": "prefill_prefix_cap",
+               "mtp_layers": "draft_layers_equivalent",
+               "prefill_experts": "prefill_expert_curve"}
 
 
 def family_routed_params(model: dict) -> float | None:

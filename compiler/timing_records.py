@@ -84,6 +84,11 @@ class RooflineTerms:
     # token and cached token, counting at most `prefill_prefix_cap` cached tokens (0: the table alone)
     prefill_prefix_pair_s: float = 0.0
     prefill_prefix_cap: int = 0
+    # a native-MTP verify pass costs the plain pass of its tokens x (L + this) / L whatever its drafts (0: L + nextn)
+    draft_layers_equivalent: float = 0.0
+    # a prefill pass's routed experts (reads and grouped GEMMs) at (tokens, s x expert group size) points, linearly
+    # between them and on from the last two (AISimulate's measured table, Kimi K3); (): their read and FLOP terms
+    prefill_expert_curve: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,12 +99,15 @@ AISIMULATE = {
     ("deepseek-v3", "h200", "trtllm", 8): ({(1, 1024): 6.845, (8, 4096): 14.473, (32, 4096): 22.666,
                                             (64, 16384): 37.743}, {1024: 61.958, 4096: 160.006, 16384: 640.658}),
     # facts §52 (helper timing4): the families with AISimulate graphs of their own (compiler/timing_families.py), fp8 KV
-    ("kimi-k3", "b200", "vllm", 8): ({(1, 1024): 19.439, (8, 4096): 28.521, (32, 4096): 50.659, (64, 16384): 66.655},
-                                     {1024: 228.353, 4096: 606.017, 16384: 2025.048}),
+    # Kimi K3 B200 vLLM and DeepSeek V4 B200 vLLM at the state rows' batches and prompts: facts §98 (helper v4t9)
+    ("kimi-k3", "b200", "vllm", 8): ({(1, 1024): 19.439, (8, 4096): 28.521, (32, 4096): 50.659, (64, 16384): 66.655,
+                                      (2, 4096): 19.776, (4, 6200): 22.318, (16, 5000): 38.587},
+                                     {1024: 228.353, 4096: 606.017, 16384: 2025.048, 2048: 363.68, 3072: 495.146}),
     ("kimi-k3", "b200", "sglang", 8): ({(1, 1024): 14.134, (8, 4096): 19.184, (32, 4096): 28.405, (64, 16384): 40.055},
                                        {1024: 113.922, 4096: 236.617, 16384: 686.365}),
-    ("deepseek-v4", "b200", "vllm", 4): ({(1, 1024): 5.322, (8, 4096): 6.944, (32, 4096): 9.21, (64, 16384): 12.174},
-                                         {1024: 26.027, 4096: 74.841, 16384: 291.495}),
+    ("deepseek-v4", "b200", "vllm", 4): ({(1, 1024): 5.322, (8, 4096): 6.944, (32, 4096): 9.21, (64, 16384): 12.174,
+                                          (7, 9400): 6.849, (8, 3100): 6.95, (8, 9400): 7.105, (16, 3100): 8.059},
+                                         {1024: 26.027, 4096: 74.841, 16384: 291.495, 3000: 55.761, 8192: 168.794}),
     ("deepseek-v4", "b200", "sglang", 4): ({(1, 1024): 5.605, (8, 4096): 7.546, (32, 4096): 9.493, (64, 16384): 11.407},
                                            {1024: 26.347, 4096: 73.925, 16384: 244.48}),
     # facts §60 (helper timing5): DeepSeek-V3 on Blackwell, its GPU's MoE terms (timing_families.GPU_MOE_TERMS); AISimulate
@@ -219,14 +222,15 @@ def test_kimi_k3s_routed_experts_are_latent_wide():
 
 def test_grouped_expert_gemms_cost_their_reads_plus_their_flops():
     """With a family's expert compute term the routed experts cost their reads plus their FLOPs: making the FLOPs
-    free takes exactly T x 2 x routed x k / E / tp / (peak x 0.0134) off a Kimi K3 vLLM prefill of T tokens."""
+    free takes exactly T x 2 x routed x k / E / tp / (peak x 0.060) off a Kimi K3 SGLang prefill of T tokens (B200
+    vLLM's prefill experts are AISimulate's table instead: tests/test_timing_tables.py)."""
     from dataclasses import replace
-    record = roofline_record(resolve_model("moonshotai/Kimi-K3")[0], resolve_hardware("b200_sxm")[0], "vllm", 8, 1, 8)
-    assert record.terms.expert_compute_efficiency == 0.0134
+    record = roofline_record(resolve_model("moonshotai/Kimi-K3")[0], resolve_hardware("b200_sxm")[0], "sglang", 8, 1, 8)
+    assert record.terms.expert_compute_efficiency == 0.060
     free = replace(record, terms=replace(record.terms, expert_compute_efficiency=1e30))
     work = PassWork(prefill_chunks=((4096, 0),))
     flops = 4096 * 2 * record.params * record.routed_weight_fraction * 16 / 896 / 8
-    expected_s = flops / (9000e12 * 0.0134) - flops / (9000e12 * 1e30)
+    expected_s = flops / (9000e12 * 0.060) - flops / (9000e12 * 1e30)
     assert abs(default_timing(record)(work) - default_timing(free)(work) - expected_s * 1e9) <= 1
 
 
@@ -311,6 +315,14 @@ RUN_PASSES = [
     (("deepseek-v4", "b200", "sglang", 4), PassWork(prefill_chunks=((6256, 3072),)), 107.19),
     (("deepseek-v4", "b200", "vllm", 4), PassWork(prefill_chunks=((808, 2192), (3000, 0), (3000, 0), (1382, 0)),
                                                   decode_requests=2, decode_context=6002), 131.317),
+    # dsv4-sessions' and kimi-output-boundary's passes (facts §98): chunks after a long prefix, two chunks priced as
+    # `predict_prefill_latency(2, 8,186, 4,092)` beside 5 decodes at 6,398 (203.44 + 6.19 ms)
+    (("deepseek-v4", "b200", "vllm", 4), PassWork(prefill_chunks=((1215, 8185),)), 37.724),
+    (("deepseek-v4", "b200", "vllm", 4), PassWork(prefill_chunks=((3436, 5964),)), 92.496),
+    (("deepseek-v4", "b200", "vllm", 4), PassWork(prefill_chunks=((1215, 8185), (6972, 0)), decode_requests=5,
+                                                  decode_context=31990), 209.626),
+    (("kimi-k3", "b200", "vllm", 8), PassWork(prefill_chunks=((896, 3072),)), 211.323),
+    (("kimi-k3", "b200", "vllm", 8), PassWork(prefill_chunks=((3072, 9216),)), 499.568),
     (("qwen3-32b", "h100", "vllm", 4), PassWork(prefill_chunks=((2048, 0),), decode_requests=1, decode_context=2100),
      75.442),
     # f07's passes (facts §87): five 1,200-token prompts in one pass, after 0 / 2,700 cached tokens each

@@ -71,6 +71,15 @@ PREFILL_FLOOR = 0.25  # the prefill attention kernel's share of its cost that a 
 COLLECTIVE_FULL_TOKENS = 4096  # a pass's collectives pay their full rate per token up to this many tokens
 
 
+def measured(points, keys: list[int], x: float) -> float:
+    """A measured table at `x`: linear from (0, 0) to its first point, between its points, on from its last two."""
+    at = bisect_left(keys, x)
+    if at == len(points):
+        at -= 1
+    (lo_t, lo_s), (hi_t, hi_s) = (points[at - 1] if at else (0, 0.0)), points[at]
+    return lo_s + (hi_s - lo_s) * (x - lo_t) / (hi_t - lo_t)
+
+
 def default_timing(inputs) -> Timing:
     """The roofline provider of a plan's roofline record."""
     tp, terms = inputs.tensor, inputs.terms
@@ -183,7 +192,16 @@ def default_timing(inputs) -> Timing:
         (lo_t, lo_s), (hi_t, hi_s) = curve[at - 1] if at else (0, 0.0), curve[at]
         return lo_s + (hi_s - lo_s) * (tokens - lo_t) / (hi_t - lo_t)
 
+    moe_table = terms.prefill_expert_curve
+    moe_keys = [t for t, _ in moe_table]
+    moe_group = inputs.expert_parallel * inputs.expert_tensor
+
     def gemms(tokens: int, decode_only: bool) -> float:
+        if moe_table and not decode_only:
+            # the routed experts' grouped GEMMs of a prefill pass, as AISimulate's measured `context_moe` table prices
+            # them (Kimi K3 B200 TP8 EP8: 152.4 ms at 1,024 tokens, 352.5 at 3,072, 426.5 at 4,096, 724.0 at 8,192)
+            experts_s = measured(moe_table, moe_keys, tokens) / moe_group
+            return max(flops_per_token * tokens / flops_per_s, weight_s) + experts_s
         experts = expert_s * expert_share(tokens, decode_only)
         if tile:
             # rows are computed in whole tiles: AISimulate's fp8 GEMMs at 257 tokens cost what they cost at 512;
@@ -201,18 +219,14 @@ def default_timing(inputs) -> Timing:
                 + expert_flops_per_token * tokens / expert_flops_per_s + experts
         return max(flops_per_token * tokens / flops_per_s, weight_s + experts)
 
+    mtp_layers = terms.draft_layers_equivalent
     table = terms.prefill_attention_curve
     table_tokens = [t for t, _ in table]
     table_layers = inputs.attention_layers / tp
     prefix_pair_s, prefix_cap = terms.prefill_prefix_pair_s, terms.prefill_prefix_cap
 
     def table_attention(end: int) -> float:
-        # the measured prefill attention of a prompt of `end` tokens (linear between points, on from the last two)
-        at = bisect_left(table_tokens, end)
-        if at == len(table):
-            at -= 1
-        (lo_t, lo_s), (hi_t, hi_s) = (table[at - 1] if at else (0, 0.0)), table[at]
-        return lo_s + (hi_s - lo_s) * (end - lo_t) / (hi_t - lo_t)
+        return measured(table, table_tokens, end)
 
     def prefill_attention(chunks: tuple[tuple[int, int], ...]) -> float:
         if not table:
@@ -257,7 +271,9 @@ def default_timing(inputs) -> Timing:
         pairs = work.decode_context + drafts * work.decode_context / work.decode_requests
         pass_s = seconds(PassWork(), work.decode_requests + drafts, pairs, work.decode_context + work.draft_context)
         if work.draft_layers:
-            pass_s *= (layers + work.draft_layers) / layers
+            # Kimi K3's MTP pass adds the same whatever the drafts (KDA's verify kernels and DSPARK's small draft
+            # model: AIS 1.025x the plain pass of the same tokens at nextn 1, 1.027x at 2): its layers' equivalent
+            pass_s *= (layers + (mtp_layers or work.draft_layers)) / layers
         if work.prefill_chunks:
             pass_s += seconds(PassWork(prefill_chunks=work.prefill_chunks), 0, 0.0, 0.0)
         return seconds_to_ns(pass_s)
