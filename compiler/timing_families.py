@@ -27,11 +27,16 @@ DSV4_VLLM_PREFILL_ATTENTION = _per_layer(
     ((128, 3.482), (256, 4.407), (512, 6.043), (1024, 9.028), (2048, 15.906), (3072, 25.035), (4096, 35.709),
      (6144, 63.761), (8192, 104.484), (10240, 120.158), (12288, 136.907), (16384, 170.985), (32768, 321.447)), 4, 43)
 
-# Kimi K3 B200 vLLM TP8 EP8's `context_moe` op (92 LatentMoE layers' routed experts) at n prefill tokens, in s x the
-# expert group of 8: concave from 1k to 4k tokens (100 us a token, then 72), where reads plus FLOPs are a line (facts §98)
+# Kimi K3 vLLM TP8 EP8's `context_moe` op (92 LatentMoE layers' routed experts) at n prefill tokens, in s x the expert
+# group of 8, B200 and GB200: concave from 1k to 4k tokens (B200 100 us a token, then 72), where reads plus FLOPs are a
+# line (facts §98); GB200's KDA conv1d costs ~98 ms a prefill pass (B200 ~30: its prefill layer 4.0 ms, not 1.1)
 KIMI_B200_VLLM_CONTEXT_MOE = tuple((tokens, ms * 1e-3 * 8) for tokens, ms in (
     (128, 54.08), (512, 95.13), (1024, 152.40), (2048, 254.62), (3072, 352.46), (4096, 426.53), (8192, 724.0),
     (16384, 1403.25)))
+
+KIMI_GB200_VLLM_CONTEXT_MOE = tuple((tokens, ms * 1e-3 * 8) for tokens, ms in (
+    (128, 69.86), (512, 128.84), (1024, 161.69), (2048, 227.62), (3072, 295.34), (4096, 361.39), (8192, 618.97),
+    (16384, 1169.08)))
 
 FAMILIES = {
     # layer 0 is a dense SwiGLU layer (first_k_dense_replace 1); the routed experts map 3,584 -> 3,072 -> 3,584
@@ -51,10 +56,11 @@ FAMILIES = {
                      (1, 0.011), (2, 0.013), (3, 0.031), (4, 0.048), (6, 0.087), (8, 0.132), (12, 0.201), (16, 0.271),
                      (24, 0.345), (32, 0.415), (48, 0.455), (64, 0.528), (96, 0.548), (128, 0.572), (192, 0.645),
                      (256, 0.678), (384, 0.9), (512, 0.622))},
-                 ("gb200", "vllm"): {"decode_experts": (
-                     (1, 0.021), (2, 0.038), (3, 0.053), (4, 0.068), (6, 0.109), (8, 0.151), (12, 0.211), (16, 0.266),
-                     (24, 0.311), (32, 0.353), (48, 0.387), (64, 0.505), (96, 0.542), (128, 0.561), (192, 0.57),
-                     (256, 0.839), (384, 0.816), (512, 0.981))}}},
+                 ("gb200", "vllm"): {"prefill_experts": KIMI_GB200_VLLM_CONTEXT_MOE, "compute": 0.14, "all_to_all": 3.0,
+                                     "prefill_layer": 4.0e-3, "decode_experts": (
+                     (1, 0.021), (2, 0.038), (3, 0.052), (4, 0.068), (6, 0.109), (8, 0.15), (12, 0.21), (16, 0.265),
+                     (24, 0.309), (32, 0.351), (48, 0.384), (64, 0.5), (96, 0.531), (128, 0.541), (192, 0.532),
+                     (256, 0.782), (384, 0.727), (512, 0.863))}}},
     # mxfp4 experts (0.53 B a parameter against the record's fp8: a read efficiency above 1 over fp8 bytes); its
     # compressed sparse attention does a fraction of a dense MLA's FLOPs in SGLang (an attention efficiency above 1);
     # vLLM's costs about a dense one's (a 3,128-token chunk after 3,072 cached tokens: 76.2 ms against 58.2 with none).
