@@ -99,3 +99,28 @@ def test_instant_handoffs_give_the_same_records_with_macro_steps_and_single_step
     # each request that ends lets the next one in: its prefill ends 20 ms later and it is admitted then, so the
     # k-th pair is admitted at 20 + 420 k and 40 + 420 k (AISimulate's instants too)
     assert sorted(r["decode_admit_ms"] for r in records) == [20.0 + 420 * k + 20 * i for k in range(4) for i in (0, 1)]
+
+
+def test_a_destination_missing_handoff_that_moves_nothing_lands_when_it_is_reserved(tmp_path):
+    """A link (100 tokens a ms), `destination_missing`, and one 128-token prompt (two whole blocks of 64) four times:
+    at 0, 105, 205 and 210 ms.  The first moves 128 tokens (1.28 ms); the decode rank then holds both blocks, so the
+    others move nothing and land in the instant of their reservation, as without a link: B is prefilled 105-125 and
+    admitted at 125; C's prefill ends at 225 with B's last pass, C is admitted at 225 and its source let go before D's
+    prefill pass (225-245) starts; D's prefill ends at 245 with C's pass 235-245: admitted at 245 (AISimulate's
+    instants, every record; before, C's source was let go at 245 and D admitted at 255)."""
+    trace = tmp_path / "repeat.jsonl"
+    trace.write_text("".join(f'{{"timestamp": {t}, "input_length": 128, "output_length": 10, "hash_ids": [0, 1]}}\n'
+                             for t in (0, 105, 205, 210)))
+    config = _config(tmp_path, "vllm")
+    text = config.read_text().replace(
+        "  workers:", "  kv_transfer: {bandwidth_gb_per_second: 26.2144, timing_mode: destination_missing}\n  workers:")
+    config.write_text(text[:text.index("traffic:")] + f"""traffic:
+  source: {{type: trace, paths: [{trace}], format: mooncake, block_size: 64}}
+  load: {{type: trace_timestamps, speedup: 1.0}}
+""")
+    first = 20.0 + 1.28  # the only transfer that moves tokens
+    assert _instants(tmp_path, config) == [
+        [0.0, 20.0, first, 20.0, first, first, first + 10, first + 100],
+        [105.0, 125.0, 125.0, 125.0, 125.0, 125.0, 135.0, 225.0],
+        [205.0, 225.0, 225.0, 225.0, 225.0, 225.0, 235.0, 325.0],
+        [225.0, 245.0, 245.0, 245.0, 245.0, 245.0, 255.0, 345.0]]
