@@ -5,6 +5,15 @@ its prefill ends a decode rank is chosen and reserves its blocks at its next
 pass, then the KV travels.  Destination-first (SGLang): the decode rank is
 chosen on arrival and reserves first (`PrefillMove`), then the request goes to
 a prefill rank.  The rank-level steps are in handoff.py.
+
+An instant handoff (no `kv_transfer` bandwidth and no latency, or a
+`destination_missing` one whose whole prompt the decode rank holds) lands in the
+instant it is reserved, so its reservation is made when the mocker makes it, at
+the event that triggers it (a prefill ending beside an idle decode worker, a
+decode pass ending, an activation), not at the decode rank's next pass start:
+AISimulate applies every completion and landing of an instant before any worker
+starts a pass then (facts section 97), so the destination is activated and its
+source let go before either worker's next pass.
 """
 from __future__ import annotations
 
@@ -13,10 +22,17 @@ from . import handoff
 
 
 class Disaggregation:
-    def __init__(self, config, router, push, next_seq):
+    def __init__(self, config, router, push, next_seq, start_jobs=None):
         self.config = config  # handoff.Handoff, None when the deployment is aggregated
         self.router = router
         self.push = push
+        self.start_jobs = start_jobs  # the replay's: start the jobs a worker's ranks asked for (worker, now)
+        # the KV lands when it is reserved (see the docstring); destination-first reserves before the prefill
+        self.instant = config is not None and not config.destination_first and not config.bandwidth_gbps \
+            and not config.latency_ns
+        # with a link, a destination_missing handoff whose prompt the decode rank holds whole moves nothing either
+        self.may_move_nothing = config is not None and not config.destination_first \
+            and config.timing_mode == "destination_missing" and not config.transfer_ns(0)
         self.next_seq = next_seq  # the replay's counter (orders landed handoffs on a decode rank)
         self.activating: dict[int, list] = {}  # decode worker index -> landed during its pass, activated at its end
 
@@ -47,6 +63,7 @@ class Disaggregation:
         handoff.to_decode(request, rank, self.next_seq())
         if not self._busy(rank.worker, now):  # (the mocker: a reservation command on an idle worker tries at once)
             handoff.add_try(rank)
+            self._reserve_now(rank, now)
 
     def start_transfer(self, rank, job: handoff.HandoffTransfer, now: int, moved: dict | None = None) -> bool:
         request = job.request
@@ -74,6 +91,7 @@ class Disaggregation:
         else:
             handoff.landed(decode, request, now, self._source_free_at(request, now))
             handoff.add_try(decode)  # (an activation tries the reservations once more)
+            self._reserve_now(decode, now)
 
     def worker_pass_ended(self, worker, now: int) -> None:
         """After-pass hook: a decode worker's pass ended; the destinations that landed during it are activated, and
@@ -85,6 +103,25 @@ class Disaggregation:
         for rank in worker.ranks:
             if rank.role == "decode":
                 handoff.add_try(rank)  # (the pass's completion tries them once)
+                if self._lands_now(rank):  # (now, before its next pass: end_pass starts the transfers it asks for)
+                    handoff.reserve_pending(rank, now)
+
+    def _reserve_now(self, rank, now: int) -> None:
+        """An instant handoff's trigger on an idle decode worker: its reservations are tried now and the KV of
+        each that gets its blocks lands in this instant (HANDOFF_DONE now), before any worker's next pass."""
+        if self.router.workers[rank.worker].batches is None and self._lands_now(rank):
+            handoff.reserve_pending(rank, now)
+            self.start_jobs(self.router.workers[rank.worker], now)
+
+    def _lands_now(self, rank) -> bool:
+        """Whether the rank's next reservation lands in the instant it is made: every one does without a link; with
+        one, the first pending handoff's when it moves nothing (handoff.moves_nothing)."""
+        if self.instant:
+            return True
+        if not self.may_move_nothing:
+            return False
+        head = next((r for r in rank.waiting if r.pd is not None and r.pd.phase == "pending"), None)
+        return head is not None and moves_nothing(rank, head, self.config)
 
     def _source_free_at(self, request, now: int) -> int:
         """When the request's source can let go of its blocks: now, or when the pass its worker runs ends (the
@@ -102,3 +139,12 @@ class Disaggregation:
         for request in rank.releases:
             handoff.release_source(request, now)
         rank.releases = []
+
+
+def moves_nothing(rank, request, config: handoff.Handoff) -> bool:
+    """The request's KV would land on `rank` the instant it is reserved: `destination_missing` with no latency and no
+    state to move, and every block of a whole-block prompt already cached there (no token travels)."""
+    if config.timing_mode != "destination_missing" or config.transfer_ns(0) or not rank.handoff_kv.reuse:
+        return False
+    prompt, size = request.spec.prompt_len, rank.block_size
+    return not prompt % size and rank.pool.held_tokens(request.spec, size, prompt // size) == prompt

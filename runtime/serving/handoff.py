@@ -294,7 +294,7 @@ class BlockHandoff:
     land = staticmethod(_land_blocks)
 
     def __init__(self, reuse: bool = True):
-        self.reserve = partial(_reserve_blocks, reuse=reuse)
+        self.reuse, self.reserve = reuse, partial(_reserve_blocks, reuse=reuse)  # reuse: a held prefix stays
 
 
 BLOCKS = BlockHandoff()

@@ -64,7 +64,7 @@ class Replay:
             rank.chain.tiers for worker in workers for rank in worker.ranks) else None  # per-worker macro horizons
         self.copies = Copies(self.push, self._after_landing)
         self.fused = FusedEvents(self.push, self.arrivals.ended, self._start_jobs)  # fused passes' own events
-        self.handoffs = Disaggregation(handoff, self.router, self.push, self._next_seq)
+        self.handoffs = Disaggregation(handoff, self.router, self.push, self._next_seq, self._start_jobs)
         self.draining = Draining(workers)
         # what else happens at the end of a pass and of an instant (KVCR pulls, see peer_fetch.attach; draining)
         self.after_pass: list = [self.handoffs.worker_pass_ended] if handoff is not None else []
