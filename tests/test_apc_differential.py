@@ -150,6 +150,7 @@ def check(capacity: int, ttl: int, ops) -> None:
         assert pool.free_count == model.free_count()
         assert pool.cached == model.cached
         assert evicted == model.evicted
+        assert pool.ref[:pool.created] == [model.ref.get(block, 0) for block in range(pool.created)]
 
 
 @settings(max_examples=300, deadline=None)

@@ -253,17 +253,28 @@ class ApcPool(ApcLookups, BlockPool):
 
     def release(self, blocks: list[int]) -> None:
         """Drop one reference each; a freed keyed block joins the queue's newest end (tail first), stamped now;
-        a freed unkeyed one is free memory."""
+        a freed unkeyed one is free memory.
+
+        A release is cut into runs only where behaviour differs: in the order the blocks enter (tail first), the
+        freed blocks come first and the ones another request still holds (a shared prefix) last, and of the freed
+        ones only the request's last block (a partial one) holds no key; each run is one step (a slice, a loop
+        with no test), any other layout takes the general path."""
         if self.retry is not None:
             self.retry.touched(blocks)
         ref, order = self.ref, blocks[::-1]
-        pick = picker(order)  # (the counts now, the keys below when every block is freed)
+        pick = picker(order)  # (the counts now, the keys below)
         held = pick(ref)
-        if held.count(1) == len(held):  # the usual release: its only holder lets go, every block is freed
-            for block in order:
+        freeing = held.count(1)
+        if freeing == len(held) or (freeing and held[freeing - 1] == 1 and held[:freeing].count(1) == freeing):
+            freed = order[:freeing] if freeing < len(order) else order  # (the first `freeing` are the ones)
+            for block in freed:
                 ref[block] = 0
-            freed = order
+            if freeing < len(order):  # the shared prefix: still held elsewhere, one reference fewer
+                for block, count in zip(order[freeing:], held[freeing:]):
+                    ref[block] = count - 1
             keys = pick(self.key_of)
+            if freeing < len(order):
+                keys = keys[:freeing]
         else:
             left = list(map(sub, held, repeat(1)))
             for block, count in zip(order, left):
@@ -272,11 +283,15 @@ class ApcPool(ApcLookups, BlockPool):
             keys = gather(self.key_of, freed)
         if not freed:
             return
-        if keys.count(None):  # (rarely: a partial last block, or blocks computed past the prompt's keys)
+        unkeyed = keys.count(None)
+        if not unkeyed:
+            idle = freed
+        elif unkeyed == 1 and keys[0] is None:  # (usually: the request's partial last block, entering first)
+            self.free.extend(freed[:1])
+            idle = freed[1:]
+        else:
             keyed = list(map(is_not, keys, repeat(None)))
             self.free.extend(compress(freed, map(not_, keyed)))
             idle = list(compress(freed, keyed))
-        else:
-            idle = freed
         if idle:
             self.queue.enqueue_all(idle, self.now())
