@@ -15,6 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 from kvreplay.runtime.shell.clock import Clock
 from kvreplay.runtime.tiers.apc import ApcPool
+from kvreplay.runtime.tiers.apc_writers import victims
 
 
 class Model:
@@ -113,7 +114,7 @@ def check(capacity: int, ttl: int, ops) -> None:
     clock = Clock()
     pool, model = ApcPool(capacity, clock, ttl), Model(capacity, ttl)
     evicted: list = []
-    pool.on_evict = lambda p, keys, writers, positions: evicted.extend(zip(keys, writers, positions))
+    pool.on_evict = lambda p, keys, runs: evicted.extend(victims(keys, runs))
     held: list[list[int]] = []
     for op in ops:
         if op[0] == "request":  # a prompt's keys: prompts share prefixes, and a partial last block has no key
@@ -164,7 +165,7 @@ def test_a_protected_block_waits_and_expired_ones_are_evicted_tail_first_then_ha
     clock = Clock()
     pool = ApcPool(4, clock, 10)
     evicted: list = []
-    pool.on_evict = lambda p, keys, writers, positions: evicted.extend(zip(keys, writers, positions))
+    pool.on_evict = lambda p, keys, runs: evicted.extend(victims(keys, runs))
     blocks = pool.allocate(3)
     pool.register_run(blocks, [7, 8, 9], 0, 3, "A")
     pool.release(blocks)

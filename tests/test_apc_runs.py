@@ -82,12 +82,12 @@ def test_a_full_tier_that_never_evicts_counts_what_each_store_lacks():
     assert cpu.resident == 2 and chain.counters.dropped_chunks == 2 and len(rank.jobs) == 1
     # b shares a's first chunk (the same 4 tokens), then 8 tokens of its own: its blocks 2, 1, 0 leave one by one
     b = spec(1, ((0, 0, 4), (1, 0, 8)))
-    write_through(rank, ["b2"], [b], [2])  # prefix of 3 chunks, the first held: 2 lacking, no room
+    write_through(rank, ["b2"], [(b, [2])])  # prefix of 3 chunks, the first held: 2 lacking, no room
     assert chain.counters.dropped_chunks == 4 and cpu.last_reserve_short
-    write_through(rank, ["b1"], [b], [1])  # 2 chunks: 1 lacking
+    write_through(rank, ["b1"], [(b, [1])])  # 2 chunks: 1 lacking
     assert chain.counters.dropped_chunks == 5
     cpu.last_reserve_short = False
-    write_through(rank, ["b0"], [b], [0])  # 1 chunk, held: nothing is offered
+    write_through(rank, ["b0"], [(b, [0])])  # 1 chunk, held: nothing is offered
     assert chain.counters.dropped_chunks == 5 and not cpu.last_reserve_short
     assert chain.counters.write_through_stores == 3 and len(rank.jobs) == 1 and cpu.resident == 2
 
@@ -97,7 +97,7 @@ def test_a_forgotten_writer_is_stored_from_keys_made_again_and_not_kept():
     a = spec(0, ((0, 0, 12),))
     expected = a.keys(4)
     a.forget_keys()
-    write_through(rank, ["a2"], [a], [2])  # its whole prompt: 3 chunks, copied in
+    write_through(rank, ["a2"], [(a, [2])])  # its whole prompt: 3 chunks, copied in
     (copy,) = rank.jobs
     assert copy.keys == expected and rank.chain.tiers[0].resident == 3
     assert a._keys == {}  # (made for the store, not memoised again)
