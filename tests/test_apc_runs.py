@@ -101,3 +101,33 @@ def test_a_forgotten_writer_is_stored_from_keys_made_again_and_not_kept():
     (copy,) = rank.jobs
     assert copy.keys == expected and rank.chain.tiers[0].resident == 3
     assert a._keys == {}  # (made for the store, not memoised again)
+
+
+def trace_spec(index: int, hash_ids, prompt_len: int, output_len: int) -> RequestSpec:
+    return RequestSpec(index, prompt_len, output_len, Content(hash_ids=tuple(hash_ids), trace_block=8))
+
+
+def test_a_write_through_within_the_prompts_full_chunks_is_counted_from_its_prompt_store():
+    # CPUMemory holds 3 chunks of 4 tokens; a (trace ids 0, 5: keys 0, 1, 10, 11) fills it with 0, 1, 10
+    rank = chain_of_one_rank([tier("CPUMemory", 3, chunk_bytes=CHUNK_BYTES)], chunk_size=4)
+    chain, cpu = rank.chain, rank.chain.tiers[0]
+    a = trace_spec(0, (0, 5), 16, 0)
+    store(rank, chain.keys(a), source=(a, "prompt", 4))
+    assert cpu.resident == 3 and chain.counters.dropped_chunks == 1
+    # b: 22 prompt tokens (5 full chunks, keys 0-4, and a partial one) and 8 output tokens (blocks 5, 6: negative keys)
+    b = trace_spec(1, (0, 1, 2), 22, 8)
+    assert b.keys(4)[:5] == [0, 1, 2, 3, 4] and all(key < 0 for key in b.keys(4)[5:]) and len(b.keys(4)) == 7
+    prompt = chain.keys(b)
+    store(rank, prompt, source=(b, "prompt", len(prompt)))  # its retirement: 6 keys, 0 and 1 held
+    assert chain.counters.dropped_chunks == 5
+    b.forget_keys()
+    write_through(rank, ["b4"], [(b, [4])])  # 5 chunks, all the prompt's: 3 lacking, from the prompt's count
+    assert chain.counters.dropped_chunks == 8 and b._keys == {}  # (its keys were not made again)
+    assert (id(cpu), id(b), 4) not in chain.closed.found
+    write_through(rank, ["b6"], [(b, [6])])  # 7 chunks, past the prompt: its chunk list, made again, 5 lacking
+    assert chain.counters.dropped_chunks == 13 and (id(cpu), id(b), 4) in chain.closed.found
+    # the same write-through without the prompt's store before it: the same count, from b's own chunk list
+    rank = chain_of_one_rank([tier("CPUMemory", 3, chunk_bytes=CHUNK_BYTES)], chunk_size=4)
+    store(rank, rank.chain.keys(a), source=(a, "prompt", 4))
+    write_through(rank, ["b4"], [(trace_spec(1, (0, 1, 2), 22, 8), [4])])
+    assert rank.chain.counters.dropped_chunks == 1 + 3

@@ -10,6 +10,18 @@ prefix's count by bisection.  A count is reused only while the tier's
 resident count is the one it was found at (a closed tier's contents can only
 grow past it, never change in place).  Entries name their request by a weak
 reference: a finished request's spec may go, and its id be reused.
+
+A request's two key lists share their start: its "prompt" list (its prompt's
+chunks at the chain's chunk size, `RequestSpec.prompt_chunks`) is its chunk list
+cut after the prompt's full chunks (plus, with `save_unfull_chunk`, a tuple key
+for the partial chunk, which meets no other key).  A write-through of a
+finished writer asks for a prefix of its chunk list; when that prefix lies
+within the prompt's full chunks, the prompt list's held positions (found at
+its retirement) answer it, and the chunk list is not made again (a finished
+writer's keys are forgotten) nor searched.  Only trace content qualifies: its
+output keys are negative and its own, and its prompt keys are not (requests.py's
+`_compute_keys`, block_keys.py's `trace_keys`), so the chunk list is distinct
+exactly when its prompt's full chunks are; other content is counted on its own list.
 """
 from __future__ import annotations
 
@@ -27,11 +39,12 @@ def closed(tier) -> bool:
 class ClosedCounts:
     """Per closed tier and key list: the positions of the keys it holds (the key list must list no key twice)."""
 
-    __slots__ = ("found",)
+    __slots__ = ("found", "chunk_size")
 
-    def __init__(self):
+    def __init__(self, chunk_size: int = 0):
         # (id(tier), id(spec), kind) -> (the spec, weakly; resident then; held positions, or None: keys not distinct)
         self.found: dict = {}
+        self.chunk_size = chunk_size  # the chain's: the "prompt" lists' chunk size
 
     def lacking(self, tier, spec, kind, keys_of, count: int) -> int | None:
         """How many of the first `count` keys of `spec`'s key list `kind` (`keys_of()` makes it) `tier` lacks;
@@ -39,6 +52,11 @@ class ClosedCounts:
         memo = (id(tier), id(spec), kind)
         found = self.found.get(memo)
         if found is None or found[0]() is not spec or found[1] != tier.resident:
+            if kind == self.chunk_size and count <= spec.prompt_len // kind and spec.content.hash_ids:
+                prompt = self.found.get((id(tier), id(spec), "prompt"))  # (its first `count` keys are these)
+                if prompt is not None and prompt[0]() is spec and prompt[1] == tier.resident and \
+                        prompt[2] is not None:
+                    return count - bisect_left(prompt[2], count)
             keys = keys_of()
             distinct = len(set(keys)) == len(keys)
             found = (ref(spec), tier.resident, tier.order.held_positions(keys) if distinct else None)
