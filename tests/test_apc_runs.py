@@ -107,27 +107,30 @@ def trace_spec(index: int, hash_ids, prompt_len: int, output_len: int) -> Reques
     return RequestSpec(index, prompt_len, output_len, Content(hash_ids=tuple(hash_ids), trace_block=8))
 
 
-def test_a_write_through_within_the_prompts_full_chunks_is_counted_from_its_prompt_store():
-    # CPUMemory holds 3 chunks of 4 tokens; a (trace ids 0, 5: keys 0, 1, 10, 11) fills it with 0, 1, 10
-    rank = chain_of_one_rank([tier("CPUMemory", 3, chunk_bytes=CHUNK_BYTES)], chunk_size=4)
-    chain, cpu = rank.chain, rank.chain.tiers[0]
-    a = trace_spec(0, (0, 5), 16, 0)
-    store(rank, chain.keys(a), source=(a, "prompt", 4))
-    assert cpu.resident == 3 and chain.counters.dropped_chunks == 1
-    # b: 22 prompt tokens (5 full chunks, keys 0-4, and a partial one) and 8 output tokens (blocks 5, 6: negative keys)
+def test_a_trace_writers_write_through_is_counted_from_its_prompt_store_and_its_output_keys():
+    # b: trace ids 0, 1, 2 of 8 tokens; 22 prompt tokens (5 full chunks of 4, keys 0-4, then a partial one) and 8
+    # output tokens (blocks 5, 6: negative keys, b's own)
     b = trace_spec(1, (0, 1, 2), 22, 8)
-    assert b.keys(4)[:5] == [0, 1, 2, 3, 4] and all(key < 0 for key in b.keys(4)[5:]) and len(b.keys(4)) == 7
-    prompt = chain.keys(b)
-    store(rank, prompt, source=(b, "prompt", len(prompt)))  # its retirement: 6 keys, 0 and 1 held
-    assert chain.counters.dropped_chunks == 5
-    b.forget_keys()
-    write_through(rank, ["b4"], [(b, [4])])  # 5 chunks, all the prompt's: 3 lacking, from the prompt's count
-    assert chain.counters.dropped_chunks == 8 and b._keys == {}  # (its keys were not made again)
-    assert (id(cpu), id(b), 4) not in chain.closed.found
-    write_through(rank, ["b6"], [(b, [6])])  # 7 chunks, past the prompt: its chunk list, made again, 5 lacking
-    assert chain.counters.dropped_chunks == 13 and (id(cpu), id(b), 4) in chain.closed.found
-    # the same write-through without the prompt's store before it: the same count, from b's own chunk list
-    rank = chain_of_one_rank([tier("CPUMemory", 3, chunk_bytes=CHUNK_BYTES)], chunk_size=4)
-    store(rank, rank.chain.keys(a), source=(a, "prompt", 4))
-    write_through(rank, ["b4"], [(trace_spec(1, (0, 1, 2), 22, 8), [4])])
-    assert rank.chain.counters.dropped_chunks == 1 + 3
+    chunks = b.keys(4)
+    assert chunks[:5] == [0, 1, 2, 3, 4] and all(key < 0 for key in chunks[5:]) and len(chunks) == 7
+    dropped = []
+    for prompt_stored in (True, False):
+        # CPUMemory holds 3 chunks of 4 tokens: keys 0, 1 and b's last output key fill it
+        rank = chain_of_one_rank([tier("CPUMemory", 3, chunk_bytes=CHUNK_BYTES)], chunk_size=4)
+        chain, cpu = rank.chain, rank.chain.tiers[0]
+        store(rank, [0, 1, chunks[6]])
+        b = trace_spec(1, (0, 1, 2), 22, 8)
+        if prompt_stored:  # its retirement: 6 keys, 0 and 1 held
+            prompt = chain.keys(b)
+            store(rank, prompt, source=(b, "prompt", len(prompt)))
+        b.forget_keys()
+        counts = [chain.counters.dropped_chunks]
+        write_through(rank, ["b4"], [(b, [4])])  # 5 chunks, all the prompt's: 3 lacking
+        counts.append(chain.counters.dropped_chunks)
+        assert b._keys == {} and ((id(cpu), id(b), 4) in chain.closed.found) is not prompt_stored
+        write_through(rank, ["b6"], [(b, [6])])  # 7 chunks: 0, 1 and the last output key held, 4 lacking
+        counts.append(chain.counters.dropped_chunks)
+        dropped.append(counts)
+    # with the prompt's store first (its own 4 lacking counted, then no key list made for the first write-through),
+    # and without it (each counted on b's chunk list): the same counts of what each store lacks
+    assert dropped == [[4, 7, 11], [0, 3, 7]]
