@@ -188,3 +188,17 @@ def test_one_picker_gathers_each_column_as_a_loop_does(indices, columns):
     for c in range(columns):
         column = [c * 100 + i for i in range(20)]
         assert list(pick(column)) == [column[i] for i in indices] == gather(column, indices)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 63), min_size=1, max_size=40), st.sampled_from([(16, 16), (16, 64), (8, 24), (16, 48)]))
+def test_a_runs_largest_aligned_index_is_the_same_from_a_numpy_view_as_from_a_list(positions, sizes):
+    # (an eviction batch's runs carry their chain indices as numpy views, apc_writers.py; one victim's as a list)
+    import numpy as np
+
+    from kvreplay.runtime.tiers.kvc import _last_aligned
+    size, chunk = sizes
+    aligned = [p for p in positions if (p + 1) * size % chunk == 0]
+    expected = max(aligned) if aligned else None
+    assert _last_aligned(positions, size, chunk) == expected
+    assert _last_aligned(np.array([0, *positions], np.int64)[1:], size, chunk) == expected

@@ -206,7 +206,8 @@ class ApcPool(ApcLookups, BlockPool):
                                              len(victims), scanned, skipped, self.queue.live, pinned,
                                              pinned + self.queue.live))
         if self.on_evict is not None and victims:
-            self.on_evict(self, keys, self.writers.runs(victims))
+            taken = self.queue.taken
+            self.on_evict(self, keys, self.writers.runs(victims, taken[1] if taken[0] is victims else None))
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
         """BlockPool's, recording for each newly keyed block which request wrote it and at which chain index."""

@@ -58,25 +58,27 @@ class Writers:
             self.serial[index] = self.number(writer)
             self.index[index] = list(indices)
 
-    def runs(self, victims: list[int]) -> list[tuple]:
-        """The victims (keyed) as runs of one writer's consecutive victims: [(writer, their chain indices)]."""
+    def runs(self, victims: list[int], index=None) -> list[tuple]:
+        """The victims (keyed) as runs of one writer's consecutive victims: [(writer, their chain indices)], the
+        indices a list for one victim, else a numpy view (no int object per block); `index`: the victims as an
+        index array, when the queue made one already."""
         if len(victims) == 1:  # (a decode's block, most batches: no index array)
             block = victims[0]
             return [(self.specs[int(self.serial[block])], [int(self.index[block])])]
-        index = ids(victims)
+        if index is None:
+            index = ids(victims)
         serials = self.serial[index]
-        positions = self.index[index].tolist()
+        positions = self.index[index]
         cuts = (load_numpy().flatnonzero(serials[1:] != serials[:-1]) + 1).tolist()
         if not cuts:
             return [(self.specs[int(serials[0])], positions)]
         starts = [0, *cuts]
-        numbers = serials[starts].tolist()
         specs = self.specs
         return [(specs[number], positions[start:stop])
-                for number, start, stop in zip(numbers, starts, [*cuts, len(positions)])]
+                for number, start, stop in zip(serials[starts].tolist(), starts, [*cuts, len(positions)])]
 
 
 def victims(keys, runs) -> list[tuple]:
     """An eviction batch as (key, writer, chain index) per victim, in order (what a test compares)."""
     return list(zip(keys, (writer for writer, positions in runs for _ in positions),
-                    (position for _, positions in runs for position in positions)))
+                    (int(position) for _, positions in runs for position in positions)))

@@ -221,8 +221,13 @@ def write_through(rank, keys, runs) -> None:
         store(rank, None, source=(writer, chunk, end // chunk))
 
 
-def _last_aligned(positions: list[int], size: int, chunk: int) -> int | None:
-    """The largest block index of `positions` whose block ends on a chunk boundary (None: none does)."""
+def _last_aligned(positions, size: int, chunk: int) -> int | None:
+    """The largest block index of `positions` (a list, or a numpy array: APC's runs of many blocks) whose block
+    ends on a chunk boundary (None: none does)."""
+    if type(positions) is not list:  # (in C, no int object per block)
+        if chunk != size:
+            positions = positions[(positions + 1) * size % chunk == 0]
+        return int(positions.max()) if len(positions) else None
     if chunk == size:
         return max(positions)
     return next((p for p in sorted(positions, reverse=True) if (p + 1) * size % chunk == 0), None)
