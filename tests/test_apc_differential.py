@@ -152,6 +152,9 @@ def check(capacity: int, ttl: int, ops) -> None:
         assert pool.cached == model.cached
         assert evicted == model.evicted
         assert pool.ref[:pool.created] == [model.ref.get(block, 0) for block in range(pool.created)]
+        # (a release tells unkeyed blocks from the writers' column: it must say "no key" exactly where key_of does)
+        assert [number < 0 for number in pool.writers.serial[:pool.created].tolist()] == \
+            [key is None for key in pool.key_of]
 
 
 @settings(max_examples=300, deadline=None)

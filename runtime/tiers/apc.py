@@ -37,7 +37,7 @@ from operator import eq, is_not, not_, sub
 
 from .apc_free import FreeBlocks
 from .apc_log import EvictStats
-from .apc_queue import IdleQueue, gather, ids, picker
+from .apc_queue import IdleQueue, gather, ids
 from .apc_lookup import ApcLookups
 from .apc_retry import Lookup
 from .apc_writers import Writers
@@ -192,6 +192,8 @@ class ApcPool(ApcLookups, BlockPool):
                 del cached[key]
             for block in victims:
                 key_of[block] = None
+        taken = self.queue.taken
+        index = taken[1] if taken[0] is victims else None  # (the victims as an index array, when the queue has it)
         if proactive:
             self.proactive_evictions += len(victims)
         else:
@@ -206,8 +208,9 @@ class ApcPool(ApcLookups, BlockPool):
                                              len(victims), scanned, skipped, self.queue.live, pinned,
                                              pinned + self.queue.live))
         if self.on_evict is not None and victims:
-            taken = self.queue.taken
-            self.on_evict(self, keys, self.writers.runs(victims, taken[1] if taken[0] is victims else None))
+            self.on_evict(self, keys, self.writers.runs(victims, index))
+        if victims:  # (after the hook has read who wrote them)
+            self.writers.forget(victims, index)
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
         """BlockPool's, recording for each newly keyed block which request wrote it and at which chain index."""
@@ -258,8 +261,7 @@ class ApcPool(ApcLookups, BlockPool):
         if self.retry is not None:
             self.retry.touched(blocks)
         ref, order = self.ref, blocks[::-1]
-        pick = picker(order)  # (the counts now, the keys below)
-        held = pick(ref)
+        held = gather(ref, order)
         freeing = held.count(1)
         if freeing == len(held) or (freeing and held[freeing - 1] == 1 and held[:freeing].count(1) == freeing):
             freed = order[:freeing] if freeing < len(order) else order  # (the first `freeing` are the ones)
@@ -268,9 +270,19 @@ class ApcPool(ApcLookups, BlockPool):
             if freeing < len(order):  # the shared prefix: still held elsewhere, one reference fewer
                 for block, count in zip(order[freeing:], held[freeing:]):
                     ref[block] = count - 1
-            keys = pick(self.key_of)
-            if freeing < len(order):
-                keys = keys[:freeing]
+            if not freed:
+                return
+            index = ids(freed)  # (which hold no key, from the writers' column; the queue's numbers with it)
+            unkeyed = self.writers.unkeyed(index)
+            if not unkeyed:
+                self.queue.enqueue_all(freed, self.now(), index)
+                return
+            if unkeyed == 1 and self.key_of[freed[0]] is None:  # (usually: the partial last block, entering first)
+                self.free.extend(freed[:1])
+                if len(freed) > 1:
+                    self.queue.enqueue_all(freed[1:], self.now(), index[1:])
+                return
+            keys = gather(self.key_of, freed)
         else:
             left = list(map(sub, held, repeat(1)))
             for block, count in zip(order, left):
@@ -279,15 +291,11 @@ class ApcPool(ApcLookups, BlockPool):
             keys = gather(self.key_of, freed)
         if not freed:
             return
-        unkeyed = keys.count(None)
-        if not unkeyed:
-            idle = freed
-        elif unkeyed == 1 and keys[0] is None:  # (usually: the request's partial last block, entering first)
-            self.free.extend(freed[:1])
-            idle = freed[1:]
-        else:
+        if keys.count(None):
             keyed = list(map(is_not, keys, repeat(None)))
             self.free.extend(compress(freed, map(not_, keyed)))
             idle = list(compress(freed, keyed))
+        else:
+            idle = freed
         if idle:
             self.queue.enqueue_all(idle, self.now())

@@ -104,10 +104,11 @@ class IdleQueue:
     def enqueue(self, block: int, now: int) -> None:
         self.enqueue_all([block], now)
 
-    def enqueue_all(self, blocks: list[int], now: int) -> None:
-        """`enqueue` of each of `blocks`, in this order (a request frees its whole prefix at once)."""
+    def enqueue_all(self, blocks: list[int], now: int, index=None) -> None:
+        """`enqueue` of each of `blocks`, in this order (a request frees its whole prefix at once); `index`: the
+        blocks as an index array, when the caller made one already."""
         first = self.base + len(self.q)
-        self.entry[ids(blocks)] = np.arange(first, first + len(blocks))
+        self.entry[ids(blocks) if index is None else index] = np.arange(first, first + len(blocks))
         self.q.extend(blocks)
         self.stamps.extend(repeat(now, len(blocks)))
         self.alive += ONES * len(blocks)

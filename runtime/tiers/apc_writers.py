@@ -21,7 +21,9 @@ class Writers:
     __slots__ = ("serial", "index", "specs", "numbers", "last")
 
     def __init__(self, capacity: int):
-        self.serial = column(capacity)  # per block id: its writer's number (valid while the block is keyed)
+        # per block id: its writer's number while the block is keyed, else -1 (so a release tells its unkeyed blocks
+        # from this column in C, not from a gather of the key objects)
+        self.serial = column(capacity) - 1
         self.index = column(capacity)  # per block id: its index in the writer's chain
         self.specs: list = [None]  # number -> writer (0: None); keeps each writer alive while it may be asked for
         self.numbers: dict[int, int] = {}  # id(writer) -> its number (ids are stable: `specs` holds the writers)
@@ -57,6 +59,17 @@ class Writers:
             index = ids(blocks)
             self.serial[index] = self.number(writer)
             self.index[index] = list(indices)
+
+    def unkeyed(self, index) -> int:
+        """How many of the blocks in the index array `index` hold no key."""
+        return int(load_numpy().count_nonzero(self.serial[index] < 0))
+
+    def forget(self, victims: list[int], index=None) -> None:
+        """The victims hold no key any more (`index`: them as an index array, or None)."""
+        if len(victims) == 1:
+            self.serial[victims[0]] = -1
+        else:
+            self.serial[ids(victims) if index is None else index] = -1
 
     def runs(self, victims: list[int], index=None) -> list[tuple]:
         """The victims (keyed) as runs of one writer's consecutive victims: [(writer, their chain indices)], the
