@@ -10,6 +10,7 @@ from kvreplay.compiler.passes.finish import finish_plan
 from kvreplay.runtime.build import build
 from kvreplay.runtime.shell.clock import Clock
 from kvreplay.runtime.tiers.apc import ApcPool
+from kvreplay.runtime.tiers.apc_writers import victims
 from kvreplay.runtime.tiers.apc_queue import IdleQueue
 from kvreplay.runtime.tiers.apc_log import format_apc_enabled, format_lru_evict
 
@@ -48,7 +49,7 @@ def test_a_shared_prefix_bumps_the_same_blocks_and_they_go_idle_tail_first_on_th
 def test_eviction_takes_never_used_then_free_memory_then_the_lru_end():
     apc, _ = pool(6)
     evicted = []
-    apc.on_evict = lambda p, *columns: evicted.append(list(zip(*columns)))
+    apc.on_evict = lambda p, keys, runs: evicted.append(victims(keys, runs))
     a = written(apc, [10, 11, 12], "A")
     b = written(apc, [20, 21], "B")
     scratch = apc.allocate(1)  # block 5, never keyed

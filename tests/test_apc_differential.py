@@ -15,6 +15,7 @@ from hypothesis import given, settings, strategies as st
 
 from kvreplay.runtime.shell.clock import Clock
 from kvreplay.runtime.tiers.apc import ApcPool
+from kvreplay.runtime.tiers.apc_writers import victims
 
 
 class Model:
@@ -113,7 +114,7 @@ def check(capacity: int, ttl: int, ops) -> None:
     clock = Clock()
     pool, model = ApcPool(capacity, clock, ttl), Model(capacity, ttl)
     evicted: list = []
-    pool.on_evict = lambda p, keys, writers, positions: evicted.extend(zip(keys, writers, positions))
+    pool.on_evict = lambda p, keys, runs: evicted.extend(victims(keys, runs))
     held: list[list[int]] = []
     for op in ops:
         if op[0] == "request":  # a prompt's keys: prompts share prefixes, and a partial last block has no key
@@ -150,6 +151,10 @@ def check(capacity: int, ttl: int, ops) -> None:
         assert pool.free_count == model.free_count()
         assert pool.cached == model.cached
         assert evicted == model.evicted
+        assert pool.ref[:pool.created] == [model.ref.get(block, 0) for block in range(pool.created)]
+        # (a release tells unkeyed blocks from the writers' column: it must say "no key" exactly where key_of does)
+        assert [number < 0 for number in pool.writers.serial[:pool.created].tolist()] == \
+            [key is None for key in pool.key_of]
 
 
 @settings(max_examples=300, deadline=None)
@@ -163,7 +168,7 @@ def test_a_protected_block_waits_and_expired_ones_are_evicted_tail_first_then_ha
     clock = Clock()
     pool = ApcPool(4, clock, 10)
     evicted: list = []
-    pool.on_evict = lambda p, keys, writers, positions: evicted.extend(zip(keys, writers, positions))
+    pool.on_evict = lambda p, keys, runs: evicted.extend(victims(keys, runs))
     blocks = pool.allocate(3)
     pool.register_run(blocks, [7, 8, 9], 0, 3, "A")
     pool.release(blocks)
@@ -186,3 +191,17 @@ def test_one_picker_gathers_each_column_as_a_loop_does(indices, columns):
     for c in range(columns):
         column = [c * 100 + i for i in range(20)]
         assert list(pick(column)) == [column[i] for i in indices] == gather(column, indices)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 63), min_size=1, max_size=40), st.sampled_from([(16, 16), (16, 64), (8, 24), (16, 48)]))
+def test_a_runs_largest_aligned_index_is_the_same_from_a_numpy_view_as_from_a_list(positions, sizes):
+    # (an eviction batch's runs carry their chain indices as numpy views, apc_writers.py; one victim's as a list)
+    import numpy as np
+
+    from kvreplay.runtime.tiers.kvc import _last_aligned
+    size, chunk = sizes
+    aligned = [p for p in positions if (p + 1) * size % chunk == 0]
+    expected = max(aligned) if aligned else None
+    assert _last_aligned(positions, size, chunk) == expected
+    assert _last_aligned(np.array([0, *positions], np.int64)[1:], size, chunk) == expected

@@ -11,6 +11,7 @@ from kvreplay.runtime.outputs.metrics import request_record
 from kvreplay.runtime.shell.events import CHECK
 from kvreplay.runtime.tiers.apc_log import format_proactive
 from kvreplay.runtime.tiers.apc_monitor import MIN_INTERVAL_NS, exact, step
+from kvreplay.runtime.tiers.apc_writers import victims
 
 from .scenarios import MS, row
 from .test_apc import apc_build, opal_with
@@ -69,7 +70,7 @@ def test_a_check_at_util_93_6_percent_evicts_36_blocks_and_comes_back_after_0_64
     replay.apc.log = []
     idle_blocks(pool, 936)
     evicted = []
-    pool.on_evict = lambda p, *columns: evicted.extend(zip(*columns))
+    pool.on_evict = lambda p, keys, runs: evicted.extend(victims(keys, runs))
     replay.clock.now = 3 * S
     replay.apc.check(rank, 3 * S + 0)
     assert pool.proactive_evictions == 36 and pool.idle_count == 900 and pool.plain_free == 100
@@ -140,7 +141,7 @@ def test_macro_steps_and_single_steps_agree_with_apc(tmp_path, ttl_ms, threshold
         for rank in replay.ranks():
             rank.pool.evict_log = log
             if hooked:
-                rank.pool.on_evict = lambda p, *columns, hooks=hooks: hooks.append((p.now(), tuple(zip(*columns))))
+                rank.pool.on_evict = lambda p, keys, runs, hooks=hooks: hooks.append((p.now(), tuple(victims(keys, runs))))
         replay.apc.log = []
         replay.run()
         pools = [rank.pool for rank in replay.ranks()]

@@ -185,13 +185,13 @@ def test_write_through_stores_only_up_to_the_largest_chunk_aligned_end_of_what_a
     a = RequestSpec(0, 8, 9, Content(segments=((0, 0, 8), (7, 0, 9))))
     b = RequestSpec(1, 8, 9, Content(segments=((1, 0, 8), (8, 0, 9))))
     # a's blocks 3 (ends at 16: a chunk boundary), 2 (12: none) and 1 (8: a boundary); b's block 2 only
-    write_through(rank, ["k3", "k2", "k1", "b2"], [a, a, a, b], [3, 2, 1, 2])
+    write_through(rank, ["k3", "k2", "k1", "b2"], [(a, [3, 2, 1]), (b, [2])])
     chain = rank.chain
     assert chain.counters.write_through_stores == 1  # b had no evicted block ending on a boundary
     (copy,) = rank.jobs
     assert copy.keys == a.keys(8)[:2]  # a's prefix up to 16 tokens: its prompt chunk and first output chunk
     assert chain.tiers[0].resident == 2
-    write_through(rank, ["k1"], [a], [1])  # the prompt chunk is in the tier already: nothing is copied again
+    write_through(rank, ["k1"], [(a, [1])])  # the prompt chunk is in the tier already: nothing is copied again
     assert chain.counters.write_through_stores == 2 and len(rank.jobs) == 1
 
 

@@ -22,11 +22,13 @@ the queue is protected, the number of protected idle blocks it left in place
 asked for.  Inline evictions (for an admission) never stop short: the scheduler
 asks `can_allocate` first, so protection makes a request wait instead.
 
-`on_evict(pool, keys, writers, positions)` per batch, three columns (sequences) of one entry per
-victim: its key, the RequestSpec whose content wrote the block (`register_run`'s
-`writer`) and the block's index in that chain (columns, not a tuple per block: a
-batch is up to thousands of blocks); `pool.now()` is the eviction's instant: fused decode passes apply later passes early and
-`at` tells the pool each one's instant, so stamps and evictions are single stepping's.
+`on_evict(pool, keys, runs)` per batch: the victims' keys (one per victim), and the
+victims as runs of one writer's consecutive victims, `[(writer, chain indices)]`:
+the RequestSpec whose content wrote them (`register_run`'s `writer`) and each
+block's index in that chain (a batch is up to thousands of blocks and a few runs:
+apc_writers.py); `pool.now()` is the eviction's instant: fused decode passes apply
+later passes early and `at` tells the pool each one's instant, so stamps and
+evictions are single stepping's.
 """
 from __future__ import annotations
 
@@ -35,13 +37,14 @@ from operator import eq, is_not, not_, sub
 
 from .apc_free import FreeBlocks
 from .apc_log import EvictStats
-from .apc_queue import IdleQueue, gather, ids, picker
+from .apc_queue import IdleQueue, gather, ids
 from .apc_lookup import ApcLookups
 from .apc_retry import Lookup
+from .apc_writers import Writers
 from .g1 import BlockPool, consume
 
 class ApcPool(ApcLookups, BlockPool):
-    __slots__ = ("clock", "ttl_ns", "advanced_to", "queue", "_looked", "_looking", "_looked_at", "writer_of", "index_of", "on_evict", "evict_log",
+    __slots__ = ("clock", "ttl_ns", "advanced_to", "queue", "_looked", "_looking", "_looked_at", "writers", "on_evict", "evict_log",
                  "inline_evictions", "proactive_evictions", "ttl_skipped", "retry")
 
     def __init__(self, capacity: int, clock=None, ttl_ns: int = 0):
@@ -55,11 +58,9 @@ class ApcPool(ApcLookups, BlockPool):
         self._looking: list = []  # idle-block lists of lookups at `_looked_at` not yet put into `_looked`
         self._looked_at = -1
         # per block id, set whenever the block is keyed (so never stale while it is): the RequestSpec that wrote
-        # it (None: a restore) and its index in that chain
-        self.writer_of: list = [None] * capacity
-        # (a list: an eviction gathers it with the keys' and writers' itemgetter, no index array per batch)
-        self.index_of: list = [0] * capacity
-        self.on_evict = None  # None or callable(pool, keys, writers, positions) per eviction batch
+        # it (None: a restore) and its index in that chain, read back per run of one writer (apc_writers.py)
+        self.writers = Writers(capacity)
+        self.on_evict = None  # None or callable(pool, keys, runs) per eviction batch
         self.evict_log: list | None = None  # set to a list to collect an EvictStats per eviction batch
         self.inline_evictions = self.proactive_evictions = self.ttl_skipped = 0
         self.retry: Lookup | None = None  # the last lookup with a TTL, while it still holds (apc_retry.py)
@@ -182,8 +183,7 @@ class ApcPool(ApcLookups, BlockPool):
         if not victims and not proactive:
             return
         key_of, cached = self.key_of, self.cached
-        pick = picker(victims)  # (the keys now, the writers and indices below)
-        keys = pick(key_of)
+        keys = gather(key_of, victims)
         if len(victims) == 1:  # (a decode's block, most calls)
             del cached[keys[0]]
             key_of[victims[0]] = None
@@ -192,6 +192,8 @@ class ApcPool(ApcLookups, BlockPool):
                 del cached[key]
             for block in victims:
                 key_of[block] = None
+        taken = self.queue.taken
+        index = taken[1] if taken[0] is victims else None  # (the victims as an index array, when the queue has it)
         if proactive:
             self.proactive_evictions += len(victims)
         else:
@@ -206,7 +208,9 @@ class ApcPool(ApcLookups, BlockPool):
                                              len(victims), scanned, skipped, self.queue.live, pinned,
                                              pinned + self.queue.live))
         if self.on_evict is not None and victims:
-            self.on_evict(self, keys, pick(self.writer_of), pick(self.index_of))
+            self.on_evict(self, keys, self.writers.runs(victims, index))
+        if victims:  # (after the hook has read who wrote them)
+            self.writers.forget(victims, index)
 
     def register_run(self, blocks: list[int], keys: list[int], start: int, stop: int, writer=None) -> None:
         """BlockPool's, recording for each newly keyed block which request wrote it and at which chain index."""
@@ -218,8 +222,7 @@ class ApcPool(ApcLookups, BlockPool):
             block, key = blocks[start], keys[start]
             if cached.setdefault(key, block) == block:
                 key_of[block] = key
-                self.writer_of[block] = writer
-                self.index_of[block] = start
+                self.writers.one(block, start, writer)
                 if self.events is not None:
                     self.events.append(("Stored", [key]))
             return
@@ -228,18 +231,15 @@ class ApcPool(ApcLookups, BlockPool):
         run_keys, run_blocks = keys[start:stop], blocks[start:stop]
         stored = list(map(eq, map(cached.setdefault, run_keys, run_blocks), run_blocks))
         if stored.count(True) == len(stored):  # (usually: nothing of a prompt past its hits is cached)
-            writer_of, index_of = self.writer_of, self.index_of
-            for index, block, key in zip(range(start, stop), run_blocks, run_keys):  # (a loop: maps of
-                key_of[block] = key  # `__setitem__` cost several times more)
-                writer_of[block] = writer
-                index_of[block] = index
+            for block, key in zip(run_blocks, run_keys):  # (a loop: a map of `__setitem__` costs several times more)
+                key_of[block] = key
+            self.writers.run(run_blocks, start, writer)
             if self.events is not None and run_keys:
                 self.events.append(("Stored", run_keys))
             return
         written, written_keys = list(compress(run_blocks, stored)), list(compress(run_keys, stored))
         consume(map(key_of.__setitem__, written, written_keys))
-        consume(map(self.writer_of.__setitem__, written, repeat(writer)))
-        consume(map(self.index_of.__setitem__, written, compress(range(start, stop), stored)))
+        self.writers.some(written, compress(range(start, stop), stored), writer)
         if self.events is not None and written_keys:
             self.events.append(("Stored", written_keys))
 
@@ -248,22 +248,41 @@ class ApcPool(ApcLookups, BlockPool):
         run_blocks = blocks[start:stop]
         keyed = list(map(eq, map(self.key_of.__getitem__, run_blocks), keys[start:stop]))
         written = list(compress(run_blocks, keyed))
-        consume(map(self.writer_of.__setitem__, written, repeat(writer)))
-        consume(map(self.index_of.__setitem__, written, compress(range(start, stop), keyed)))
+        self.writers.some(written, compress(range(start, stop), keyed), writer)
 
     def release(self, blocks: list[int]) -> None:
         """Drop one reference each; a freed keyed block joins the queue's newest end (tail first), stamped now;
-        a freed unkeyed one is free memory."""
+        a freed unkeyed one is free memory.
+
+        A release is cut into runs only where behaviour differs: in the order the blocks enter (tail first), the
+        freed blocks come first and the ones another request still holds (a shared prefix) last, and of the freed
+        ones only the request's last block (a partial one) holds no key; each run is one step (a slice, a loop
+        with no test), any other layout takes the general path."""
         if self.retry is not None:
             self.retry.touched(blocks)
         ref, order = self.ref, blocks[::-1]
-        pick = picker(order)  # (the counts now, the keys below when every block is freed)
-        held = pick(ref)
-        if held.count(1) == len(held):  # the usual release: its only holder lets go, every block is freed
-            for block in order:
+        held = gather(ref, order)
+        freeing = held.count(1)
+        if freeing == len(held) or (freeing and held[freeing - 1] == 1 and held[:freeing].count(1) == freeing):
+            freed = order[:freeing] if freeing < len(order) else order  # (the first `freeing` are the ones)
+            for block in freed:
                 ref[block] = 0
-            freed = order
-            keys = pick(self.key_of)
+            if freeing < len(order):  # the shared prefix: still held elsewhere, one reference fewer
+                for block, count in zip(order[freeing:], held[freeing:]):
+                    ref[block] = count - 1
+            if not freed:
+                return
+            index = ids(freed)  # (which hold no key, from the writers' column; the queue's numbers with it)
+            unkeyed = self.writers.unkeyed(index)
+            if not unkeyed:
+                self.queue.enqueue_all(freed, self.now(), index)
+                return
+            if unkeyed == 1 and self.key_of[freed[0]] is None:  # (usually: the partial last block, entering first)
+                self.free.extend(freed[:1])
+                if len(freed) > 1:
+                    self.queue.enqueue_all(freed[1:], self.now(), index[1:])
+                return
+            keys = gather(self.key_of, freed)
         else:
             left = list(map(sub, held, repeat(1)))
             for block, count in zip(order, left):
@@ -272,7 +291,7 @@ class ApcPool(ApcLookups, BlockPool):
             keys = gather(self.key_of, freed)
         if not freed:
             return
-        if keys.count(None):  # (rarely: a partial last block, or blocks computed past the prompt's keys)
+        if keys.count(None):
             keyed = list(map(is_not, keys, repeat(None)))
             self.free.extend(compress(freed, map(not_, keyed)))
             idle = list(compress(freed, keyed))

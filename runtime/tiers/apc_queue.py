@@ -65,7 +65,7 @@ def column(size: int):
 
 
 class IdleQueue:
-    __slots__ = ("ttl_ns", "q", "stamps", "alive", "base", "head", "boundary", "expired", "live", "entry", "probe", "newest")
+    __slots__ = ("ttl_ns", "q", "stamps", "alive", "base", "head", "boundary", "expired", "live", "entry", "probe", "newest", "taken")
 
     def __init__(self, ttl_ns: int, capacity: int):
         self.ttl_ns = ttl_ns
@@ -83,6 +83,7 @@ class IdleQueue:
         # are unchanged nothing entered or left it since, so that list's blocks are still its newest entries; the
         # end only grows, and grows with every entry added, so no series of changes brings the three back)
         self.newest: tuple = (None, 0, 0, 0)
+        self.taken: tuple = (None, None)  # (pop_expired's last list of several blocks, it as an index array)
 
     def _all_live(self) -> bool:
         """Is every unread entry live (no block left the queue early since the last compaction)?  Then the
@@ -103,10 +104,11 @@ class IdleQueue:
     def enqueue(self, block: int, now: int) -> None:
         self.enqueue_all([block], now)
 
-    def enqueue_all(self, blocks: list[int], now: int) -> None:
-        """`enqueue` of each of `blocks`, in this order (a request frees its whole prefix at once)."""
+    def enqueue_all(self, blocks: list[int], now: int, index=None) -> None:
+        """`enqueue` of each of `blocks`, in this order (a request frees its whole prefix at once); `index`: the
+        blocks as an index array, when the caller made one already."""
         first = self.base + len(self.q)
-        self.entry[ids(blocks)] = np.arange(first, first + len(blocks))
+        self.entry[ids(blocks) if index is None else index] = np.arange(first, first + len(blocks))
         self.q.extend(blocks)
         self.stamps.extend(repeat(now, len(blocks)))
         self.alive += ONES * len(blocks)
@@ -186,7 +188,9 @@ class IdleQueue:
             if len(out) == 1:  # (a decode's block, most calls: no index array for one block)
                 self.entry[out[0]] = -1
             else:
-                self.entry[ids(out)] = -1
+                index = ids(out)
+                self.entry[index] = -1
+                self.taken = (out, index)  # (the pool's eviction reads its columns with it: apc_writers.py)
             self.live -= len(out)
             self.expired -= len(out)
         cut = self.head - self.base

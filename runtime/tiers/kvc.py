@@ -21,8 +21,7 @@
 from __future__ import annotations
 
 from functools import partial
-from itertools import compress, filterfalse
-from operator import is_not
+from itertools import filterfalse
 
 from .closed_tier import closed
 from .copy_jobs import Copy
@@ -196,26 +195,24 @@ def retire(rank, request) -> None:
     request.forget_keys()
 
 
-def write_through(rank, keys, writers, positions) -> None:
-    """APC evicted blocks (columns: key, writer spec, block index): every writer whose evicted blocks include one
-    ending on a chunk boundary stores its prefix up to the largest such end (the first writer to ask first)."""
+def write_through(rank, keys, runs) -> None:
+    """APC evicted blocks (their keys, and runs of one writer's blocks: [(writer spec, block indices)]): every
+    writer whose evicted blocks include one ending on a chunk boundary stores its prefix up to the largest such
+    end (the first writer to ask first)."""
     chain = rank.chain
     size, chunk = rank.block_size, chain.chunk_size
-    if len(writers) == 1:  # (a decode's block, most batches: no runs to cut)
-        writer, position = writers[0], positions[0]
-        if writer is not None and (position + 1) * size % chunk == 0:
+    if len(runs) == 1:  # (a decode's block, or one writer's blocks: most batches)
+        (writer, positions), = runs
+        last = _last_aligned(positions, size, chunk) if writer is not None else None
+        if last is not None:
             chain.counters.write_through_stores += 1
-            store(rank, None, source=(writer, chunk, (position + 1) * size // chunk))
+            store(rank, None, source=(writer, chunk, (last + 1) * size // chunk))
         return
     ends: dict = {}  # id(writer) -> (writer, largest aligned end): specs hash by value, which is slow
-    # a request's blocks leave in runs: one step per run of one writer's blocks (found in C), not per block
-    count = len(writers)
-    cuts = [0, *map((1).__add__, compress(range(count - 1), map(is_not, writers[1:], writers[:-1]))), count]
-    for start, stop in zip(cuts, cuts[1:]):
-        writer = writers[start]
+    for writer, positions in runs:  # (one step per run of one writer's blocks, apc_writers.py, not per block)
         if writer is None:
             continue
-        last = _last_aligned(positions[start:stop], size, chunk)
+        last = _last_aligned(positions, size, chunk)
         number = id(writer)
         if last is not None and (last + 1) * size > ends.get(number, (None, 0))[1]:
             ends[number] = (writer, (last + 1) * size)
@@ -224,8 +221,13 @@ def write_through(rank, keys, writers, positions) -> None:
         store(rank, None, source=(writer, chunk, end // chunk))
 
 
-def _last_aligned(positions: list[int], size: int, chunk: int) -> int | None:
-    """The largest block index of `positions` whose block ends on a chunk boundary (None: none does)."""
+def _last_aligned(positions, size: int, chunk: int) -> int | None:
+    """The largest block index of `positions` (a list, or a numpy array: APC's runs of many blocks) whose block
+    ends on a chunk boundary (None: none does)."""
+    if type(positions) is not list:  # (in C, no int object per block)
+        if chunk != size:
+            positions = positions[(positions + 1) * size % chunk == 0]
+        return int(positions.max()) if len(positions) else None
     if chunk == size:
         return max(positions)
     return next((p for p in sorted(positions, reverse=True) if (p + 1) * size % chunk == 0), None)

@@ -71,7 +71,7 @@ class KvcChain(TierChain):
         self.counters = counters
         self.lru = lru or (False,) * len(tiers)  # per tier: it evicts (demoting to the next) and promotes hits
         self.clock = clock  # the replay's (when a restore's reads start)
-        self.closed = ClosedCounts()  # what stores into a full tier that never evicts would lack
+        self.closed = ClosedCounts(chunk_size)  # what stores into a full tier that never evicts would lack
         self.holding: list = []  # requests whose restore landed (they hold its blocks until admitted), and some
         # that no longer hold them: kvc.drop_restore_holds prunes it
 
