@@ -15,16 +15,43 @@ keys that do not run (synthetic XXH3 keys) are still correct, one part a key.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from operator import eq
+
+from ..traffic.block_keys import KeyRuns
 
 GROUP_BITS = 5
 
 
 def run_length(keys, i: int, n: int, first: int, d: int) -> int:
-    """How many of keys[i:i + n] continue first, first + d, ... (keys[i] == first; n >= 1), found in C."""
-    if n == 1 or keys[i:i + n] == list(range(first, first + d * n, d)):
+    """How many of keys[i:i + n] continue first, first + d, ... (keys[i] == first; n >= 1): read from a KeyRuns'
+    runs (a few steps a run), else found in C (an int made a key)."""
+    if n == 1:
+        return n
+    if type(keys) is KeyRuns:
+        return _runs_length(keys, i, i + n, first, d)
+    if keys[i:i + n] == list(range(first, first + d * n, d)):
         return n
     return list(map(eq, keys[i:i + n], range(first, first + d * n, d))).index(False)
+
+
+def _runs_length(keys: KeyRuns, i: int, limit: int, expect: int, d: int) -> int:
+    """run_length from the runs: each run inside keys[i:limit] continues the expected key whole (its step is d), in
+    its first key only (its step is -d), or not at all."""
+    starts, size, pos = keys.starts, len(keys), i
+    j = bisect_right(starts, pos)
+    while pos < limit:
+        if keys[pos] != expect:
+            break
+        end = starts[j] if j < len(starts) else size
+        if end - pos > 1 and keys[pos + 1] != expect + d:
+            pos += 1  # (only its first key continues)
+            break
+        end = end if end < limit else limit
+        expect += d * (end - pos)
+        pos = end
+        j += 1
+    return pos - i
 
 
 def _join(parts: list, lo: int, hi: int, x: int, step: int) -> None:

@@ -14,6 +14,11 @@ computed only when KV events are written.  Those keys are small integers (fast
 in CPython).  Only opal's workload stages mix trace and synthetic content in one
 replay: a uniform 64-bit XXH3 key then meets a given small key as rarely as it
 meets another XXH3 key.
+
+At block sizes where a trace block holds many engine blocks, a request's keys
+come as a `KeyRuns` list that knows where its runs of consecutive keys start,
+so G1's extents (runtime/tiers/g1_key_groups.py) read a run's length from it
+instead of comparing every key with a range.
 """
 from __future__ import annotations
 
@@ -27,6 +32,37 @@ SEED = 1337
 SOURCE_STRIDE = 1_000_003
 _HASH = xxhash.xxh3_64_intdigest
 BIG_ENDIAN = sys.byteorder == "big"
+
+
+RUNS_PER = 32  # fewest engine blocks a trace block for which the keys carry their runs (G1's extents read them)
+
+
+class KeyRuns(list):
+    """A list of keys that knows its runs: keys[starts[j]:starts[j + 1]] (the last to the end) each continue their
+    first key by a step of +1 or -1 (a run may be followed by one that continues it: only the runs' insides are
+    promised).  Built only by `trace_keys` and `add`; callers read it as a list and never change it in place."""
+
+    __slots__ = ("starts",)
+
+    def __init__(self):
+        super().__init__()
+        self.starts: list[int] = []
+
+    def add(self, run: range) -> None:
+        """Append the keys of `run` (step +1 or -1) as one run."""
+        if run:
+            self.starts.append(len(self))
+            self.extend(run)
+
+    def __reduce__(self):
+        return (_key_runs, (list(self), self.starts))
+
+
+def _key_runs(keys: list, starts: list) -> KeyRuns:
+    out = KeyRuns()
+    out.extend(keys)
+    out.starts = starts
+    return out
 
 
 def token_ids(source: int, start: int, stop: int) -> array:
@@ -82,17 +118,21 @@ def trace_keys(hash_ids, tokens: int, trace_block: int, block_size: int) -> list
     full = tokens // block_size
     if trace_block % block_size == 0:  # the common case: each id's blocks are one range of keys
         per = trace_block // block_size
-        keys: list[int] = []
+        keys = KeyRuns() if per >= RUNS_PER else []
+        add = keys.add if per >= RUNS_PER else keys.extend
         start = end = -1  # (ids are >= 0)
         for h in hash_ids[:-(-full // per)]:  # consecutive ids (a prompt's new blocks, usually) extend one range
             if h != end:
                 if end >= 0:
-                    keys.extend(range(start * per, end * per))
+                    add(range(start * per, end * per))
                 start = h
             end = h + 1
         if end >= 0:
-            keys.extend(range(start * per, end * per))
-        del keys[full:]
+            add(range(start * per, end * per))
+        if len(keys) > full:
+            del keys[full:]
+            if per >= RUNS_PER and keys.starts[-1] >= full:  # (the cut ends inside the last id's run, or at it)
+                keys.starts.pop()
         return keys
     # the block's start is in [-(block_size - 1), trace_block - block_size] from trace block `last`'s start: shifted
     # by trace_block that is in [0, span) when block_size <= trace_block; a larger engine block (it spans several
