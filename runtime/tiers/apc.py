@@ -16,11 +16,11 @@ stops at the first one, and `free_count` (what can be handed out now) counts
 free + unprotected idle only.  The queue (apc_queue.py) costs O(1) amortised per
 query and change.
 
-ttl_skipped: when an eviction stops short of what was asked because the rest of
-the queue is protected, the number of protected idle blocks it left in place
-(what opal's full scan would have skipped); 0 for an eviction that got all it
-asked for.  Inline evictions (for an admission) never stop short: the scheduler
-asks `can_allocate` first, so protection makes a request wait instead.
+ttl_skipped: when an eviction stops short of what was asked because the rest of the
+queue is protected, the number of protected idle blocks it left in place (what opal's
+full scan would have skipped); 0 for an eviction that got all it asked for.  Inline
+evictions (for an admission) never stop short: the scheduler asks `can_allocate`
+first, so protection makes a request wait instead.
 
 `on_evict(pool, keys, runs)` per batch: the victims' keys (one per victim), and the
 victims as runs of one writer's consecutive victims, `[(writer, chain indices)]`:
