@@ -18,9 +18,8 @@ query and change.
 
 ttl_skipped: when an eviction stops short of what was asked because the rest of the
 queue is protected, the number of protected idle blocks it left in place (what opal's
-full scan would have skipped); 0 for an eviction that got all it asked for.  Inline
-evictions (for an admission) never stop short: the scheduler asks `can_allocate`
-first, so protection makes a request wait instead.
+full scan would have skipped); 0 for an eviction that got all it asked for.  Inline evictions
+(for an admission) never stop short: `can_allocate` is asked first, so a request waits instead.
 
 `on_evict(pool, keys, runs)` per batch: the victims' keys (one per victim), and the
 victims as runs of one writer's consecutive victims, `[(writer, chain indices)]`:
