@@ -64,6 +64,8 @@ class LruOrder:
     def unheld(self, keys: list, place: bool, refresh: tuple | None) -> tuple:
         """(no token, the distinct `keys` not held, nothing they displace): what a reserve would add."""
         held = self._keys
+        if len(keys) == 1:  # (a decode block's store, the usual: no iterator to set up)
+            return None, [] if keys[0] in held else [keys[0]], None
         return None, list(filterfalse(held.__contains__, keys)), None
 
     def hold(self, token, new: list, olds, place: bool) -> int:
@@ -95,6 +97,12 @@ class LruOrder:
         victims, ttl = [], self.ttl_ns
         if not ttl:  # the oldest `wanted` keys, when none is busy (the usual: busy keys are the newest)
             held = self._keys
+            if wanted == 1 and held:  # (one decode block's room, the usual: one pop, no list to build)
+                key = held.popitem(False)[0]
+                if key not in in_flight and key not in reading and key not in pinned:
+                    return [key]
+                held[key] = None
+                held.move_to_end(key, False)
             # popped first and checked after: walking an OrderedDict finds each key's node by a hash lookup, which
             # costs about as much as the pop itself; a busy key among them (rare) puts them all back in place
             popitem = held.popitem

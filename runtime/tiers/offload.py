@@ -105,7 +105,8 @@ def offer(rank, request, upto: int, hold: bool = False) -> None:
     refresh = profile.refresh_on_lookup
     prompt_blocks = request.spec.prompt_len // rank.block_size
     place = not refresh or upto > prompt_blocks
-    accepted = host.reserve(offered, place, host.known_distinct(keys, upto), None if place else (keys, prompt_blocks))
+    distinct = upto - start == 1 or host.known_distinct(keys, upto)  # (one key is distinct: no question to ask)
+    accepted = host.reserve(offered, place, distinct, None if place else (keys, prompt_blocks))
     if refresh:  # a store makes the prompt's resident blocks the newest (and places what it reserved)
         host.refresh(keys, prompt_blocks)
     waits_for_room = profile.store_delay_passes and host.last_reserve_short
@@ -210,7 +211,7 @@ def stored(rank, job: Copy, now: int) -> None:
         chain = rank.chain
         chain.holding -= 1
         chain.holding_keyless -= _keyless(rank.pool, job.blocks)
-        rank.pool.release(list(reversed(job.blocks)))
+        rank.pool.release(job.blocks[::-1])
 
 
 def release_blocks(rank, request, blocks: list[int]) -> None:
