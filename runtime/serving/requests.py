@@ -115,7 +115,10 @@ class RequestSpec:
             # blocks holding the request's own output are never shared: negative keys, unique per request
             first = -(self.index << 24) - 1  # (key -((index << 24) + i) - 1 of output block i, as one range)
             output = range(first - first_output_block, first - total // block_size, -1)
-            keys.add(output) if type(keys) is blocks.KeyRuns else keys.extend(output)
+            if type(keys) is blocks.KeyRuns:
+                keys.add(output)
+            else:
+                keys.extend(output)
             return keys
         tokens = blocks.segment_tokens(self.content.segments)
         if self.content.token_ids:

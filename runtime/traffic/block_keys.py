@@ -129,10 +129,7 @@ def trace_keys(hash_ids, tokens: int, trace_block: int, block_size: int) -> list
             end = h + 1
         if end >= 0:
             add(range(start * per, end * per))
-        if len(keys) > full:
-            del keys[full:]
-            if per >= RUNS_PER and keys.starts[-1] >= full:  # (the cut ends inside the last id's run, or at it)
-                keys.starts.pop()
+        del keys[full:]  # (inside the last run: a run is at least `per` keys and the cut is fewer, so no start goes)
         return keys
     # the block's start is in [-(block_size - 1), trace_block - block_size] from trace block `last`'s start: shifted
     # by trace_block that is in [0, span) when block_size <= trace_block; a larger engine block (it spans several
