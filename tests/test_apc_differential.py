@@ -155,6 +155,12 @@ def check(capacity: int, ttl: int, ops) -> None:
         # (a release tells unkeyed blocks from the writers' column: it must say "no key" exactly where key_of does)
         assert [number < 0 for number in pool.writers.serial[:pool.created].tolist()] == \
             [key is None for key in pool.key_of]
+        # a writer is held exactly while some block it keyed is keyed still, and counted by how many
+        writers, serials = pool.writers, pool.writers.serial[:pool.created].tolist()
+        counts = [serials.count(number) for number in range(len(writers.specs))]
+        assert writers.held[1:] == counts[1:]
+        assert [spec is not None for spec in writers.specs[1:]] == [count > 0 for count in counts[1:]]
+        assert sorted(writers.numbers.values()) == [n for n in range(1, len(counts)) if counts[n]]
 
 
 @settings(max_examples=300, deadline=None)

@@ -18,15 +18,18 @@ from .apc_queue import column, ids, load_numpy
 
 
 class Writers:
-    __slots__ = ("serial", "index", "specs", "numbers", "last")
+    __slots__ = ("serial", "index", "specs", "numbers", "last", "held")
 
     def __init__(self, capacity: int):
         # per block id: its writer's number while the block is keyed, else -1 (so a release tells its unkeyed blocks
         # from this column in C, not from a gather of the key objects)
         self.serial = column(capacity) - 1
         self.index = column(capacity)  # per block id: its index in the writer's chain
-        self.specs: list = [None]  # number -> writer (0: None); keeps each writer alive while it may be asked for
-        self.numbers: dict[int, int] = {}  # id(writer) -> its number (ids are stable: `specs` holds the writers)
+        # number -> writer (0: None), held while some block it keyed is keyed still, then None: memory follows the
+        # cached blocks, not the trace's requests
+        self.specs: list = [None]
+        self.held: list[int] = [0]  # number -> how many blocks it keyed are keyed still
+        self.numbers: dict[int, int] = {}  # id(writer) -> its number (ids are stable while `specs` holds the writer)
         self.last: tuple = (None, 0)  # (the writer last numbered, its number): keyed runs come a request at a time
 
     def number(self, writer) -> int:
@@ -39,25 +42,31 @@ class Writers:
         if number is None:
             number = self.numbers[id(writer)] = len(self.specs)
             self.specs.append(writer)
+            self.held.append(0)
         self.last = (writer, number)
         return number
 
     def one(self, block: int, index: int, writer) -> None:
         """`block` is keyed by `writer` at chain index `index`."""
-        self.serial[block] = self.number(writer)
+        self.serial[block] = number = self.number(writer)
+        self.held[number] += 1
         self.index[block] = index
 
     def run(self, blocks: list[int], start: int, writer) -> None:
         """`blocks` are keyed by `writer` at chain indices start, start + 1, ..."""
+        if not blocks:  # (no number for a writer that keys nothing: it would never be let go)
+            return
         index = ids(blocks)
-        self.serial[index] = self.number(writer)
+        self.serial[index] = number = self.number(writer)
+        self.held[number] += len(blocks)
         self.index[index] = load_numpy().arange(start, start + len(blocks))
 
     def some(self, blocks: list[int], indices, writer) -> None:
         """`blocks` are keyed by `writer` at the chain indices `indices` (one each, in order)."""
         if blocks:
             index = ids(blocks)
-            self.serial[index] = self.number(writer)
+            self.serial[index] = number = self.number(writer)
+            self.held[number] += len(blocks)
             self.index[index] = list(indices)
 
     def unkeyed(self, index) -> int:
@@ -67,9 +76,25 @@ class Writers:
     def forget(self, victims: list[int], index=None) -> None:
         """The victims hold no key any more (`index`: them as an index array, or None)."""
         if len(victims) == 1:
+            self._let_go(int(self.serial[victims[0]]), 1)
             self.serial[victims[0]] = -1
-        else:
-            self.serial[ids(victims) if index is None else index] = -1
+            return
+        index = ids(victims) if index is None else index
+        numbers, counts = load_numpy().unique(self.serial[index], return_counts=True)
+        for number, count in zip(numbers.tolist(), counts.tolist()):
+            self._let_go(number, count)
+        self.serial[index] = -1
+
+    def _let_go(self, number: int, count: int) -> None:
+        """`count` blocks keyed by writer `number` (-1: none, 0: a restore) hold no key now; a writer none of whose
+        blocks is keyed any more is let go (its number is not given again: a later request is a new writer)."""
+        if number > 0:
+            self.held[number] -= count
+            if not self.held[number]:
+                writer, self.specs[number] = self.specs[number], None
+                del self.numbers[id(writer)]
+                if self.last[0] is writer:
+                    self.last = (None, 0)
 
     def runs(self, victims: list[int], index=None) -> list[tuple]:
         """The victims (keyed) as runs of one writer's consecutive victims: [(writer, their chain indices)], the
