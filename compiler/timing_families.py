@@ -16,27 +16,28 @@ from __future__ import annotations
 from dataclasses import replace
 
 
-def _per_layer(points: tuple[tuple[int, float], ...], tensor: int, layers: int) -> tuple[tuple[int, float], ...]:
-    """AISimulate's measured ms of a pass at `tensor` over `layers` attention layers, as s per layer x tensor degree."""
-    return tuple((tokens, ms * 1e-3 * tensor / layers) for tokens, ms in points)
+def _table(points: tuple[tuple[int, float], ...], times: int, per: int = 1) -> tuple[tuple[int, float], ...]:
+    """AISimulate's measured (tokens, ms) points as (tokens, s x `times` / `per`): the unit the timing term is kept in
+    (s per layer x tensor degree, s x expert group)."""
+    return tuple((tokens, ms * 1e-3 * times / per) for tokens, ms in points)
 
 
 # DeepSeek V4 Flash B200 vLLM TP4's `context_attention` op (43 layers) at a prompt of n tokens from none cached: a
 # table with its own knots, not a roofline (8.1 us a token at 3,000, 12.8 at 8,192, 10.4 at 16,384; facts §98)
-DSV4_VLLM_PREFILL_ATTENTION = _per_layer(
+DSV4_VLLM_PREFILL_ATTENTION = _table(
     ((128, 3.482), (256, 4.407), (512, 6.043), (1024, 9.028), (2048, 15.906), (3072, 25.035), (4096, 35.709),
      (6144, 63.761), (8192, 104.484), (10240, 120.158), (12288, 136.907), (16384, 170.985), (32768, 321.447)), 4, 43)
 
 # Kimi K3 vLLM TP8 EP8's `context_moe` op (92 LatentMoE layers' routed experts) at n prefill tokens, in s x the expert
 # group of 8, B200 and GB200: concave from 1k to 4k tokens (B200 100 us a token, then 72), where reads plus FLOPs are a
 # line (facts §98); GB200's KDA conv1d costs ~98 ms a prefill pass (B200 ~30: its prefill layer 4.0 ms, not 1.1)
-KIMI_B200_VLLM_CONTEXT_MOE = tuple((tokens, ms * 1e-3 * 8) for tokens, ms in (
+KIMI_B200_VLLM_CONTEXT_MOE = _table((
     (128, 54.08), (512, 95.13), (1024, 152.40), (2048, 254.62), (3072, 352.46), (4096, 426.53), (8192, 724.0),
-    (16384, 1403.25)))
+    (16384, 1403.25)), 8)
 
-KIMI_GB200_VLLM_CONTEXT_MOE = tuple((tokens, ms * 1e-3 * 8) for tokens, ms in (
+KIMI_GB200_VLLM_CONTEXT_MOE = _table((
     (128, 69.86), (512, 128.84), (1024, 161.69), (2048, 227.62), (3072, 295.34), (4096, 361.39), (8192, 618.97),
-    (16384, 1169.08)))
+    (16384, 1169.08)), 8)
 
 FAMILIES = {
     # layer 0 is a dense SwiGLU layer (first_k_dense_replace 1); the routed experts map 3,584 -> 3,072 -> 3,584

@@ -115,13 +115,13 @@ class Disaggregation:
 
     def _lands_now(self, rank) -> bool:
         """Whether the rank's next reservation lands in the instant it is made: every one does without a link; with
-        one, the first pending handoff's when it moves nothing (handoff.moves_nothing)."""
+        one, the first pending handoff's when it moves nothing (`holds_whole_prompt`)."""
         if self.instant:
             return True
         if not self.may_move_nothing:
             return False
         head = next((r for r in rank.waiting if r.pd is not None and r.pd.phase == "pending"), None)
-        return head is not None and moves_nothing(rank, head, self.config)
+        return head is not None and holds_whole_prompt(rank, head)
 
     def _source_free_at(self, request, now: int) -> int:
         """When the request's source can let go of its blocks: now, or when the pass its worker runs ends (the
@@ -141,10 +141,10 @@ class Disaggregation:
         rank.releases = []
 
 
-def moves_nothing(rank, request, config: handoff.Handoff) -> bool:
-    """The request's KV would land on `rank` the instant it is reserved: `destination_missing` with no latency and no
-    state to move, and every block of a whole-block prompt already cached there (no token travels)."""
-    if config.timing_mode != "destination_missing" or config.transfer_ns(0) or not rank.handoff_kv.reuse:
+def holds_whole_prompt(rank, request) -> bool:
+    """Whether `rank` (reusing a held prefix) caches every block of the request's whole-block prompt already: under a
+    `destination_missing` handoff with no fixed cost (`may_move_nothing`) no token travels, so it lands at once."""
+    if not rank.handoff_kv.reuse:
         return False
     prompt, size = request.spec.prompt_len, rank.block_size
     return not prompt % size and rank.pool.held_tokens(request.spec, size, prompt // size) == prompt

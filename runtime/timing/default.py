@@ -71,10 +71,13 @@ PREFILL_FLOOR = 0.25  # the prefill attention kernel's share of its cost that a 
 COLLECTIVE_FULL_TOKENS = 4096  # a pass's collectives pay their full rate per token up to this many tokens
 
 
-def measured(points, keys: list[int], x: float) -> float:
-    """A measured table at `x`: linear from (0, 0) to its first point, between its points, on from its last two."""
+def measured(points, keys: list[int], x: float, flat_past_end: bool = False) -> float:
+    """A measured table at `x`: linear from (0, 0) to its first point, between its points, and past its last point
+    on from its last two (or its last value, `flat_past_end`)."""
     at = bisect_left(keys, x)
     if at == len(points):
+        if flat_past_end:
+            return points[-1][1]
         at -= 1
     (lo_t, lo_s), (hi_t, hi_s) = (points[at - 1] if at else (0, 0.0)), points[at]
     return lo_s + (hi_s - lo_s) * (x - lo_t) / (hi_t - lo_t)
@@ -186,11 +189,7 @@ def default_timing(inputs) -> Timing:
         # decode MoE kernel has a measured curve of its own (linear from (0, 0) between its points, flat past the last)
         if not (curve and decode_only):
             return 1 - miss ** tokens
-        at = bisect_left(curve_tokens, tokens)
-        if at == len(curve):
-            return curve[-1][1]
-        (lo_t, lo_s), (hi_t, hi_s) = curve[at - 1] if at else (0, 0.0), curve[at]
-        return lo_s + (hi_s - lo_s) * (tokens - lo_t) / (hi_t - lo_t)
+        return measured(curve, curve_tokens, tokens, flat_past_end=True)
 
     moe_table = terms.prefill_expert_curve
     moe_keys = [t for t, _ in moe_table]
@@ -225,9 +224,6 @@ def default_timing(inputs) -> Timing:
     table_layers = inputs.attention_layers / tp
     prefix_pair_s, prefix_cap = terms.prefill_prefix_pair_s, terms.prefill_prefix_cap
 
-    def table_attention(end: int) -> float:
-        return measured(table, table_tokens, end)
-
     def prefill_attention(chunks: tuple[tuple[int, int], ...]) -> float:
         if not table:
             return attention(sum(n * (c + n / 2) for n, c in chunks), sum(c + n for n, c in chunks))
@@ -239,7 +235,7 @@ def default_timing(inputs) -> Timing:
         k = len(chunks)
         end, prefix = sum(c + n for n, c in chunks) // k, sum(c for _, c in chunks) // k
         new = end - prefix
-        return k * table_layers * (table_attention(new) + prefix_pair_s * new * min(prefix, prefix_cap))
+        return k * table_layers * (measured(table, table_tokens, new) + prefix_pair_s * new * min(prefix, prefix_cap))
 
     def seconds(work: PassWork, decode_tokens: int, decode_pairs: float, decode_kv: float) -> float:
         if work.prefill_chunks and decode_tokens:
